@@ -1,0 +1,48 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "db/server.h"
+
+namespace CLI {
+class App;
+}
+
+namespace coexist::cli {
+
+// Options every subcommand understands, and what they resolve to.
+struct GlobalOptions {
+  std::string config_path;   // --config FILE
+  std::string database_url;  // --database-url URL
+  std::string data_dir;      // --data-dir: the `db up` cluster's folder
+  std::string log_level;     // --log-level; empty: config's, else info
+  std::string log_format;    // --log-format text|json
+};
+
+// Shared by the commands of one invocation.
+class Context {
+ public:
+  GlobalOptions options;
+
+  // The configuration from --config, loaded once; defaults without --config.
+  const config::Config& Config();
+  bool HasConfigFile() const { return !options.config_path.empty(); }
+
+  // Where the database is (db/server.h's rules); the throwaway cluster, if
+  // one is started, lives as long as this Context.
+  const db::Server& Server(bool allow_throwaway = true);
+
+ private:
+  std::optional<config::Config> config_;
+  std::optional<db::Server> server_;
+};
+
+// Each file under cli/ adds its subcommands. The callbacks store their exit
+// status in `exit_code`.
+void AddDbCommands(CLI::App& app, Context& context, int& exit_code);
+void AddConfigCommands(CLI::App& app, Context& context, int& exit_code);
+void AddDemoCommand(CLI::App& app, Context& context, int& exit_code);
+
+}  // namespace coexist::cli

@@ -1,0 +1,111 @@
+// coexist db up|down|install|status|seed
+
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/context.h"
+#include "cli/status_report.h"
+#include "common/error.h"
+#include "db/cluster.h"
+#include "db/connection.h"
+#include "db/migrations.h"
+#include "db/status.h"
+#include "db/target_table.h"
+
+namespace coexist::cli {
+namespace {
+
+std::filesystem::path DataDir(const Context& context) {
+  return context.options.data_dir.empty() ? db::DefaultLocalDataDir()
+                                          : std::filesystem::path(context.options.data_dir);
+}
+
+bool TargetExists(pqxx::connection_base& conn, const db::TargetTable& target) {
+  pqxx::read_transaction tx(conn);
+  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
+  return tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>();
+}
+
+int Install(Context& context) {
+  auto conn = db::Connect(context.Server());
+  int applied = db::InstallMigrations(*conn);
+  const auto& target = context.Config().target;
+  if (TargetExists(*conn, target)) {
+    db::InstallVersionTrigger(*conn, target);
+  } else if (context.HasConfigFile()) {
+    throw UnavailableError("target table " + target.Name() + " does not exist",
+                           "create it (or fix target.table in " + context.options.config_path +
+                               "), then run 'coexist db install' again.");
+  } else {
+    spdlog::warn("version trigger skipped target={} reason=table_missing", target.Name());
+  }
+  std::cout << "coexist schema at version " << db::LatestVersion() << " (" << applied
+            << " migration" << (applied == 1 ? "" : "s") << " applied now)\n";
+  return 0;
+}
+
+int Status(Context& context, bool json) {
+  const auto& server = context.Server(/*allow_throwaway=*/false);
+  auto conn = db::Connect(server);
+  auto status = db::ReadStatus(*conn, context.Config().target);
+  if (json) {
+    std::cout << StatusJson(status, server).dump(2) << '\n';
+  } else {
+    PrintStatus(std::cout, status, server);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddDbCommands(CLI::App& app, Context& context, int& exit_code) {
+  auto* db = app.add_subcommand("db", "Manage the database: local cluster, schema, demo data");
+  db->require_subcommand(1);
+
+  auto* up = db->add_subcommand(
+      "up", "Start a local PostgreSQL cluster that other commands use until 'db down'");
+  up->callback([&] {
+    auto path = DataDir(context);
+    std::string conninfo = db::LocalClusterUp(path);
+    std::cout << "local cluster running: " << db::DescribeConninfo(conninfo) << '\n'
+              << "data folder: " << path.string() << '\n';
+    exit_code = 0;
+  });
+
+  auto* down = db->add_subcommand("down", "Stop the local cluster started by 'db up'");
+  static bool remove = false;
+  down->add_flag("--remove", remove, "also delete its data folder");
+  down->callback([&] {
+    db::LocalClusterDown(DataDir(context), remove);
+    std::cout << (remove ? "local cluster stopped and removed\n" : "local cluster stopped\n");
+    exit_code = 0;
+  });
+
+  auto* install = db->add_subcommand(
+      "install",
+      "Apply the coexist schema's migrations and install the version trigger on the target");
+  install->callback([&] { exit_code = Install(context); });
+
+  auto* status =
+      db->add_subcommand("status", "Print the installed schema version, target and queue");
+  static bool json = false;
+  status->add_flag("--json", json, "print JSON instead of text");
+  status->callback([&] { exit_code = Status(context, json); });
+
+  auto* seed = db->add_subcommand("seed", "Create the demo table public.products with N rows");
+  static long long records = 1000;
+  static long long stock = 1000;
+  seed->add_option("--records", records, "number of rows")->check(CLI::Range(1LL, 100000000LL));
+  seed->add_option("--stock", stock, "initial stock of every row")->check(CLI::NonNegativeNumber);
+  seed->callback([&] {
+    auto conn = db::Connect(context.Server());
+    db::SeedDemoTable(*conn, records, stock);
+    std::cout << "seeded public.products with " << records << " rows\n";
+    exit_code = 0;
+  });
+}
+
+}  // namespace coexist::cli

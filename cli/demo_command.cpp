@@ -1,0 +1,33 @@
+// coexist demo: the README's first command.
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/context.h"
+#include "cli/status_report.h"
+#include "db/connection.h"
+#include "db/migrations.h"
+#include "db/status.h"
+#include "db/target_table.h"
+
+namespace coexist::cli {
+
+void AddDemoCommand(CLI::App& app, Context& context, int& exit_code) {
+  auto* demo = app.add_subcommand(
+      "demo",
+      "Install the schema and seed the demo table on the configured database (a throwaway cluster "
+      "when none is configured), then print its status");
+  static long long records = 1000;
+  demo->add_option("--records", records, "rows in the demo table")
+      ->check(CLI::Range(1LL, 10000000LL));
+  demo->callback([&] {
+    const auto& server = context.Server();
+    auto conn = db::Connect(server);
+    db::InstallMigrations(*conn);
+    db::SeedDemoTable(*conn, records);
+    PrintStatus(std::cout, db::ReadStatus(*conn, db::TargetTable{}), server);
+    exit_code = 0;
+  });
+}
+
+}  // namespace coexist::cli

@@ -1,0 +1,21 @@
+#pragma once
+
+namespace coexist {
+
+// Process exit statuses, sysexits(3)-style. Every command maps its failures
+// to one of these in one place (cli/main.cpp); docs/operations.md lists them.
+enum class ExitCode : int {
+  kOk = 0,
+  kUsage = 64,        // EX_USAGE: bad command line
+  kDataError = 65,    // EX_DATAERR: bad input data (enqueue files, ...)
+  kNoInput = 66,      // EX_NOINPUT: an input file does not exist or is unreadable
+  kUnavailable = 69,  // EX_UNAVAILABLE: a needed service or program is missing
+  kSoftware = 70,     // EX_SOFTWARE: internal error, a bug
+  kCantCreate = 73,   // EX_CANTCREAT: cannot create an output file
+  kTempFail = 75,     // EX_TEMPFAIL: database unreachable; try again later
+  kConfig = 78,       // EX_CONFIG: invalid configuration
+};
+
+constexpr int ToInt(ExitCode code) { return static_cast<int>(code); }
+
+}  // namespace coexist

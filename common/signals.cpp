@@ -1,0 +1,110 @@
+#include "common/signals.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace coexist::signals {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  int next_id = 0;
+  std::map<int, Callback> handlers;
+  std::map<int, std::function<void()>> cleanups;
+  bool handling = false;
+};
+
+Registry& TheRegistry() {
+  static Registry registry;
+  return registry;
+}
+
+sigset_t WatchedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+[[noreturn]] void RunCleanupsAndExit(int signo) {
+  std::map<int, std::function<void()>> cleanups;
+  {
+    std::lock_guard lock(TheRegistry().mutex);
+    cleanups = TheRegistry().cleanups;
+  }
+  for (auto it = cleanups.rbegin(); it != cleanups.rend(); ++it) it->second();
+  std::_Exit(128 + signo);
+}
+
+void Dispatch(int signo) {
+  Callback handler;
+  {
+    auto& registry = TheRegistry();
+    std::lock_guard lock(registry.mutex);
+    bool repeated = registry.handling && signo != SIGHUP;
+    if (!registry.handlers.empty() && !repeated) {
+      handler = registry.handlers.rbegin()->second;
+      if (signo != SIGHUP) registry.handling = true;
+    }
+  }
+  if (handler) {
+    handler(signo);
+  } else if (signo != SIGHUP) {
+    RunCleanupsAndExit(signo);
+  }
+}
+
+void Watch(std::stop_token stop) {
+  sigset_t set = WatchedSignals();
+  // Wakes up every 200 ms to see whether the process is shutting down.
+  timespec slice{0, 200'000'000};
+  while (!stop.stop_requested()) {
+    int signo = sigtimedwait(&set, nullptr, &slice);
+    if (signo > 0) Dispatch(signo);
+  }
+}
+
+}  // namespace
+
+void Install() {
+  sigset_t set = WatchedSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  static std::jthread watcher(Watch);
+}
+
+Handler::Handler(Callback callback) {
+  auto& registry = TheRegistry();
+  std::lock_guard lock(registry.mutex);
+  id_ = registry.next_id++;
+  registry.handlers[id_] = std::move(callback);
+}
+
+Handler::~Handler() {
+  auto& registry = TheRegistry();
+  std::lock_guard lock(registry.mutex);
+  registry.handlers.erase(id_);
+  if (registry.handlers.empty()) registry.handling = false;
+}
+
+Cleanup::Cleanup(std::function<void()> cleanup) {
+  auto& registry = TheRegistry();
+  std::lock_guard lock(registry.mutex);
+  id_ = registry.next_id++;
+  registry.cleanups[id_] = std::move(cleanup);
+}
+
+Cleanup::~Cleanup() {
+  auto& registry = TheRegistry();
+  std::lock_guard lock(registry.mutex);
+  registry.cleanups.erase(id_);
+}
+
+}  // namespace coexist::signals

@@ -1,0 +1,326 @@
+#include "config/yaml_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "config/duration.h"
+
+namespace coexist::config {
+namespace {
+
+const char* KindName(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Null:
+      return "nothing";
+    default:
+      return "a single value";
+  }
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string JoinQuoted(const auto& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += std::string(item);
+  }
+  return out;
+}
+
+bool IsIdentifier(std::string_view s) {
+  if (s.empty() || s.size() > 63 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$';
+  });
+}
+
+}  // namespace
+
+std::string Mark::ToString() const {
+  if (line <= 0) return file;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+ConfigError::ConfigError(const Mark& mark, const std::string& key, const std::string& message,
+                         std::string hint)
+    : Error(ExitCode::kConfig, mark.ToString() + ": " + (key.empty() ? "" : key + ": ") + message,
+            std::move(hint)),
+      mark_(mark) {}
+
+YAML::Node ParseYaml(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError({file, e.mark.line + 1, e.mark.column + 1}, "", "YAML syntax error: " + e.msg,
+                      "check indentation and quoting near this position.");
+  }
+}
+
+std::string SubstituteVariables(const std::string& text, const Mark& mark, const std::string& key) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '$') {
+      out += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == '$') {
+      out += '$';
+      ++i;
+    } else if (i + 1 < text.size() && text[i + 1] == '{') {
+      size_t close = text.find('}', i + 2);
+      if (close == std::string::npos) {
+        throw ConfigError(mark, key, "unclosed '${' in '" + text + "'",
+                          "write ${NAME} for an environment variable, $$ for a literal $.");
+      }
+      std::string name = text.substr(i + 2, close - i - 2);
+      const char* value = std::getenv(name.c_str());
+      if (value == nullptr) {
+        throw ConfigError(mark, key, "environment variable '" + name + "' is not set",
+                          "export " + name + " before running coexist, or write the value here.");
+      }
+      out += value;
+      i = close;
+    } else {
+      out += '$';
+    }
+  }
+  return out;
+}
+
+Section::Section(const YAML::Node& node, std::string path, std::string file)
+    : node_(node), path_(std::move(path)), file_(std::move(file)) {
+  for (const auto& item : node_) {
+    std::string name = item.first.Scalar();
+    auto duplicate = std::find_if(entries_.begin(), entries_.end(),
+                                  [&](const auto& e) { return e.first == name; });
+    if (duplicate != entries_.end()) {
+      Fail(item.first, name, "duplicate key",
+           "it was first set at " + MarkOf(duplicate->second.key).ToString() + "; keep one.");
+    }
+    entries_.push_back({name, Entry{item.first, item.second}});
+  }
+}
+
+std::string Section::KeyPath(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+Mark Section::MarkOf(const YAML::Node& node) const {
+  auto mark = node.Mark();
+  if (mark.is_null()) return {file_, 0, 0};
+  return {file_, mark.line + 1, mark.column + 1};
+}
+
+void Section::Fail(const YAML::Node& at, std::string_view key, const std::string& message,
+                   std::string hint) const {
+  throw ConfigError(MarkOf(at), KeyPath(key), message, std::move(hint));
+}
+
+const Section::Entry* Section::Find(std::string_view key) {
+  known_.emplace(key);
+  for (const auto& [name, entry] : entries_) {
+    if (name == key) return &entry;
+  }
+  return nullptr;
+}
+
+std::string Section::ScalarText(const YAML::Node& value, std::string_view key) const {
+  if (!value.IsScalar())
+    Fail(value, key, std::string("expected a single value, got ") + KindName(value));
+  return SubstituteVariables(value.Scalar(), MarkOf(value), KeyPath(key));
+}
+
+std::optional<Section> Section::Map(std::string_view key) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr || entry->value.IsNull()) return std::nullopt;
+  if (!entry->value.IsMap()) {
+    Fail(entry->value, key,
+         std::string("expected a map of settings, got ") + KindName(entry->value));
+  }
+  return Section(entry->value, KeyPath(key), file_);
+}
+
+std::optional<YAML::Node> Section::Sequence(std::string_view key) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr || entry->value.IsNull()) return std::nullopt;
+  if (!entry->value.IsSequence()) {
+    Fail(entry->value, key, std::string("expected a list, got ") + KindName(entry->value));
+  }
+  return entry->value;
+}
+
+void Section::String(std::string_view key, std::string& out) {
+  if (const Entry* entry = Find(key)) out = ScalarText(entry->value, key);
+}
+
+void Section::OptionalString(std::string_view key, std::optional<std::string>& out) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  if (entry->value.IsNull()) {
+    out.reset();
+  } else {
+    out = ScalarText(entry->value, key);
+  }
+}
+
+void Section::Int64(std::string_view key, long long& out, long long min, long long max) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string range =
+      "allowed range is " + std::to_string(min) + " to " + std::to_string(max) + " inclusive.";
+  if (ec == std::errc::result_out_of_range)
+    Fail(entry->value, key, "'" + text + "' is out of range", range);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    Fail(entry->value, key, "'" + text + "' is not a whole number", range);
+  }
+  if (value < min || value > max) Fail(entry->value, key, "'" + text + "' is out of range", range);
+  out = value;
+}
+
+void Section::Int(std::string_view key, int& out, int min, int max) {
+  long long value = out;
+  Int64(key, value, min, max);
+  out = static_cast<int>(value);
+}
+
+void Section::Double(std::string_view key, double& out, double min, double max) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  auto range = "allowed range is " + std::to_string(min) + " to " + std::to_string(max) + ".";
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
+    Fail(entry->value, key, "'" + text + "' is not a number", range);
+  }
+  if (value < min || value > max) Fail(entry->value, key, "'" + text + "' is out of range", range);
+  out = value;
+}
+
+void Section::Bool(std::string_view key, bool& out) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  if (text == "true") {
+    out = true;
+  } else if (text == "false") {
+    out = false;
+  } else {
+    Fail(entry->value, key, "'" + text + "' is not a boolean", "write true or false.");
+  }
+}
+
+void Section::Duration(std::string_view key, std::chrono::milliseconds& out,
+                       std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  auto parsed = ParseDuration(text);
+  std::string range =
+      "allowed range is " + FormatDuration(min) + " to " + FormatDuration(max) + ".";
+  if (!parsed) {
+    bool bare_number = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
+    Fail(entry->value, key, "'" + text + "' is not a duration",
+         bare_number ? "add a unit: '" + text + "ms', '" + text + "s' or '" + text + "m'."
+                     : "write a number with a unit (us, ms, s, m, h, d), e.g. 250ms, 30s, 1m30s.");
+  }
+  if (*parsed % std::chrono::milliseconds(1) != std::chrono::microseconds(0)) {
+    Fail(entry->value, key, "'" + text + "' is finer than a millisecond", range);
+  }
+  auto value = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
+  if (value < min || value > max) Fail(entry->value, key, "'" + text + "' is out of range", range);
+  out = value;
+}
+
+void Section::Enum(std::string_view key, std::string& out,
+                   std::initializer_list<std::string_view> allowed) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  if (std::find(allowed.begin(), allowed.end(), text) == allowed.end()) {
+    Fail(entry->value, key, "unknown value '" + text + "'",
+         "use one of: " + JoinQuoted(allowed) + ".");
+  }
+  out = text;
+}
+
+void Section::Identifier(std::string_view key, std::string& out) {
+  std::optional<std::string> value = out;
+  OptionalIdentifier(key, value);
+  if (!value) Fail(Find(key)->value, key, "a name is required here");
+  out = *value;
+}
+
+void Section::OptionalIdentifier(std::string_view key, std::optional<std::string>& out) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  if (entry->value.IsNull()) {
+    out.reset();
+    return;
+  }
+  std::string text = ScalarText(entry->value, key);
+  if (!IsIdentifier(text)) {
+    Fail(entry->value, key, "'" + text + "' is not a valid SQL name",
+         "use letters, digits, _ and $, not starting with a digit, at most 63 bytes.");
+  }
+  out = text;
+}
+
+void Section::QualifiedName(std::string_view key, std::string& schema, std::string& name) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  auto dot = text.find('.');
+  std::string first = dot == std::string::npos ? text : text.substr(0, dot);
+  std::string second = dot == std::string::npos ? "" : text.substr(dot + 1);
+  if (!IsIdentifier(first) || (dot != std::string::npos && !IsIdentifier(second))) {
+    Fail(entry->value, key, "'" + text + "' is not a valid table name",
+         "write name or schema.name; each part letters, digits, _ and $, not starting with a "
+         "digit, at most 63 bytes.");
+  }
+  if (dot == std::string::npos) {
+    name = first;
+  } else {
+    schema = first;
+    name = second;
+  }
+}
+
+void Section::Finish() const {
+  for (const auto& [name, entry] : entries_) {
+    if (known_.count(name)) continue;
+    std::string nearest;
+    size_t best = 3;
+    for (const auto& known : known_) {
+      size_t d = EditDistance(name, known);
+      if (d < best) best = d, nearest = known;
+    }
+    std::string hint = nearest.empty() ? "known keys here: " + JoinQuoted(known_) + "."
+                                       : "did you mean '" + nearest +
+                                             "'? known keys here: " + JoinQuoted(known_) + ".";
+    Fail(entry.key, name, "unknown key", hint);
+  }
+}
+
+}  // namespace coexist::config

@@ -1,0 +1,79 @@
+#pragma once
+
+// Private to config/: typed, position-aware reading of YAML maps. Every
+// problem becomes a ConfigError at the offending node's file:line:column.
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config_error.h"
+
+namespace coexist::config {
+
+// One YAML map, e.g. `batch:`. Getters leave `out` untouched when the key is
+// absent (so struct defaults stand) and record the key as known; Finish()
+// then rejects every key no getter asked for.
+class Section {
+ public:
+  // `path` is the dotted key of this map ("" for the top level).
+  Section(const YAML::Node& node, std::string path, std::string file);
+
+  std::optional<Section> Map(std::string_view key);
+  std::optional<YAML::Node> Sequence(std::string_view key);
+  void String(std::string_view key, std::string& out);
+  // A null value (~ or empty) clears it.
+  void OptionalString(std::string_view key, std::optional<std::string>& out);
+  void Int(std::string_view key, int& out, int min, int max);
+  void Int64(std::string_view key, long long& out, long long min, long long max);
+  void Double(std::string_view key, double& out, double min, double max);
+  void Bool(std::string_view key, bool& out);
+  void Duration(std::string_view key, std::chrono::milliseconds& out, std::chrono::milliseconds min,
+                std::chrono::milliseconds max);
+  void Enum(std::string_view key, std::string& out,
+            std::initializer_list<std::string_view> allowed);
+  // A SQL identifier: letters, digits, _ and $, not starting with a digit, at
+  // most 63 bytes. Quoted when used; validated here so messages are clear.
+  void Identifier(std::string_view key, std::string& out);
+  void OptionalIdentifier(std::string_view key, std::optional<std::string>& out);
+  // "name" or "schema.name"; schema stays as it is when not given.
+  void QualifiedName(std::string_view key, std::string& schema, std::string& name);
+
+  // Rejects keys that no getter asked for, suggesting the nearest known one.
+  void Finish() const;
+
+  std::string KeyPath(std::string_view key) const;
+  Mark MarkOf(const YAML::Node& node) const;
+  [[noreturn]] void Fail(const YAML::Node& at, std::string_view key, const std::string& message,
+                         std::string hint = {}) const;
+  // The value of a scalar with ${VAR} substituted; fails on maps and lists.
+  std::string ScalarText(const YAML::Node& value, std::string_view key) const;
+
+ private:
+  struct Entry {
+    YAML::Node key;
+    YAML::Node value;
+  };
+  const Entry* Find(std::string_view key);
+
+  YAML::Node node_;
+  std::string path_;
+  std::string file_;
+  std::vector<std::pair<std::string, Entry>> entries_;
+  std::set<std::string, std::less<>> known_;
+};
+
+// Parses YAML text into a node; a syntax error becomes a ConfigError.
+YAML::Node ParseYaml(const std::string& text, const std::string& file);
+
+// Replaces ${VAR} with the environment's value; `$$` stands for `$`.
+// Throws ConfigError at `mark` for a missing variable or an unclosed "${".
+std::string SubstituteVariables(const std::string& text, const Mark& mark, const std::string& key);
+
+}  // namespace coexist::config

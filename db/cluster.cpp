@@ -1,0 +1,336 @@
+#include "db/cluster.h"
+
+#include <libpq-fe.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/signals.h"
+
+namespace coexist::db {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kTempPrefix = "coexist-pg-";
+constexpr const char* kSuperuser = "coexist";
+
+bool HasServerPrograms(const fs::path& bindir) {
+  return fs::exists(bindir / "initdb") && fs::exists(bindir / "postgres") &&
+         fs::exists(bindir / "pg_ctl");
+}
+
+bool ProcessAlive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+pid_t ReadPid(const fs::path& file) {
+  std::ifstream in(file);
+  long pid = -1;
+  if (!(in >> pid)) return -1;
+  return static_cast<pid_t>(pid);
+}
+
+std::string Tail(const fs::path& file, size_t max_lines = 15) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  size_t start = lines.size() > max_lines ? lines.size() - max_lines : 0;
+  for (size_t i = start; i < lines.size(); ++i) out += "\n  " + lines[i];
+  return out;
+}
+
+void Chown(const fs::path& path, const std::optional<RunAs>& run_as) {
+  if (run_as && chown(path.c_str(), run_as->uid, run_as->gid) != 0) {
+    throw UnavailableError("cannot hand " + path.string() + " to user " + run_as->name);
+  }
+}
+
+std::string Conninfo(const fs::path& socket_dir, const std::string& dbname) {
+  return "host=" + socket_dir.string() + " port=5432 user=" + kSuperuser + " dbname=" + dbname;
+}
+
+// Waits until the server accepts connections or `server_pid` (when >0) exits.
+bool WaitUntilReady(const std::string& conninfo, pid_t server_pid, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (PQping(conninfo.c_str()) == PQPING_OK) return true;
+    if (server_pid > 0 && waitpid(server_pid, nullptr, WNOHANG) == server_pid) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+void CreateDatabase(const fs::path& socket_dir, const std::string& name) {
+  PGconn* conn = PQconnectdb(Conninfo(socket_dir, "postgres").c_str());
+  std::string error;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    error = PQerrorMessage(conn);
+  } else {
+    PGresult* check =
+        PQexecParams(conn, "SELECT 1 FROM pg_database WHERE datname = $1", 1, nullptr,
+                     std::array<const char*, 1>{name.c_str()}.data(), nullptr, nullptr, 0);
+    bool exists = PQresultStatus(check) == PGRES_TUPLES_OK && PQntuples(check) == 1;
+    PQclear(check);
+    if (!exists) {
+      PGresult* res = PQexec(conn, ("CREATE DATABASE \"" + name + "\"").c_str());
+      if (PQresultStatus(res) != PGRES_COMMAND_OK) error = PQresultErrorMessage(res);
+      PQclear(res);
+    }
+  }
+  PQfinish(conn);
+  if (!error.empty()) throw UnavailableError("cannot create database " + name + ": " + error);
+}
+
+void RunInitdb(const fs::path& bindir, const fs::path& data_dir,
+               const std::optional<RunAs>& run_as) {
+  auto result = RunCommand(
+      {(bindir / "initdb").string(), "-D", data_dir.string(), "-U", kSuperuser, "--auth=trust",
+       "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"},
+      run_as);
+  if (result.status != 0) {
+    throw UnavailableError("initdb failed with status " + std::to_string(result.status) + ":\n" +
+                           result.output);
+  }
+}
+
+// Sends `signo` and waits up to `limit` for the child to exit.
+bool StopChild(pid_t pid, int signo, std::chrono::milliseconds limit) {
+  kill(pid, signo);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pid_t done = waitpid(pid, nullptr, WNOHANG);
+    if (done == pid || (done < 0 && errno == ECHILD)) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+}  // namespace
+
+fs::path FindServerBinDir() {
+  auto from_pg_config = RunCommand({"/usr/bin/pg_config", "--bindir"});
+  if (from_pg_config.status == 0) {
+    std::string dir = from_pg_config.output;
+    dir.erase(dir.find_last_not_of(" \n") + 1);
+    if (HasServerPrograms(dir)) return dir;
+  }
+  std::vector<std::pair<int, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (HasServerPrograms(entry.path() / "bin") &&
+        std::all_of(name.begin(), name.end(), ::isdigit)) {
+      found.emplace_back(std::stoi(name), entry.path() / "bin");
+    }
+  }
+  if (found.empty()) {
+    throw UnavailableError("no PostgreSQL server programs found (initdb, postgres, pg_ctl)",
+                           "run scripts/setup.sh to install postgresql-15, or configure a "
+                           "database with --database-url or COEXIST_DATABASE_URL.");
+  }
+  return std::max_element(found.begin(), found.end())->second;
+}
+
+struct TempCluster::CleanupGuard {
+  explicit CleanupGuard(std::function<void()> fn) : cleanup(std::move(fn)) {}
+  signals::Cleanup cleanup;
+};
+
+TempCluster::TempCluster(fs::path dir, fs::path bindir, std::optional<RunAs> run_as,
+                         ClusterOptions options)
+    : dir_(std::move(dir)),
+      bindir_(std::move(bindir)),
+      run_as_(std::move(run_as)),
+      options_(std::move(options)) {}
+
+std::unique_ptr<TempCluster> TempCluster::Start(const ClusterOptions& options) {
+  fs::path bindir = FindServerBinDir();
+  fs::path root = options.temp_root;
+  if (root.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    root = tmp && *tmp ? tmp : "/tmp";
+  }
+  RemoveStaleTempClusters(root);
+
+  std::string pattern = (root / (std::string(kTempPrefix) + "XXXXXX")).string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw UnavailableError("cannot create a temporary folder under " + root.string());
+  }
+  auto run_as = UnprivilegedUserIfRoot();
+  std::unique_ptr<TempCluster> cluster(new TempCluster(pattern, bindir, run_as, options));
+  TempCluster* raw = cluster.get();
+  cluster->cleanup_ = std::make_unique<CleanupGuard>([raw] {
+    if (raw->server_pid_ > 0) StopChild(raw->server_pid_, SIGQUIT, 5s);
+    std::error_code ec;
+    fs::remove_all(raw->dir_, ec);
+  });
+  std::ofstream(cluster->dir_ / "owner.pid") << getpid() << '\n';
+  Chown(cluster->dir_, run_as);
+  RunInitdb(bindir, cluster->dir_ / "data", run_as);
+  cluster->StartServer();
+  CreateDatabase(cluster->dir_, "coexist");
+  spdlog::info("throwaway cluster started dir={} pid={} user={}",
+               log::Value(cluster->dir_.string()), cluster->server_pid_,
+               run_as ? run_as->name : "self");
+  return cluster;
+}
+
+void TempCluster::StartServer() {
+  if (server_pid_ > 0) return;
+  std::vector<std::string> argv = {(bindir_ / "postgres").string(),
+                                   "-D",
+                                   (dir_ / "data").string(),
+                                   "-k",
+                                   dir_.string(),
+                                   "-c",
+                                   "listen_addresses=",
+                                   "-c",
+                                   "max_connections=" + std::to_string(options_.max_connections),
+                                   "-c",
+                                   "shared_buffers=128MB"};
+  if (options_.fast_unsafe) {
+    for (const char* setting : {"fsync=off", "synchronous_commit=off", "full_page_writes=off"}) {
+      argv.insert(argv.end(), {"-c", setting});
+    }
+  }
+  server_pid_ = Spawn({.argv = argv,
+                       .run_as = run_as_,
+                       .output_path = (dir_ / "server.log").string(),
+                       .parent_death_signal = SIGQUIT});
+  if (!WaitUntilReady(ConnectionString("postgres"), server_pid_, 60s)) {
+    std::string tail = Tail(dir_ / "server.log");
+    StopChild(server_pid_, SIGQUIT, 5s);
+    server_pid_ = -1;
+    throw UnavailableError("the throwaway PostgreSQL server did not start; its log ends with:" +
+                           tail);
+  }
+}
+
+void TempCluster::StopServer() {
+  if (server_pid_ <= 0) return;
+  // SIGINT is PostgreSQL's fast shutdown; SIGQUIT (immediate) if it lingers.
+  if (!StopChild(server_pid_, SIGINT, 20s)) StopChild(server_pid_, SIGQUIT, 5s);
+  server_pid_ = -1;
+}
+
+void TempCluster::Remove() {
+  if (dir_.empty()) return;
+  StopServer();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+  spdlog::debug("throwaway cluster removed dir={}", log::Value(dir_.string()));
+  dir_.clear();
+}
+
+TempCluster::~TempCluster() {
+  try {
+    Remove();
+  } catch (...) {
+    // A destructor must not throw; the next Start() removes what is left.
+  }
+}
+
+std::string TempCluster::ConnectionString(const std::string& dbname) const {
+  return Conninfo(dir_, dbname);
+}
+
+int RemoveStaleTempClusters(const fs::path& temp_root) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(temp_root, ec)) {
+    if (!entry.path().filename().string().starts_with(kTempPrefix)) continue;
+    pid_t owner = ReadPid(entry.path() / "owner.pid");
+    if (owner <= 0 || ProcessAlive(owner)) continue;
+    pid_t server = ReadPid(entry.path() / "data" / "postmaster.pid");
+    if (ProcessAlive(server)) {
+      kill(server, SIGQUIT);
+      for (int i = 0; i < 500 && ProcessAlive(server); ++i) std::this_thread::sleep_for(10ms);
+    }
+    std::error_code remove_ec;
+    if (fs::remove_all(entry.path(), remove_ec) > 0 && !remove_ec) {
+      ++removed;
+      spdlog::info("stale throwaway cluster removed dir={}", log::Value(entry.path().string()));
+    }
+  }
+  return removed;
+}
+
+fs::path DefaultLocalDataDir() {
+  if (geteuid() == 0) return "/var/tmp/coexist-root/pgdata";
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state) {
+    return fs::path(state) / "coexist" / "pgdata";
+  }
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : "/tmp") / ".local" / "state" / "coexist" / "pgdata";
+}
+
+LocalClusterStatus ProbeLocalCluster(const fs::path& data_dir) {
+  LocalClusterStatus status{.data_dir = data_dir};
+  pid_t pid = ReadPid(data_dir / "postmaster.pid");
+  if (ProcessAlive(pid) &&
+      PQping(LocalClusterConnectionString(data_dir, "postgres").c_str()) == PQPING_OK) {
+    status.running = true;
+    status.pid = pid;
+  }
+  return status;
+}
+
+std::string LocalClusterConnectionString(const fs::path& data_dir, const std::string& dbname) {
+  return Conninfo(data_dir, dbname);
+}
+
+std::string LocalClusterUp(const fs::path& data_dir) {
+  if (ProbeLocalCluster(data_dir).running) return LocalClusterConnectionString(data_dir);
+  fs::path bindir = FindServerBinDir();
+  auto run_as = UnprivilegedUserIfRoot();
+  if (!fs::exists(data_dir / "PG_VERSION")) {
+    fs::create_directories(data_dir.parent_path());
+    fs::create_directories(data_dir);
+    fs::permissions(data_dir, fs::perms::owner_all);
+    Chown(data_dir, run_as);
+    RunInitdb(bindir, data_dir, run_as);
+    spdlog::info("local cluster created data_dir={}", log::Value(data_dir.string()));
+  }
+  std::string options = "-c listen_addresses='' -k " + data_dir.string();
+  auto result =
+      RunCommand({(bindir / "pg_ctl").string(), "-D", data_dir.string(), "-l",
+                  (data_dir / "server.log").string(), "-o", options, "-w", "-t", "60", "start"},
+                 run_as);
+  if (result.status != 0) {
+    throw UnavailableError("pg_ctl start failed:\n" + result.output +
+                           Tail(data_dir / "server.log"));
+  }
+  CreateDatabase(data_dir, "coexist");
+  spdlog::info("local cluster running data_dir={}", log::Value(data_dir.string()));
+  return LocalClusterConnectionString(data_dir);
+}
+
+void LocalClusterDown(const fs::path& data_dir, bool remove_data) {
+  if (ProbeLocalCluster(data_dir).running) {
+    auto result = RunCommand({(FindServerBinDir() / "pg_ctl").string(), "-D", data_dir.string(),
+                              "-m", "fast", "-w", "stop"},
+                             UnprivilegedUserIfRoot());
+    if (result.status != 0) throw UnavailableError("pg_ctl stop failed:\n" + result.output);
+    spdlog::info("local cluster stopped data_dir={}", log::Value(data_dir.string()));
+  }
+  if (remove_data && fs::exists(data_dir / "PG_VERSION")) {
+    fs::remove_all(data_dir);
+    spdlog::info("local cluster removed data_dir={}", log::Value(data_dir.string()));
+  }
+}
+
+}  // namespace coexist::db

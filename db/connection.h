@@ -1,0 +1,22 @@
+#pragma once
+
+// Include only from .cpp files: it brings in libpqxx.
+
+#include <memory>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "db/server.h"
+
+namespace coexist::db {
+
+// Opens a connection to the server and sets application_name (which
+// batch_priority matches to decide whose backends it may cancel).
+// Throws TempFailError, naming the server (never a password), when the server
+// cannot be reached.
+std::unique_ptr<pqxx::connection> Connect(const Server& server,
+                                          const std::string& application_name = "coexist");
+std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,
+                                          const std::string& application_name = "coexist");
+
+}  // namespace coexist::db

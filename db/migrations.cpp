@@ -1,0 +1,83 @@
+#include "db/migrations.h"
+
+#include <spdlog/spdlog.h>
+
+#include <pqxx/pqxx>
+#include <stdexcept>
+
+#include "common/embedded_file.h"
+
+namespace coexist::db {
+namespace migrations_sql {
+const std::vector<EmbeddedFile>& EmbeddedFiles();
+}
+
+namespace {
+
+// Any number works as long as every installer uses the same one.
+constexpr long long kInstallLockKey = 0x636f65786973ll;  // "coexis"
+
+std::vector<Migration> ParseMigrations() {
+  std::vector<Migration> out;
+  for (const auto& file : migrations_sql::EmbeddedFiles()) {
+    std::string name(file.name.substr(0, file.name.rfind(".sql")));
+    int version = std::stoi(name.substr(0, name.find('_')));
+    if (version != static_cast<int>(out.size()) + 1) {
+      throw std::logic_error("migration " + name + " breaks the 1, 2, 3... numbering");
+    }
+    out.push_back({version, name, file.text});
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Migration>& AllMigrations() {
+  static const std::vector<Migration> migrations = ParseMigrations();
+  return migrations;
+}
+
+int LatestVersion() { return static_cast<int>(AllMigrations().size()); }
+
+int InstallMigrations(pqxx::connection_base& conn) {
+  {
+    pqxx::work tx(conn);
+    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kInstallLockKey);
+    tx.exec("CREATE SCHEMA IF NOT EXISTS coexist");
+    tx.exec(
+        "CREATE TABLE IF NOT EXISTS coexist.schema_migrations ("
+        " version integer PRIMARY KEY, name text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())");
+    tx.commit();
+  }
+  int applied = 0;
+  for (const auto& migration : AllMigrations()) {
+    pqxx::work tx(conn);
+    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kInstallLockKey);
+    auto done = tx.exec_params("SELECT 1 FROM coexist.schema_migrations WHERE version = $1",
+                               migration.version);
+    if (!done.empty()) continue;
+    tx.exec(std::string(migration.sql));
+    tx.exec_params("INSERT INTO coexist.schema_migrations (version, name) VALUES ($1, $2)",
+                   migration.version, migration.name);
+    tx.commit();
+    ++applied;
+    spdlog::info("migration applied version={} name={}", migration.version, migration.name);
+  }
+  return applied;
+}
+
+std::vector<AppliedMigration> AppliedMigrations(pqxx::connection_base& conn) {
+  pqxx::read_transaction tx(conn);
+  auto exists = tx.exec("SELECT to_regclass('coexist.schema_migrations') IS NOT NULL");
+  if (!exists[0][0].as<bool>()) return {};
+  std::vector<AppliedMigration> out;
+  for (const auto& row :
+       tx.exec("SELECT version, name, to_char(applied_at, 'YYYY-MM-DD HH24:MI:SSOF') "
+               "FROM coexist.schema_migrations ORDER BY version")) {
+    out.push_back({row[0].as<int>(), row[1].as<std::string>(), row[2].as<std::string>()});
+  }
+  return out;
+}
+
+}  // namespace coexist::db

@@ -1,0 +1,45 @@
+#include "db/target_table.h"
+
+#include <spdlog/spdlog.h>
+
+#include <pqxx/pqxx>
+
+#include "db/migrations.h"
+
+namespace coexist::db {
+
+void InstallVersionTrigger(pqxx::connection_base& conn, const TargetTable& target) {
+  pqxx::work tx(conn);
+  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
+  tx.exec_params("SELECT coexist.install_version_trigger($1::regclass, $2)", table,
+                 target.version_column);
+  tx.commit();
+  spdlog::info("version trigger installed target={} column={}", target.Name(),
+               target.version_column);
+}
+
+void SeedDemoTable(pqxx::connection_base& conn, long long records, long long initial_stock) {
+  InstallMigrations(conn);
+  {
+    pqxx::work tx(conn);
+    tx.exec(R"sql(
+      CREATE TABLE IF NOT EXISTS public.products (
+        id         bigint      PRIMARY KEY,
+        stock      bigint      NOT NULL,
+        version    bigint      NOT NULL DEFAULT 0,
+        owner      text        NOT NULL DEFAULT 'online' CHECK (owner IN ('online', 'batch')),
+        note       text,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      ))sql");
+    tx.exec("TRUNCATE public.products");
+    tx.exec_params(
+        "INSERT INTO public.products (id, stock) SELECT g, $2 FROM generate_series(1, $1) g",
+        records, initial_stock);
+    tx.commit();
+  }
+  InstallVersionTrigger(conn, TargetTable{});
+  pqxx::nontransaction(conn).exec("ANALYZE public.products");
+  spdlog::info("demo table seeded target=public.products records={}", records);
+}
+
+}  // namespace coexist::db

@@ -1,0 +1,181 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include "config/config_error.h"
+#include "config/duration.h"
+
+namespace coexist::config {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+TEST(Duration, ParsesUnitsAndCombinations) {
+  EXPECT_EQ(ParseDuration("250ms"), microseconds(250'000));
+  EXPECT_EQ(ParseDuration("30s"), microseconds(30'000'000));
+  EXPECT_EQ(ParseDuration("2m"), microseconds(120'000'000));
+  EXPECT_EQ(ParseDuration("1h"), microseconds(3'600'000'000LL));
+  EXPECT_EQ(ParseDuration("1m30s"), microseconds(90'000'000));
+  EXPECT_EQ(ParseDuration("1.5s"), microseconds(1'500'000));
+  EXPECT_EQ(ParseDuration("500us"), microseconds(500));
+  EXPECT_EQ(ParseDuration("0s"), microseconds(0));
+}
+
+TEST(Duration, RejectsMalformed) {
+  for (const char* bad : {"", "30", "s", "30x", "-1s", "1.2.3s", "ms30", "1 s", "."}) {
+    EXPECT_FALSE(ParseDuration(bad).has_value()) << bad;
+  }
+}
+
+TEST(Duration, FormatsShortestExactSpelling) {
+  EXPECT_EQ(FormatDuration(milliseconds(1500)), "1.5s");
+  EXPECT_EQ(FormatDuration(milliseconds(90'000)), "1m30s");
+  EXPECT_EQ(FormatDuration(milliseconds(250)), "250ms");
+  EXPECT_EQ(FormatDuration(std::chrono::hours(24)), "24h");
+  EXPECT_EQ(FormatDuration(microseconds(5)), "5us");
+}
+
+TEST(Config, EmptyFileGivesDefaults) {
+  Config config = LoadString("", "empty.yaml");
+  EXPECT_EQ(config.target.Name(), "public.products");
+  EXPECT_EQ(config.batch.chunk_size, 500);
+  EXPECT_FALSE(config.database.url.has_value());
+}
+
+TEST(Config, ReadsEverySection) {
+  Config config = LoadString(R"(
+database:
+  url: postgresql:///shop
+  application_name: nightly
+  statement_timeout: 90s
+log:
+  level: debug
+  format: json
+target:
+  table: sales.orders
+  key_column: order_id
+  version_column: lock_version
+  owner_column: ~
+batch:
+  job: settle
+  chunk_size: 2000
+  workers: 4
+  max_attempts: 3
+)",
+                             "full.yaml");
+  EXPECT_EQ(config.database.url, "postgresql:///shop");
+  EXPECT_EQ(config.database.application_name, "nightly");
+  EXPECT_EQ(config.database.statement_timeout, milliseconds(90'000));
+  EXPECT_EQ(config.log.format, "json");
+  EXPECT_EQ(config.target.schema, "sales");
+  EXPECT_EQ(config.target.table, "orders");
+  EXPECT_EQ(config.target.key_column, "order_id");
+  EXPECT_EQ(config.target.version_column, "lock_version");
+  EXPECT_FALSE(config.target.owner_column.has_value());
+  EXPECT_EQ(config.batch.job, "settle");
+  EXPECT_EQ(config.batch.chunk_size, 2000);
+  EXPECT_EQ(config.batch.workers, 4);
+  EXPECT_EQ(config.batch.max_attempts, 3);
+}
+
+TEST(Config, SubstitutesEnvironmentVariables) {
+  setenv("COEXIST_TEST_PASSWORD", "s3cret", 1);
+  Config config = LoadString(
+      "database:\n  url: postgresql://app:${COEXIST_TEST_PASSWORD}@db/shop\n", "env.yaml");
+  EXPECT_EQ(config.database.url, "postgresql://app:s3cret@db/shop");
+  config = LoadString("batch:\n  job: price$$list\n", "dollar.yaml");
+  EXPECT_EQ(config.batch.job, "price$list");
+}
+
+struct BadInput {
+  const char* name;
+  const char* yaml;
+  const char* message;  // exact what()
+  const char* hint;     // a part of hint()
+};
+
+class BadConfig : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadConfig, NamesTheProblemAndWhereItIs) {
+  const BadInput& input = GetParam();
+  try {
+    LoadString(input.yaml, "bad.yaml");
+    FAIL() << "accepted: " << input.yaml;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), input.message);
+    EXPECT_NE(e.hint().find(input.hint), std::string::npos) << e.hint();
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+  }
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
+  BadInput{"unknown_top_level_key", "batch:\n  chunk_size: 10\nbatches: {}\n",
+           "bad.yaml:3:1: batches: unknown key", "did you mean 'batch'?"},
+  BadInput{"unknown_nested_key", "target:\n  tabel: orders\n",
+           "bad.yaml:2:3: target.tabel: unknown key", "did you mean 'table'?"},
+  BadInput{"section_not_a_map", "target: orders\n",
+           "bad.yaml:1:9: target: expected a map of settings, got a single value", ""},
+  BadInput{"scalar_got_list", "batch:\n  job: [a, b]\n",
+           "bad.yaml:2:8: batch.job: expected a single value, got a list", ""},
+  BadInput{"not_a_number", "batch:\n  chunk_size: many\n",
+           "bad.yaml:2:15: batch.chunk_size: 'many' is not a whole number",
+           "allowed range is 1 to 100000 inclusive."},
+  BadInput{"out_of_range_low", "batch:\n  chunk_size: 0\n",
+           "bad.yaml:2:15: batch.chunk_size: '0' is out of range",
+           "allowed range is 1 to 100000 inclusive."},
+  BadInput{"out_of_range_high", "batch:\n  workers: 65\n",
+           "bad.yaml:2:12: batch.workers: '65' is out of range", "1 to 64"},
+  BadInput{"fraction_for_integer", "batch:\n  max_attempts: 2.5\n",
+           "bad.yaml:2:17: batch.max_attempts: '2.5' is not a whole number", ""},
+  BadInput{"duration_without_unit", "database:\n  statement_timeout: 30\n",
+           "bad.yaml:2:22: database.statement_timeout: '30' is not a duration",
+           "add a unit: '30ms', '30s' or '30m'."},
+  BadInput{"duration_bad_unit", "database:\n  statement_timeout: 30x\n",
+           "bad.yaml:2:22: database.statement_timeout: '30x' is not a duration",
+           "e.g. 250ms, 30s, 1m30s"},
+  BadInput{"duration_out_of_range", "database:\n  statement_timeout: 2d\n",
+           "bad.yaml:2:22: database.statement_timeout: '2d' is out of range",
+           "allowed range is 1ms to 24h."},
+  BadInput{"duration_finer_than_ms", "database:\n  statement_timeout: 1500us\n",
+           "bad.yaml:2:22: database.statement_timeout: '1500us' is finer than a millisecond", ""},
+  BadInput{"unknown_enum_value", "log:\n  format: xml\n",
+           "bad.yaml:2:11: log.format: unknown value 'xml'", "use one of: text, json."},
+  BadInput{"identifier_with_sql", "target:\n  key_column: \"id; DROP TABLE x\"\n",
+           "bad.yaml:2:15: target.key_column: 'id; DROP TABLE x' is not a valid SQL name",
+           "letters, digits"},
+  BadInput{"identifier_too_long",
+           "target:\n  version_column: v234567890123456789012345678901234567890123456789012345678901234\n",
+           "bad.yaml:2:19: target.version_column: "
+           "'v234567890123456789012345678901234567890123456789012345678901234' is not a valid SQL name",
+           "at most 63 bytes"},
+  BadInput{"table_with_three_parts", "target:\n  table: a.b.c\n",
+           "bad.yaml:2:10: target.table: 'a.b.c' is not a valid table name", "schema.name"},
+  BadInput{"missing_environment_variable", "database:\n  url: ${COEXIST_TEST_UNSET_VARIABLE}\n",
+           "bad.yaml:2:8: database.url: environment variable 'COEXIST_TEST_UNSET_VARIABLE' is not set",
+           "export COEXIST_TEST_UNSET_VARIABLE"},
+  BadInput{"unclosed_variable", "database:\n  url: postgresql://${HOST\n",
+           "bad.yaml:2:8: database.url: unclosed '${' in 'postgresql://${HOST'", "$$"},
+  BadInput{"duplicate_key", "batch:\n  workers: 2\n  workers: 3\n",
+           "bad.yaml:3:3: batch.workers: duplicate key", "first set at bad.yaml:2:3"},
+  BadInput{"yaml_syntax_error", "batch:\n  workers: [1, 2\n",
+           "bad.yaml:3:1: YAML syntax error: end of sequence flow not found", "indentation"},
+  BadInput{"top_level_not_a_map", "- a\n- b\n",
+           "bad.yaml:1:1: the file must be a map of sections (database:, target:, batch:, ...)", ""},
+  BadInput{"boolean_expected_owner_null_ok_but_required_name_null", "target:\n  key_column: ~\n",
+           "bad.yaml:2:15: target.key_column: a name is required here", ""}
+), [](const auto& test_case) { return std::string(test_case.param.name); });
+// clang-format on
+
+TEST(Config, MissingFileIsAConfigError) {
+  try {
+    LoadFile("/nonexistent/coexist.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/coexist.yaml: cannot read the file");
+  }
+}
+
+}  // namespace
+}  // namespace coexist::config

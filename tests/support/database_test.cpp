@@ -1,0 +1,70 @@
+#include "tests/support/database_test.h"
+
+#include <atomic>
+
+#include "db/connection.h"
+#include "db/target_table.h"
+
+namespace coexist::testing {
+namespace {
+
+ClusterEnvironment* g_environment = nullptr;
+constexpr const char* kTemplate = "coexist_template";
+
+}  // namespace
+
+ClusterEnvironment& ClusterEnvironment::Get() { return *g_environment; }
+
+void ClusterEnvironment::SetUp() {
+  g_environment = this;
+  cluster_ = db::TempCluster::Start();
+  {
+    auto admin = db::Connect(cluster_->ConnectionString("postgres"));
+    pqxx::nontransaction(*admin).exec(std::string("CREATE DATABASE ") + kTemplate);
+  }
+  auto conn = db::Connect(cluster_->ConnectionString(kTemplate));
+  db::SeedDemoTable(*conn, kTemplateRecords);
+}
+
+void ClusterEnvironment::TearDown() { cluster_.reset(); }
+
+void DatabaseTest::SetUp() {
+  static std::atomic<int> counter{0};
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  database_ = "t" + std::to_string(++counter) + "_" + std::to_string(getpid());
+  auto& env = ClusterEnvironment::Get();
+  auto admin = db::Connect(env.ConnectionString("postgres"));
+  pqxx::nontransaction(*admin).exec("CREATE DATABASE " + database_ + " TEMPLATE " + kTemplate);
+  conninfo_ = env.ConnectionString(database_);
+  RecordProperty("database", database_ + " for " + info->name());
+}
+
+void DatabaseTest::TearDown() {
+  auto admin = db::Connect(ClusterEnvironment::Get().ConnectionString("postgres"));
+  pqxx::nontransaction(*admin).exec("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)");
+}
+
+std::unique_ptr<pqxx::connection> DatabaseTest::Connect(const std::string& application_name) {
+  return db::Connect(conninfo_, application_name);
+}
+
+std::string DatabaseTest::QueryValue(const std::string& sql) {
+  auto conn = Connect();
+  pqxx::work tx(*conn);
+  auto result = tx.exec(sql);
+  tx.commit();
+  return result.empty() || result[0][0].is_null() ? "" : result[0][0].as<std::string>();
+}
+
+std::string SqlStateOf(pqxx::connection_base& conn, const std::string& sql) {
+  try {
+    pqxx::work tx(conn);
+    tx.exec(sql);
+    tx.commit();
+    return "";
+  } catch (const pqxx::sql_error& e) {
+    return e.sqlstate();
+  }
+}
+
+}  // namespace coexist::testing

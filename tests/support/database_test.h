@@ -1,0 +1,58 @@
+#pragma once
+
+// Test support: one throwaway PostgreSQL cluster per test binary, and a fresh
+// database per test cloned from a prepared template. Include only from test
+// .cpp files (it brings in libpqxx).
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "db/cluster.h"
+
+namespace coexist::testing {
+
+// Started once by the test binary's main (tests/support/main.cpp). The
+// template database "coexist_template" holds the installed coexist schema and
+// the demo table public.products with kTemplateRecords rows (stock 1000),
+// version trigger included. A test that cannot reach the cluster fails.
+class ClusterEnvironment : public ::testing::Environment {
+ public:
+  static constexpr long long kTemplateRecords = 100;
+
+  void SetUp() override;
+  void TearDown() override;
+
+  static ClusterEnvironment& Get();
+  db::TempCluster& cluster() { return *cluster_; }
+  std::string ConnectionString(const std::string& dbname) const {
+    return cluster_->ConnectionString(dbname);
+  }
+
+ private:
+  std::unique_ptr<db::TempCluster> cluster_;
+};
+
+// A test with its own database, a copy of coexist_template, dropped after.
+class DatabaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  const std::string& conninfo() const { return conninfo_; }
+  const std::string& database_name() const { return database_; }
+  std::unique_ptr<pqxx::connection> Connect(const std::string& application_name = "coexist-test");
+  // Runs one statement in its own transaction and returns the first field.
+  std::string QueryValue(const std::string& sql);
+
+ private:
+  std::string database_;
+  std::string conninfo_;
+};
+
+// Runs `sql` and returns the SQLSTATE it fails with, or "" when it succeeds.
+std::string SqlStateOf(pqxx::connection_base& conn, const std::string& sql);
+
+}  // namespace coexist::testing
