@@ -16,6 +16,7 @@ CREATE FUNCTION coexist.acquire_edit_lock(target regclass, record_key bigint, ow
                                           ttl interval)
 RETURNS uuid
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
   result uuid;
   holder text;
@@ -52,6 +53,7 @@ CREATE FUNCTION coexist.renew_edit_lock(target regclass, record_key bigint, toke
                                         ttl interval)
 RETURNS timestamptz
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
   until timestamptz;
 BEGIN
@@ -73,6 +75,7 @@ $$;
 CREATE FUNCTION coexist.check_edit_lock(target regclass, record_key bigint, token uuid)
 RETURNS void
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 BEGIN
   PERFORM 1 FROM coexist.edit_locks l
     WHERE l.target = check_edit_lock.target AND l.record_key = check_edit_lock.record_key
@@ -110,6 +113,7 @@ $$;
 CREATE FUNCTION coexist.raise_edit_lock_lost(target regclass, record_key bigint, token uuid)
 RETURNS void
 LANGUAGE plpgsql AS $$
+#variable_conflict use_column
 DECLARE
   revoked_by text;
 BEGIN

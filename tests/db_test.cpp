@@ -1,0 +1,327 @@
+// The shared database layer against a real PostgreSQL: throwaway clusters,
+// migrations, the version trigger, server resolution.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/error.h"
+#include "db/cluster.h"
+#include "db/connection.h"
+#include "db/migrations.h"
+#include "db/server.h"
+#include "db/status.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::db {
+namespace {
+
+namespace fs = std::filesystem;
+using coexist::testing::DatabaseTest;
+using coexist::testing::SqlStateOf;
+
+fs::path ScratchRoot(const std::string& name) {
+  fs::path root =
+      fs::temp_directory_path() / ("coexist-test-" + name + "-" + std::to_string(getpid()));
+  fs::create_directories(root);
+  fs::permissions(root, fs::perms::all);  // the server user must enter it
+  return root;
+}
+
+TEST(TempCluster, StartsOnAPrivateSocketAndRemovesItself) {
+  fs::path root = ScratchRoot("lifecycle");
+  fs::path dir;
+  {
+    auto cluster = TempCluster::Start({.temp_root = root});
+    dir = cluster->dir();
+    EXPECT_TRUE(fs::exists(dir / ".s.PGSQL.5432"));
+    auto conn = Connect(cluster->ConnectionString());
+    pqxx::work tx(*conn);
+    EXPECT_EQ(tx.exec("SHOW listen_addresses")[0][0].as<std::string>(), "");
+    EXPECT_EQ(tx.exec("SELECT current_database()")[0][0].as<std::string>(), "coexist");
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  fs::remove_all(root);
+}
+
+TEST(TempCluster, ServerCanBeStoppedAndRestarted) {
+  fs::path root = ScratchRoot("restart");
+  auto cluster = TempCluster::Start({.temp_root = root});
+  { pqxx::nontransaction(*Connect(cluster->ConnectionString())).exec("CREATE TABLE kept (x int)"); }
+  cluster->StopServer();
+  EXPECT_THROW(Connect(cluster->ConnectionString()), TempFailError);
+  cluster->StartServer();
+  auto conn = Connect(cluster->ConnectionString());
+  EXPECT_EQ(pqxx::work(*conn).exec("SELECT to_regclass('kept') IS NOT NULL")[0][0].as<bool>(),
+            true);
+  cluster.reset();
+  fs::remove_all(root);
+}
+
+// kill -9 of the owner leaves a folder; the server dies with its parent
+// (PR_SET_PDEATHSIG) and the next Start() removes what is left.
+TEST(TempCluster, StaleClusterOfAKilledOwnerIsRemoved) {
+  fs::path root = ScratchRoot("stale");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    try {
+      auto cluster = TempCluster::Start({.temp_root = root});
+      std::string line = std::to_string(cluster->server_pid()) + "\n";
+      (void)!write(ready[1], line.data(), line.size());
+      pause();
+    } catch (...) {
+    }
+    _exit(1);
+  }
+  close(ready[1]);
+  char buffer[32] = {};
+  ASSERT_GT(read(ready[0], buffer, sizeof buffer - 1), 0);
+  close(ready[0]);
+  pid_t server = std::stoi(buffer);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+
+  int leftover = 0;
+  for (const auto& entry : fs::directory_iterator(root)) leftover += entry.is_directory();
+  EXPECT_EQ(leftover, 1) << "kill -9 leaves the folder behind";
+  for (int i = 0; i < 500 && kill(server, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NE(kill(server, 0), 0) << "the server must die with its owner";
+
+  EXPECT_EQ(RemoveStaleTempClusters(root), 1);
+  EXPECT_TRUE(fs::is_empty(root));
+  fs::remove_all(root);
+}
+
+TEST(ServerBinaries, AreFound) {
+  fs::path bindir = FindServerBinDir();
+  EXPECT_TRUE(fs::exists(bindir / "initdb"));
+  EXPECT_TRUE(fs::exists(bindir / "postgres"));
+}
+
+TEST(DescribeConninfo, NeverShowsAPassword) {
+  EXPECT_EQ(DescribeConninfo("postgresql://app:s3cret@db.example:6432/shop"),
+            "host=db.example port=6432 dbname=shop user=app");
+  EXPECT_EQ(DescribeConninfo("host=/tmp/x dbname=shop password=s3cret"), "host=/tmp/x dbname=shop");
+  EXPECT_EQ(DescribeConninfo("host='unclosed"), "(unparseable connection string)");
+}
+
+TEST(ServerResolve, CommandLineWinsAndNothingIsStarted) {
+  setenv("COEXIST_DATABASE_URL", "host=/env-socket dbname=env", 1);
+  Server server = Server::Resolve(
+      {.command_line_url = "host=/cli dbname=cli", .config_url = "host=/cfg dbname=cfg"});
+  EXPECT_EQ(server.source(), ServerSource::kCommandLine);
+  EXPECT_EQ(server.conninfo(), "host=/cli dbname=cli");
+  server = Server::Resolve({.config_url = "host=/cfg dbname=cfg"});
+  EXPECT_EQ(server.source(), ServerSource::kEnvironmentUrl);
+  unsetenv("COEXIST_DATABASE_URL");
+  server = Server::Resolve({.config_url = "host=/cfg dbname=cfg"});
+  EXPECT_EQ(server.source(), ServerSource::kConfigUrl);
+  setenv("PGDATABASE", "from_env", 1);
+  server = Server::Resolve({});
+  EXPECT_EQ(server.source(), ServerSource::kPgEnvironment);
+  unsetenv("PGDATABASE");
+}
+
+TEST(ServerResolve, RefusesAThrowawayWhenNotAllowed) {
+  fs::path empty = ScratchRoot("nolocal");
+  EXPECT_THROW(
+      Server::Resolve({.local_data_dir = (empty / "pgdata").string(), .allow_throwaway = false}),
+      UsageError);
+  fs::remove_all(empty);
+}
+
+TEST(ServerResolve, StartsAThrowawayClusterWhenNothingIsConfigured) {
+  fs::path empty = ScratchRoot("throwaway");
+  fs::path dir;
+  {
+    Server server = Server::Resolve({.local_data_dir = (empty / "pgdata").string()});
+    EXPECT_EQ(server.source(), ServerSource::kThrowaway);
+    auto conn = Connect(server);
+    EXPECT_EQ(pqxx::work(*conn).exec("SELECT 1")[0][0].as<int>(), 1);
+  }
+  fs::remove_all(empty);
+}
+
+TEST(LocalCluster, UpIsUsedByOtherCommandsUntilDown) {
+  fs::path root = ScratchRoot("local");
+  fs::path data = root / "pgdata";
+  if (geteuid() == 0) {
+    // As root the server runs as "postgres", which must own the folder chain.
+    fs::permissions(root, fs::perms::all);
+  }
+  std::string conninfo = LocalClusterUp(data);
+  EXPECT_TRUE(ProbeLocalCluster(data).running);
+  EXPECT_EQ(LocalClusterUp(data), conninfo) << "a second 'db up' is a no-op";
+  Server server = Server::Resolve({.local_data_dir = data.string(), .allow_throwaway = false});
+  EXPECT_EQ(server.source(), ServerSource::kLocalCluster);
+  EXPECT_EQ(pqxx::work(*Connect(server)).exec("SELECT 1")[0][0].as<int>(), 1);
+  LocalClusterDown(data, /*remove_data=*/false);
+  EXPECT_FALSE(ProbeLocalCluster(data).running);
+  EXPECT_TRUE(fs::exists(data / "PG_VERSION")) << "down keeps the data";
+  LocalClusterDown(data, /*remove_data=*/true);
+  EXPECT_FALSE(fs::exists(data));
+  fs::remove_all(root);
+}
+
+class Migrations : public DatabaseTest {};
+
+TEST_F(Migrations, RerunningIsANoOp) {
+  auto conn = Connect();
+  EXPECT_EQ(InstallMigrations(*conn), 0) << "the template has them all";
+  auto applied = AppliedMigrations(*conn);
+  ASSERT_EQ(static_cast<int>(applied.size()), LatestVersion());
+  for (int i = 0; i < LatestVersion(); ++i) EXPECT_EQ(applied[i].version, i + 1);
+}
+
+TEST_F(Migrations, InstallOnAnEmptyDatabaseThenAgainConcurrently) {
+  auto conn = Connect();
+  pqxx::nontransaction(*conn).exec("DROP SCHEMA coexist CASCADE");
+  EXPECT_TRUE(AppliedMigrations(*conn).empty());
+  int first = 0, second = 0;
+  {
+    std::jthread a([&] { first = InstallMigrations(*Connect()); });
+    std::jthread b([&] { second = InstallMigrations(*Connect()); });
+  }
+  EXPECT_EQ(first + second, LatestVersion()) << "each migration applied exactly once";
+  EXPECT_EQ(static_cast<int>(AppliedMigrations(*conn).size()), LatestVersion());
+}
+
+TEST_F(Migrations, AFailingMigrationRollsBackWhole) {
+  auto conn = Connect();
+  // A table the next migration's CREATE would collide with: the whole of
+  // 0001 must roll back, leaving no half-made schema.
+  pqxx::nontransaction(*conn).exec(
+      "DROP SCHEMA coexist CASCADE; CREATE SCHEMA coexist; CREATE TABLE coexist.events (x int)");
+  EXPECT_THROW(InstallMigrations(*conn), pqxx::sql_error);
+  pqxx::work tx(*conn);
+  EXPECT_TRUE(tx.exec("SELECT to_regclass('coexist.queue')")[0][0].is_null());
+  EXPECT_EQ(tx.exec("SELECT count(*) FROM coexist.schema_migrations")[0][0].as<int>(), 0);
+}
+
+class VersionTrigger : public DatabaseTest {
+ protected:
+  long long Version(long long id) {
+    return std::stoll(QueryValue("SELECT version FROM products WHERE id = " + std::to_string(id)));
+  }
+};
+
+TEST_F(VersionTrigger, BumpsOnEveryWritePath) {
+  auto conn = Connect();
+  // An application that forgets the version.
+  pqxx::nontransaction(*conn).exec("UPDATE products SET stock = stock - 1 WHERE id = 1");
+  EXPECT_EQ(Version(1), 1);
+  {
+    pqxx::work tx(*conn);
+    tx.exec("UPDATE products SET stock = stock - 1 WHERE id = 1");
+    tx.commit();
+  }
+  EXPECT_EQ(Version(1), 2);
+  // An optimistic writer that bumps it itself: still exactly one step.
+  {
+    pqxx::work tx(*conn);
+    tx.exec("UPDATE products SET stock = 5, version = version + 1 WHERE id = 1 AND version = 2");
+    tx.commit();
+  }
+  EXPECT_EQ(Version(1), 3);
+  // A writer that tries to set it backwards or keep it.
+  {
+    pqxx::work tx(*conn);
+    tx.exec("UPDATE products SET version = 0 WHERE id = 1");
+    tx.commit();
+  }
+  EXPECT_EQ(Version(1), 4);
+  // A bulk batch UPDATE ... FROM touching many rows.
+  {
+    pqxx::work tx(*conn);
+    tx.exec(
+        "UPDATE products p SET stock = p.stock + v.d FROM (VALUES (2, 1), (3, 2)) v(id, d) WHERE "
+        "p.id = v.id");
+    tx.commit();
+  }
+  EXPECT_EQ(Version(2), 1);
+  EXPECT_EQ(Version(3), 1);
+  // An unrelated role with plain UPDATE rights, like an admin tool.
+  {
+    pqxx::work tx(*conn);
+    tx.exec("CREATE ROLE admin_tool LOGIN; GRANT SELECT, UPDATE ON products TO admin_tool");
+    tx.exec(
+        "SET ROLE admin_tool; UPDATE products SET note = 'fixed by hand' WHERE id = 4; RESET ROLE");
+    tx.commit();
+  }
+  EXPECT_EQ(Version(4), 1);
+  // A no-op UPDATE still counts as a write.
+  {
+    pqxx::work tx(*conn);
+    tx.exec("UPDATE products SET stock = stock WHERE id = 5");
+    tx.commit();
+  }
+  EXPECT_EQ(Version(5), 1);
+}
+
+TEST_F(VersionTrigger, LostUpdateBecomesAConflict) {
+  // Seed 001's two sessions: both read version 0, the second write finds 0 rows.
+  auto a = Connect();
+  auto b = Connect();
+  pqxx::work ta(*a);
+  pqxx::work tb(*b);
+  auto read_a = ta.exec("SELECT version FROM products WHERE id = 7")[0][0].as<long long>();
+  auto read_b = tb.exec("SELECT version FROM products WHERE id = 7")[0][0].as<long long>();
+  EXPECT_EQ(
+      ta.exec_params("UPDATE products SET stock = stock - 1 WHERE id = 7 AND version = $1", read_a)
+          .affected_rows(),
+      1u);
+  ta.commit();
+  EXPECT_EQ(
+      tb.exec_params("UPDATE products SET stock = stock - 1 WHERE id = 7 AND version = $1", read_b)
+          .affected_rows(),
+      0u);
+  tb.commit();
+}
+
+TEST_F(VersionTrigger, RejectsATimestampVersionColumn) {
+  auto conn = Connect();
+  pqxx::nontransaction(*conn).exec(
+      "CREATE TABLE stamped (id bigint PRIMARY KEY, changed timestamptz)");
+  EXPECT_EQ(SqlStateOf(*conn, "SELECT coexist.install_version_trigger('stamped', 'changed')"),
+            "42804");
+  EXPECT_EQ(SqlStateOf(*conn, "SELECT coexist.install_version_trigger('stamped', 'nope')"),
+            "42703");
+}
+
+TEST_F(VersionTrigger, InstallsOnAConfiguredTarget) {
+  auto conn = Connect();
+  pqxx::nontransaction(*conn).exec(
+      "CREATE SCHEMA sales; CREATE TABLE sales.orders (order_id bigint PRIMARY KEY, lock_version "
+      "integer NOT NULL DEFAULT 0, total numeric); INSERT INTO sales.orders VALUES (1, 0, 10)");
+  InstallVersionTrigger(*conn, TargetTable{.schema = "sales",
+                                           .table = "orders",
+                                           .key_column = "order_id",
+                                           .version_column = "lock_version",
+                                           .owner_column = std::nullopt});
+  pqxx::nontransaction(*conn).exec("UPDATE sales.orders SET total = 11");
+  EXPECT_EQ(QueryValue("SELECT lock_version FROM sales.orders"), "1");
+  auto status = ReadStatus(*conn, TargetTable{.schema = "sales", .table = "orders"});
+  EXPECT_TRUE(status.version_trigger);
+  EXPECT_EQ(status.target_rows, 1);
+}
+
+TEST_F(Migrations, StatusReportsTheInstalledSchema) {
+  auto conn = Connect();
+  auto status = ReadStatus(*conn, TargetTable{});
+  EXPECT_EQ(status.installed_version, LatestVersion());
+  EXPECT_EQ(status.target_rows, coexist::testing::ClusterEnvironment::kTemplateRecords);
+  EXPECT_TRUE(status.version_trigger);
+  EXPECT_EQ(status.queue_by_state.at("queued"), 0);
+}
+
+}  // namespace
+}  // namespace coexist::db
