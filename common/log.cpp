@@ -12,9 +12,10 @@
 namespace coexist::log {
 namespace {
 
-// Splits "event phrase k1=v1 k2=\"v 2\"" into the phrase and its pairs.
-nlohmann::json SplitEvent(std::string_view text) {
-  nlohmann::json out = nlohmann::json::object();
+// Splits "event phrase k1=v1 k2=\"v 2\"" into the phrase and its pairs,
+// appended to `out` after its "event" key.
+void SplitEvent(std::string_view text, nlohmann::ordered_json& out) {
+  nlohmann::ordered_json pairs = nlohmann::ordered_json::object();
   std::string event;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -44,20 +45,21 @@ nlohmann::json SplitEvent(std::string_view text) {
                                                        : value_end - value_start));
       pos = value_end == std::string_view::npos ? text.size() : value_end + 1;
     }
-    out[key] = value;
+    pairs[key] = value;
   }
   out["event"] = event;
-  return out;
+  for (auto& [key, value] : pairs.items()) out[key] = value;
 }
 
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    nlohmann::json line = SplitEvent(std::string_view(msg.payload.data(), msg.payload.size()));
+    nlohmann::ordered_json line;
     auto since_epoch = msg.time.time_since_epoch();
     line["ts_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count();
     auto level = spdlog::level::to_string_view(msg.level);
     line["level"] = std::string(level.data(), level.size());
+    SplitEvent(std::string_view(msg.payload.data(), msg.payload.size()), line);
     std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     text += '\n';
     dest.append(text.data(), text.data() + text.size());

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Configures and builds one flavour of coexist.
+#   scripts/build.sh [--sanitize address,undefined|thread] [--target T]...
+# The default flavour goes to build/ (build/coexist); a sanitizer flavour to
+# build-<sanitizers>/. Uses Ninja and -j2 (the CI machine has 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=""
+targets=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --sanitize) sanitize="$2"; shift 2 ;;
+    --target) targets+=(--target "$2"); shift 2 ;;
+    *) echo "build.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+done
+
+build_dir=build
+[[ -n "$sanitize" ]] && build_dir="build-${sanitize//,/-}"
+jobs="${COEXIST_JOBS:-2}"
+
+if [[ ! -f "$build_dir/build.ninja" ]]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCOEXIST_SANITIZE="$sanitize" >/dev/null
+fi
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"

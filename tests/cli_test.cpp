@@ -1,0 +1,213 @@
+// The coexist executable as an operator runs it: exit statuses, messages,
+// and the throwaway cluster's cleanup on exit and on signals.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/support/database_test.h"
+
+namespace coexist {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A folder for one test's files and throwaway clusters.
+class CliTest : public coexist::testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    scratch_ = fs::temp_directory_path() /
+               ("coexist-cli-" + std::to_string(getpid()) + "-" + database_name());
+    fs::create_directories(scratch_);
+    fs::permissions(scratch_, fs::perms::all);
+  }
+  void TearDown() override {
+    fs::remove_all(scratch_);
+    DatabaseTest::TearDown();
+  }
+
+  fs::path Write(const std::string& name, const std::string& text) {
+    std::ofstream(scratch_ / name) << text;
+    return scratch_ / name;
+  }
+
+  // Runs build/coexist with `args` (shell words) with no database configured
+  // unless the args say so, throwaway clusters under the scratch folder.
+  Outcome Run(const std::string& args) {
+    std::string command =
+        "env -u COEXIST_DATABASE_URL -u PGHOST -u PGDATABASE -u PGSERVICE TMPDIR=" +
+        scratch_.string() + " XDG_STATE_HOME=" + scratch_.string() + " HOME=" + scratch_.string() +
+        " " + COEXIST_BINARY + " " + args + " > " + (scratch_ / "out").string() + " 2> " +
+        (scratch_ / "err").string();
+    int raw = std::system(command.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), Slurp(scratch_ / "out"),
+            Slurp(scratch_ / "err")};
+  }
+
+  int ThrowawayFolders() const {
+    int count = 0;
+    for (const auto& entry : fs::directory_iterator(scratch_)) {
+      count += entry.path().filename().string().starts_with("coexist-pg-");
+    }
+    return count;
+  }
+
+  std::string Url() const { return "'" + conninfo() + "'"; }
+
+  fs::path scratch_;
+};
+
+TEST_F(CliTest, ConfigCheckAcceptsAValidFile) {
+  auto file = Write("good.yaml", "target:\n  table: products\nbatch:\n  chunk_size: 100\n");
+  auto result = Run("config check " + file.string());
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("good.yaml: valid"), std::string::npos) << result.out;
+}
+
+TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
+  auto file = Write("bad.yaml", "batch:\n  chunk_size: 100\n  chunk_sise: 200\n");
+  auto result = Run("config check " + file.string());
+  EXPECT_EQ(result.status, 78);
+  EXPECT_EQ(result.err, "config error: " + file.string() +
+                            ":3:3: batch.chunk_sise: unknown key\n"
+                            "HINT: did you mean 'chunk_size'? known keys here: chunk_size, job, "
+                            "max_attempts, workers.\n");
+}
+
+TEST_F(CliTest, ConfigCheckOfAMissingFileExits78) {
+  auto result = Run("config check " + (scratch_ / "nope.yaml").string());
+  EXPECT_EQ(result.status, 78);
+  EXPECT_NE(result.err.find("nope.yaml: cannot read the file"), std::string::npos) << result.err;
+}
+
+TEST_F(CliTest, UsageErrorsExit64) {
+  EXPECT_EQ(Run("frobnicate").status, 64);
+  EXPECT_EQ(Run("").status, 64);
+  EXPECT_EQ(Run("db seed --records 0").status, 64);
+  auto result = Run("--log-level loud db status");
+  EXPECT_EQ(result.status, 64);
+  EXPECT_NE(result.err.find("unknown log level 'loud'"), std::string::npos) << result.err;
+}
+
+TEST_F(CliTest, HelpExplainsTheCommands) {
+  auto result = Run("--help");
+  EXPECT_EQ(result.status, 0);
+  for (const char* word : {"db", "config", "demo", "--database-url", "--log-format"}) {
+    EXPECT_NE(result.out.find(word), std::string::npos) << word;
+  }
+}
+
+TEST_F(CliTest, UnreachableDatabaseExits75WithoutThePassword) {
+  auto result = Run("--database-url 'postgresql://app:s3cret@/shop?host=" + scratch_.string() +
+                    "/nowhere' db install");
+  EXPECT_EQ(result.status, 75) << result.err;
+  EXPECT_NE(result.err.find("cannot connect to the database"), std::string::npos) << result.err;
+  EXPECT_EQ(result.err.find("s3cret"), std::string::npos) << result.err;
+}
+
+TEST_F(CliTest, StatusWithoutAnyDatabaseIsAUsageError) {
+  auto result = Run("db status");
+  EXPECT_EQ(result.status, 64);
+  EXPECT_NE(result.err.find("no database configured"), std::string::npos) << result.err;
+  EXPECT_EQ(ThrowawayFolders(), 0);
+}
+
+TEST_F(CliTest, InstallSeedAndStatusOnAConfiguredDatabase) {
+  pqxx::nontransaction(*Connect()).exec("DROP SCHEMA coexist CASCADE; DROP TABLE products");
+  auto result = Run("--database-url " + Url() + " db install");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.err.find("version trigger skipped target=public.products reason=table_missing"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(Run("--database-url " + Url() + " db install").status, 0) << "rerun is a no-op";
+  result = Run("--database-url " + Url() + " db seed --records 42");
+  EXPECT_EQ(result.status, 0) << result.err;
+  result = Run("--database-url " + Url() + " --log-format json db status --json");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("\"rows\": 42"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("\"version_trigger\": true"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("\"level\":\"info\",\"event\":\"database chosen\",\"source\":\"command line\""), std::string::npos) << result.err;
+}
+
+TEST_F(CliTest, InstallWithAConfiguredMissingTargetFails) {
+  auto file = Write("orders.yaml", "target:\n  table: sales.orders\n");
+  auto result = Run("--config " + file.string() + " --database-url " + Url() + " db install");
+  EXPECT_EQ(result.status, 69);
+  EXPECT_NE(result.err.find("target table sales.orders does not exist"), std::string::npos)
+      << result.err;
+}
+
+TEST_F(CliTest, DemoUsesAThrowawayClusterAndLeavesNothingBehind) {
+  auto result = Run("demo --records 200");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("(throwaway cluster)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("public.products: 200 rows, version trigger installed"),
+            std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("queue       queued 0, deferred 0, done 0, dead 0"), std::string::npos)
+      << result.out;
+  EXPECT_EQ(ThrowawayFolders(), 0);
+}
+
+// Ctrl-C or SIGTERM while the throwaway cluster runs: the server stops and the
+// folder goes, and the exit status says which signal it was.
+TEST_F(CliTest, SignalsRemoveTheThrowawayCluster) {
+  for (int signo : {SIGTERM, SIGINT}) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("TMPDIR", scratch_.c_str(), 1);
+      unsetenv("COEXIST_DATABASE_URL");
+      setenv("XDG_STATE_HOME", scratch_.c_str(), 1);
+      int null_fd = open("/dev/null", O_WRONLY);
+      dup2(null_fd, STDOUT_FILENO);
+      dup2(null_fd, STDERR_FILENO);
+      // Large enough that seeding is still running when the signal comes.
+      execl(COEXIST_BINARY, COEXIST_BINARY, "demo", "--records", "9000000", nullptr);
+      _exit(127);
+    }
+    fs::path data;
+    for (int i = 0; i < 600 && data.empty(); ++i) {
+      std::this_thread::sleep_for(50ms);
+      for (const auto& entry : fs::directory_iterator(scratch_)) {
+        if (entry.path().filename().string().starts_with("coexist-pg-") &&
+            fs::exists(entry.path() / "data" / "postmaster.pid")) {
+          data = entry.path();
+        }
+      }
+    }
+    ASSERT_FALSE(data.empty()) << "the throwaway cluster never started";
+    std::this_thread::sleep_for(500ms);
+    kill(pid, signo);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 128 + signo);
+    EXPECT_EQ(ThrowawayFolders(), 0) << "signal " << signo;
+  }
+}
+
+}  // namespace
+}  // namespace coexist
