@@ -1,0 +1,82 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace coexist::capacity {
+
+// Online latency and throughput over one phase of a cell's run.
+struct PhaseStats {
+  double seconds = 0;
+  long long transactions = 0;
+  double tps = 0;
+  double p50_ms = 0;
+  double p95_ms = 0;
+  double p99_ms = 0;
+};
+
+// One second of the online load, for the latency-over-time chart.
+struct TimePoint {
+  double at_seconds = 0;  // since the cell's start
+  double tps = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+};
+
+// Everything measured in one cell of a scenario's sweep: one batch run with
+// online load before, during and after it, on fresh data.
+struct CellResult {
+  int index = 0;  // 1-based position in the sweep
+  // The swept keys and their values in this cell ("policy" -> "skip_locked").
+  std::map<std::string, std::string> parameters;
+  std::string policy;
+  // A label for the online load level ("users=50"), used to group the
+  // recommendation; "" when the load is not swept.
+  std::string load_level;
+
+  // The batch.
+  double batch_seconds = 0;
+  double items_per_second = 0;
+  long long items = 0;  // queued for this cell
+  long long done = 0;
+  long long deferred = 0;
+  long long dead = 0;
+  long long queued_left = 0;
+  bool batch_finished = false;      // every item ended done/deferred/dead
+  bool finished_in_window = false;  // and within scenario.window
+
+  // The online side.
+  PhaseStats before;
+  PhaseStats during;
+  PhaseStats after;
+  long long conflicts = 0;      // optimistic version conflicts
+  long long gave_up = 0;        // optimistic edits that exhausted their retries
+  long long refusals = 0;       // CX003/CX004/CX005: the database refused an online write
+  long long revocations = 0;    // CX002 after a batch revoked an edit lock
+  long long lock_timeouts = 0;  // 55P03
+  long long other_errors = 0;
+  double pool_wait_p99_ms = 0;
+  long long lost_updates = 0;           // must be 0 for every policy
+  long long applied_twice = 0;          // batch items applied more than once: must be 0
+  long long rows_changed_by_batch = 0;  // from the ledger, to cross-check `done`
+
+  std::vector<TimePoint> timeline;
+  double batch_start_seconds = 0;
+  double batch_end_seconds = 0;
+};
+
+// The scenario-level facts a report needs besides the cells.
+struct ScenarioSummary {
+  std::string name;
+  std::string description;
+  long long records = 0;
+  long long queue_items = 0;
+  double window_seconds = 0;             // the batch must finish inside this
+  long long production_queue_items = 0;  // for the projection; 0: none
+  double production_window_seconds = 0;  // the production window it must fit
+  std::string started_at;                // ISO-8601
+  std::string host;
+};
+
+}  // namespace coexist::capacity

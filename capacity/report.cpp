@@ -1,0 +1,328 @@
+#include "capacity/report.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "capacity/recommendation.h"
+#include "capacity/svg_chart.h"
+#include "common/error.h"
+
+namespace coexist::capacity {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::ordered_json PhaseJson(const PhaseStats& p) {
+  return {{"seconds", p.seconds}, {"transactions", p.transactions},
+          {"tps", p.tps},         {"p50_ms", p.p50_ms},
+          {"p95_ms", p.p95_ms},   {"p99_ms", p.p99_ms}};
+}
+
+// The figures of one cell, flat, in CSV column order; JSON values so that
+// results.json keeps numbers as numbers.
+nlohmann::ordered_json FlatFigures(const CellResult& c) {
+  std::string parameters;
+  for (const auto& [key, value] : c.parameters) {
+    parameters += (parameters.empty() ? "" : ";") + key + "=" + value;
+  }
+  nlohmann::ordered_json f;
+  f["cell"] = c.index;
+  f["parameters"] = parameters;
+  f["policy"] = c.policy;
+  f["load_level"] = c.load_level;
+  f["items"] = c.items;
+  f["batch_seconds"] = c.batch_seconds;
+  f["items_per_second"] = c.items_per_second;
+  f["done"] = c.done;
+  f["deferred"] = c.deferred;
+  f["dead"] = c.dead;
+  f["queued_left"] = c.queued_left;
+  f["finished_in_window"] = c.finished_in_window;
+  for (const auto& [phase, p] :
+       {std::pair{"before", &c.before}, {"during", &c.during}, {"after", &c.after}}) {
+    f[std::string("online_tps_") + phase] = p->tps;
+    f[std::string("p50_ms_") + phase] = p->p50_ms;
+    f[std::string("p95_ms_") + phase] = p->p95_ms;
+    f[std::string("p99_ms_") + phase] = p->p99_ms;
+  }
+  f["conflicts"] = c.conflicts;
+  f["gave_up"] = c.gave_up;
+  f["refusals"] = c.refusals;
+  f["revocations"] = c.revocations;
+  f["lock_timeouts"] = c.lock_timeouts;
+  f["other_errors"] = c.other_errors;
+  f["pool_wait_p99_ms"] = c.pool_wait_p99_ms;
+  f["lost_updates"] = c.lost_updates;
+  f["applied_twice"] = c.applied_twice;
+  f["rows_changed_by_batch"] = c.rows_changed_by_batch;
+  return f;
+}
+
+std::string CsvText(const nlohmann::ordered_json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) return fmt::format("{:.3f}", value.get<double>());
+  return value.dump();
+}
+
+std::string CsvField(const std::string& value) {
+  if (value.find_first_of(",\"\n") == std::string::npos) return value;
+  std::string out = "\"";
+  for (char c : value) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void WriteAtomically(const fs::path& path, const std::string& text) {
+  fs::path temp = path;
+  temp += ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error(ExitCode::kCantCreate, "cannot write " + temp.string());
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) throw Error(ExitCode::kCantCreate, "cannot write " + path.string() + ": " + ec.message());
+}
+
+std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
+  nlohmann::ordered_json out;
+  out["scenario"] = {{"name", s.name},
+                     {"description", s.description},
+                     {"records", s.records},
+                     {"queue_items", s.queue_items},
+                     {"window_seconds", s.window_seconds},
+                     {"production_queue_items", s.production_queue_items},
+                     {"production_window_seconds", s.production_window_seconds},
+                     {"started_at", s.started_at},
+                     {"host", s.host}};
+  out["cells"] = nlohmann::ordered_json::array();
+  for (const auto& c : cells) {
+    nlohmann::ordered_json cell = FlatFigures(c);
+    cell["parameters"] = c.parameters;
+    cell["before"] = PhaseJson(c.before);
+    cell["during"] = PhaseJson(c.during);
+    cell["after"] = PhaseJson(c.after);
+    cell["batch_span_seconds"] = {c.batch_start_seconds, c.batch_end_seconds};
+    nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
+    for (const auto& t : c.timeline) {
+      timeline.push_back(
+          {{"at", t.at_seconds}, {"tps", t.tps}, {"p50_ms", t.p50_ms}, {"p99_ms", t.p99_ms}});
+    }
+    cell["timeline"] = timeline;
+    out["cells"].push_back(cell);
+  }
+  auto recs = Recommend(cells, s);
+  out["recommendations"] = nlohmann::ordered_json::array();
+  for (const auto& r : recs) {
+    out["recommendations"].push_back(
+        {{"load_level", r.load_level}, {"recommended", r.recommended}, {"reason", r.reason}});
+  }
+  out["projections"] = nlohmann::ordered_json::array();
+  for (const auto& p : Project(cells, s)) {
+    out["projections"].push_back({{"policy", p.policy},
+                                  {"load_level", p.load_level},
+                                  {"items_per_second", p.items_per_second},
+                                  {"projected_seconds", p.projected_seconds},
+                                  {"fits_window", p.fits_window}});
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string ResultsCsv(const std::vector<CellResult>& cells) {
+  std::string out;
+  for (const auto& column : CsvColumns()) out += (out.empty() ? "" : ",") + column;
+  out += "\n";
+  for (const auto& c : cells) {
+    std::string row;
+    for (const auto& value : FlatFigures(c))
+      row += (row.empty() ? "" : ",") + CsvField(CsvText(value));
+    out += row + "\n";
+  }
+  return out;
+}
+
+std::string Label(const CellResult& c) {
+  return c.load_level.empty() ? c.policy : c.policy + " @ " + c.load_level;
+}
+
+std::string Charts(const std::vector<CellResult>& cells) {
+  std::string out;
+  // Online latency over time, one chart per cell, the batch's span shaded.
+  for (const auto& c : cells) {
+    LineChartSpec spec{
+        .title = fmt::format("Cell {}: online latency over time ({})", c.index, Label(c)),
+        .x_label = "seconds since start",
+        .y_label = "latency (ms)"};
+    Series p50{"p50"}, p99{"p99"};
+    for (const auto& t : c.timeline) {
+      p50.x.push_back(t.at_seconds);
+      p50.y.push_back(t.p50_ms);
+      p99.x.push_back(t.at_seconds);
+      p99.y.push_back(t.p99_ms);
+    }
+    spec.series = {p50, p99};
+    spec.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
+    out += "<figure>" + LineChart(spec) + "</figure>\n";
+  }
+  // Per policy and load level: batch throughput, online p99, error rates.
+  std::vector<std::string> levels;
+  std::vector<std::string> policies;
+  for (const auto& c : cells) {
+    if (std::find(levels.begin(), levels.end(), c.load_level) == levels.end())
+      levels.push_back(c.load_level);
+    if (std::find(policies.begin(), policies.end(), c.policy) == policies.end())
+      policies.push_back(c.policy);
+  }
+  auto bars = [&](const std::string& title, const std::string& y_label, auto figure) {
+    BarChartSpec spec{.title = title, .y_label = y_label};
+    for (const auto& level : levels) spec.categories.push_back(level.empty() ? "all" : level);
+    for (const auto& policy : policies) {
+      Series s{policy};
+      for (const auto& level : levels) {
+        double value = 0;
+        for (const auto& c : cells) {
+          if (c.policy == policy && c.load_level == level) value = figure(c);
+        }
+        s.y.push_back(value);
+      }
+      spec.series.push_back(s);
+    }
+    return "<figure>" + BarChart(spec) + "</figure>\n";
+  };
+  out += bars("Batch throughput per policy", "items per second",
+              [](const CellResult& c) { return c.items_per_second; });
+  out += bars("Online p99 during the batch", "ms",
+              [](const CellResult& c) { return c.during.p99_ms; });
+  out += bars("Deferred items per 100 queued", "per 100 items", [](const CellResult& c) {
+    return c.items > 0 ? 100.0 * static_cast<double>(c.deferred) / static_cast<double>(c.items) : 0;
+  });
+  out += bars("Online refusals and revocations per 1000 transactions", "per 1000",
+              [](const CellResult& c) {
+                return c.during.transactions > 0
+                           ? 1000.0 * static_cast<double>(c.refusals + c.revocations) /
+                                 static_cast<double>(c.during.transactions)
+                           : 0;
+              });
+  return out;
+}
+
+std::string Html(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
+  std::string html = R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>coexist capacity report: )" +
+                     Escape(s.name) + R"(</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f3f3f3} td.text{text-align:left}
+figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px solid #eee}
+.title{font-size:14px;font-weight:600} .tick,.legend,.axis-label{font-size:11px;fill:#444}
+.grid{stroke:#e5e5e5} .span{fill:#ffd54f;opacity:.35} .span-label{font-size:11px;fill:#8a6d00}
+.ok{color:#1b7f1b;font-weight:600} .bad{color:#b00020;font-weight:600}
+</style></head><body>
+)";
+  html += "<h1>Capacity report: " + Escape(s.name) + "</h1>\n";
+  if (!s.description.empty()) html += "<p>" + Escape(s.description) + "</p>\n";
+  html += fmt::format(
+      "<p>{} records, {} queued items per cell, batch window {:.0f} s. Run {} on {}.</p>\n",
+      s.records, s.queue_items, s.window_seconds, Escape(s.started_at), Escape(s.host));
+
+  html +=
+      "<h2>Recommendation</h2>\n<table><tr><th>load</th><th>recommended</th><th>why</th></tr>\n";
+  for (const auto& r : Recommend(cells, s)) {
+    html +=
+        fmt::format("<tr><td class=text>{}</td><td class=text>{}</td><td class=text>{}</td></tr>\n",
+                    Escape(r.load_level.empty() ? "all" : r.load_level),
+                    r.recommended.empty() ? "<span class=bad>none</span>"
+                                          : "<span class=ok>" + Escape(r.recommended) + "</span>",
+                    Escape(r.reason));
+  }
+  html += "</table>\n";
+
+  auto projections = Project(cells, s);
+  if (!projections.empty()) {
+    html += fmt::format(
+        "<h2>Projection for production</h2><p>Batch duration for {} items from each cell's "
+        "measured "
+        "rate. Assumes the rate stays as measured: linear in the number of items, the same online "
+        "load, hardware, data size and policy settings; deferred items would need further "
+        "runs.</p>\n"
+        "<table><tr><th>policy</th><th>load</th><th>items/s</th><th>projected</th><th>fits {:.0f} "
+        "s window</th></tr>\n",
+        s.production_queue_items, s.production_window_seconds);
+    for (const auto& p : projections) {
+      html += fmt::format(
+          "<tr><td class=text>{}</td><td class=text>{}</td><td>{:.0f}</td><td>{:.0f} "
+          "s</td><td>{}</td></tr>\n",
+          Escape(p.policy), Escape(p.load_level), p.items_per_second, p.projected_seconds,
+          p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>");
+    }
+    html += "</table>\n";
+  }
+
+  html += "<h2>Results</h2>\n<table><tr>";
+  for (const char* h :
+       {"cell", "policy", "load", "batch s", "items/s", "done", "deferred", "dead", "left",
+        "p99 before", "p99 during", "p99 after", "conflicts", "refusals", "revocations", "lost"}) {
+    html += std::string("<th>") + h + "</th>";
+  }
+  html += "</tr>\n";
+  for (const auto& c : cells) {
+    html += fmt::format(
+        "<tr><td>{}</td><td class=text>{}</td><td "
+        "class=text>{}</td><td>{:.1f}</td><td>{:.0f}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        c.index, Escape(c.policy), Escape(c.load_level), c.batch_seconds, c.items_per_second,
+        c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.after.p99_ms,
+        c.conflicts, c.refusals, c.revocations,
+        c.lost_updates == 0 ? "0"
+                            : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>");
+  }
+  html += "</table>\n<h2>Charts</h2>\n" + Charts(cells) + "</body></html>\n";
+  return html;
+}
+
+}  // namespace
+
+const std::vector<std::string>& CsvColumns() {
+  static const std::vector<std::string> columns = [] {
+    std::vector<std::string> out;
+    const nlohmann::ordered_json figures = FlatFigures(CellResult{});
+    for (const auto& item : figures.items()) out.push_back(item.key());
+    return out;
+  }();
+  return columns;
+}
+
+void WriteReport(const fs::path& dir, const ScenarioSummary& scenario,
+                 const std::vector<CellResult>& cells) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(ExitCode::kCantCreate, "cannot create " + dir.string() + ": " + ec.message());
+  WriteAtomically(dir / "results.json", ResultsJson(scenario, cells));
+  WriteAtomically(dir / "results.csv", ResultsCsv(cells));
+  WriteAtomically(dir / "report.html", Html(scenario, cells));
+}
+
+void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
+  out << fmt::format(
+      "{:>4} {:<18} {:<14} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>5}\n",
+      "cell", "policy", "load", "batch_s", "items/s", "done", "deferred", "dead", "left", "p99_bef",
+      "p99_dur", "refused", "revoked", "lost");
+  for (const auto& c : cells) {
+    out << fmt::format(
+        "{:>4} {:<18} {:<14} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} {:>9.1f} {:>8} "
+        "{:>8} {:>5}\n",
+        c.index, c.policy, c.load_level, c.batch_seconds, c.items_per_second, c.done, c.deferred,
+        c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals, c.revocations,
+        c.lost_updates);
+  }
+}
+
+}  // namespace coexist::capacity

@@ -1,0 +1,24 @@
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <vector>
+
+#include "capacity/cell_result.h"
+
+namespace coexist::capacity {
+
+// Writes results.json, results.csv and report.html into `dir` (created if
+// needed). Each file is written to a temporary name and renamed, so a reader
+// never sees half a report. Throws coexist::Error (EX_CANTCREAT) when the
+// folder cannot be written.
+void WriteReport(const std::filesystem::path& dir, const ScenarioSummary& scenario,
+                 const std::vector<CellResult>& cells);
+
+// The terminal table: one row per cell.
+void PrintTable(std::ostream& out, const std::vector<CellResult>& cells);
+
+// The CSV columns, in order (results.csv's header).
+const std::vector<std::string>& CsvColumns();
+
+}  // namespace coexist::capacity

@@ -1,0 +1,128 @@
+// Capacity planning's pure parts: the recommendation rule, the projection,
+// and the report files (written to a temp folder, parsed back).
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "capacity/recommendation.h"
+#include "capacity/report.h"
+#include "capacity/svg_chart.h"
+
+namespace coexist::capacity {
+namespace {
+
+CellResult Cell(const std::string& policy, double batch_seconds, double p99_before,
+                double p99_during, long long deferred = 0, long long refusals = 0) {
+  CellResult c;
+  c.policy = policy;
+  c.load_level = "users=50";
+  c.items = 1000;
+  c.done = 1000 - deferred;
+  c.deferred = deferred;
+  c.batch_seconds = batch_seconds;
+  c.items_per_second = static_cast<double>(c.done) / batch_seconds;
+  c.finished_in_window = batch_seconds <= 60;
+  c.batch_finished = true;
+  c.before = {.seconds = 10, .transactions = 1000, .tps = 100, .p99_ms = p99_before};
+  c.during = {.seconds = batch_seconds, .transactions = 2000, .tps = 100, .p99_ms = p99_during};
+  c.refusals = refusals;
+  c.timeline = {{1, 100, 1, p99_before}, {2, 90, 2, p99_during}, {3, 100, 1, p99_before}};
+  c.batch_start_seconds = 1.5;
+  c.batch_end_seconds = 2.5;
+  return c;
+}
+
+ScenarioSummary Scenario() {
+  return {.name = "t",
+          .records = 1000,
+          .queue_items = 1000,
+          .window_seconds = 60,
+          .production_queue_items = 1'000'000,
+          .production_window_seconds = 3600};
+}
+
+TEST(Recommend, PicksTheLowestOnlineCostAmongPoliciesThatFinished) {
+  std::vector<CellResult> cells = {Cell("batch_priority", 10, 5, 9), Cell("skip_locked", 12, 5, 6),
+                                   Cell("online_priority", 90, 5, 5.1)};  // too slow
+  auto recs = Recommend(cells, Scenario());
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].recommended, "skip_locked");
+  EXPECT_NE(recs[0].reason.find("online p99 at 1.20x"), std::string::npos) << recs[0].reason;
+}
+
+TEST(Recommend, IncompleteRunsDoNotQualify) {
+  std::vector<CellResult> cells = {Cell("skip_locked", 5, 5, 5, /*deferred=*/10),
+                                   Cell("time_window", 30, 5, 8)};
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "time_window");
+}
+
+TEST(Recommend, CloseP99GoesToFewerOnlineErrors) {
+  std::vector<CellResult> cells = {Cell("status_partition", 10, 5, 6.1, 0, /*refusals=*/40),
+                                   Cell("online_priority", 20, 5, 6.2)};
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "online_priority");
+}
+
+TEST(Recommend, NoneWhenNothingFinishes) {
+  auto recs = Recommend({Cell("skip_locked", 100, 5, 5)}, Scenario());
+  EXPECT_EQ(recs[0].recommended, "");
+  EXPECT_NE(recs[0].reason.find("No policy finished"), std::string::npos);
+}
+
+TEST(Project, ScalesTheMeasuredRateToTheProductionQueue) {
+  auto projections = Project({Cell("skip_locked", 10, 5, 6)}, Scenario());
+  ASSERT_EQ(projections.size(), 1u);
+  EXPECT_DOUBLE_EQ(projections[0].items_per_second, 100);
+  EXPECT_DOUBLE_EQ(projections[0].projected_seconds, 10'000);
+  EXPECT_FALSE(projections[0].fits_window);
+}
+
+TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("coexist-report-" + std::to_string(getpid()));
+  std::vector<CellResult> cells = {Cell("skip_locked", 12, 5, 6), Cell("batch_priority", 10, 5, 9)};
+  cells[0].index = 1;
+  cells[1].index = 2;
+  WriteReport(dir, Scenario(), cells);
+
+  std::ifstream json_in(dir / "results.json");
+  auto json = nlohmann::json::parse(json_in);
+  ASSERT_EQ(json["cells"].size(), 2u);
+  EXPECT_EQ(json["cells"][0]["policy"], "skip_locked");
+  EXPECT_EQ(json["cells"][0]["done"], 1000);
+  EXPECT_DOUBLE_EQ(json["cells"][0]["p99_ms_during"].get<double>(), 6);
+  EXPECT_EQ(json["recommendations"][0]["recommended"], "skip_locked");
+
+  std::ifstream csv_in(dir / "results.csv");
+  std::string header, row;
+  std::getline(csv_in, header);
+  std::getline(csv_in, row);
+  EXPECT_EQ(header.substr(0, 40), "cell,parameters,policy,load_level,items,");
+  EXPECT_EQ(std::count(header.begin(), header.end(), ','), std::count(row.begin(), row.end(), ','));
+  EXPECT_EQ(std::count(header.begin(), header.end(), ',') + 1,
+            static_cast<long>(CsvColumns().size()));
+
+  std::stringstream html;
+  html << std::ifstream(dir / "report.html").rdbuf();
+  EXPECT_NE(html.str().find("<svg"), std::string::npos);
+  EXPECT_NE(html.str().find("class=\"span\""), std::string::npos) << "the batch span is shaded";
+  EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Svg, EscapesTextAndDrawsEverySeries) {
+  std::string svg =
+      LineChart({.title = "a<b", .series = {{"s1", {0, 1}, {1, 2}}, {"s2", {0, 1}, {2, 3}}}});
+  EXPECT_NE(svg.find("a&lt;b"), std::string::npos);
+  size_t polylines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos;
+       at = svg.find("<polyline", at + 1))
+    ++polylines;
+  EXPECT_EQ(polylines, 2u);
+}
+
+}  // namespace
+}  // namespace coexist::capacity
