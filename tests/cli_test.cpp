@@ -148,7 +148,10 @@ TEST_F(CliTest, InstallSeedAndStatusOnAConfiguredDatabase) {
   EXPECT_EQ(result.status, 0) << result.err;
   EXPECT_NE(result.out.find("\"rows\": 42"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("\"version_trigger\": true"), std::string::npos) << result.out;
-  EXPECT_NE(result.err.find("\"level\":\"info\",\"event\":\"database chosen\",\"source\":\"command line\""), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(
+                "\"level\":\"info\",\"event\":\"database chosen\",\"source\":\"command line\""),
+            std::string::npos)
+      << result.err;
 }
 
 TEST_F(CliTest, InstallWithAConfiguredMissingTargetFails) {
@@ -157,6 +160,32 @@ TEST_F(CliTest, InstallWithAConfiguredMissingTargetFails) {
   EXPECT_EQ(result.status, 69);
   EXPECT_NE(result.err.find("target table sales.orders does not exist"), std::string::npos)
       << result.err;
+}
+
+TEST_F(CliTest, AdminCommandsWorkOnAConfiguredDatabase) {
+  auto result = Run("--database-url " + Url() + " locks release");
+  EXPECT_EQ(result.status, 64);
+  EXPECT_NE(result.err.find("exactly one of --record, --owner, --older-than"), std::string::npos)
+      << result.err;
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')");
+  result = Run("--database-url " + Url() + " locks list");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("alice"), std::string::npos) << result.out;
+  result = Run("--database-url " + Url() + " locks release --owner alice --json");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("\"record_key\": 9"), std::string::npos) << result.out;
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks"), "0");
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, last_error) VALUES ('j', 1, 'dead', "
+      "'boom')");
+  result = Run("--database-url " + Url() + " queue status");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("job j: queued 0, deferred 0, done 0, dead 1"), std::string::npos)
+      << result.out;
+  EXPECT_NE(result.out.find("boom"), std::string::npos) << result.out;
+  result = Run("--database-url " + Url() + " queue retry --dead --job j");
+  EXPECT_EQ(result.out, "1 dead items queued again\n") << result.err;
+  EXPECT_EQ(Run("--database-url " + Url() + " runs show 12345").status, 64);
 }
 
 TEST_F(CliTest, DemoUsesAThrowawayClusterAndLeavesNothingBehind) {

@@ -1,0 +1,108 @@
+// Every SQL statement of the queue and runs inspection commands.
+
+#include "admin/queue.h"
+
+#include <pqxx/pqxx>
+
+namespace coexist::admin {
+namespace {
+
+constexpr const char* kRunColumns =
+    "run_id, job, policy, host, pid, to_char(started_at, 'YYYY-MM-DD HH24:MI:SSOF'),"
+    " coalesce(to_char(ended_at, 'YYYY-MM-DD HH24:MI:SSOF'), ''), outcome, claimed, done, deferred,"
+    " dead, extract(epoch FROM coalesce(ended_at, now()) - started_at)::float8";
+
+RunRow RunOf(const pqxx::row& r) {
+  return {r[0].as<long long>(),   r[1].as<std::string>(), r[2].as<std::string>(),
+          r[3].as<std::string>(), r[4].as<int>(),         r[5].as<std::string>(),
+          r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<long long>(),
+          r[9].as<long long>(),   r[10].as<long long>(),  r[11].as<long long>(),
+          r[12].as<double>()};
+}
+
+}  // namespace
+
+QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job) {
+  pqxx::read_transaction tx(conn);
+  QueueStatus status;
+  auto jobs = tx.exec_params(
+      "SELECT job, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = "
+      "'deferred'),"
+      " count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'dead'),"
+      " extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state IN ('queued', "
+      "'deferred')))::float8"
+      " FROM coexist.queue WHERE $1 = '' OR job = $1 GROUP BY job ORDER BY job",
+      job);
+  for (const auto& row : jobs) {
+    JobQueueStatus j;
+    j.job = row[0].as<std::string>();
+    j.by_state = {{"queued", row[1].as<long long>()},
+                  {"deferred", row[2].as<long long>()},
+                  {"done", row[3].as<long long>()},
+                  {"dead", row[4].as<long long>()}};
+    if (!row[5].is_null()) j.oldest_queued_seconds = row[5].as<double>();
+    for (const auto& reason :
+         tx.exec_params("SELECT coalesce(defer_reason, '(none)'), count(*) FROM coexist.queue"
+                        " WHERE job = $1 AND state = 'deferred' GROUP BY 1 ORDER BY 2 DESC",
+                        j.job)) {
+      j.defer_reasons[reason[0].as<std::string>()] = reason[1].as<long long>();
+    }
+    status.jobs.push_back(std::move(j));
+  }
+  for (const auto& row : tx.exec_params(
+           "SELECT job, coalesce(last_error, '(no error kept)'), count(*) FROM coexist.queue"
+           " WHERE state = 'dead' AND ($1 = '' OR job = $1)"
+           " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 10",
+           job)) {
+    status.top_dead_errors.push_back(
+        {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
+  }
+  return status;
+}
+
+long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
+                         const std::string& actor) {
+  pqxx::work tx(conn);
+  auto result = tx.exec_params(
+      "WITH retried AS ("
+      "  UPDATE coexist.queue SET state = 'queued', attempts = 0, not_before = '-infinity',"
+      "         updated_at = now()"
+      "   WHERE state = 'dead' AND ($1 = '' OR job = $1) RETURNING job),"
+      " counted AS (SELECT job, count(*) AS n FROM retried GROUP BY job),"
+      " audit AS ("
+      "  INSERT INTO coexist.events (kind, job, actor, details)"
+      "  SELECT 'items_retried', job, $2, jsonb_build_object('items', n) FROM counted)"
+      " SELECT coalesce(sum(n), 0)::bigint FROM counted",
+      job, actor);
+  tx.commit();
+  return result[0][0].as<long long>();
+}
+
+std::vector<RunRow> ListRuns(pqxx::connection_base& conn, const std::string& job, int limit) {
+  pqxx::read_transaction tx(conn);
+  std::vector<RunRow> out;
+  for (const auto& row : tx.exec_params(std::string("SELECT ") + kRunColumns +
+                                            " FROM coexist.runs WHERE $1 = '' OR job = $1"
+                                            " ORDER BY run_id DESC LIMIT $2",
+                                        job, limit)) {
+    out.push_back(RunOf(row));
+  }
+  return out;
+}
+
+std::optional<RunDetail> ShowRun(pqxx::connection_base& conn, long long run_id) {
+  pqxx::read_transaction tx(conn);
+  auto rows = tx.exec_params(
+      std::string("SELECT ") + kRunColumns + ", details::text FROM coexist.runs WHERE run_id = $1",
+      run_id);
+  if (rows.empty()) return std::nullopt;
+  RunDetail detail{RunOf(rows[0]), rows[0][13].as<std::string>(), {}};
+  for (const auto& row : tx.exec_params("SELECT kind, count(*) FROM coexist.events WHERE run_id = "
+                                        "$1 GROUP BY kind ORDER BY kind",
+                                        run_id)) {
+    detail.events_by_kind[row[0].as<std::string>()] = row[1].as<long long>();
+  }
+  return detail;
+}
+
+}  // namespace coexist::admin

@@ -1,0 +1,229 @@
+// coexist locks list|release|sweep, queue status|retry, runs list|show:
+// what operators use to see and repair state without writing SQL.
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "admin/edit_locks.h"
+#include "admin/queue.h"
+#include "cli/context.h"
+#include "common/error.h"
+#include "config/duration.h"
+#include "db/connection.h"
+
+namespace coexist::cli {
+namespace {
+
+struct AdminFlags {
+  bool json = false;
+  bool all = false;
+  std::string target = "products";
+  long long record = 0;
+  std::string owner;
+  std::string older_than;
+  std::string job;
+  bool dead = false;
+  int limit = 20;
+  long long run_id = 0;
+};
+
+nlohmann::json LockJson(const admin::EditLockRow& l) {
+  return {{"target", l.target},         {"record_key", l.record_key},
+          {"owner", l.owner},           {"acquired_at", l.acquired_at},
+          {"expires_at", l.expires_at}, {"held_seconds", l.held_seconds},
+          {"expired", l.expired}};
+}
+
+void PrintLocks(const std::vector<admin::EditLockRow>& locks, bool json) {
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& l : locks) out.push_back(LockJson(l));
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("{:<20} {:>10} {:<20} {:<25} {:<25} {:>8}\n", "target", "record",
+                           "owner", "acquired", "expires", "held_s");
+  for (const auto& l : locks) {
+    std::cout << fmt::format("{:<20} {:>10} {:<20} {:<25} {:<25} {:>8.0f}{}\n", l.target,
+                             l.record_key, l.owner, l.acquired_at, l.expires_at, l.held_seconds,
+                             l.expired ? " (expired)" : "");
+  }
+  std::cout << locks.size() << " lock" << (locks.size() == 1 ? "" : "s") << '\n';
+}
+
+int Release(Context& context, const AdminFlags& f, bool record_given) {
+  admin::ReleaseSelector selector;
+  int chosen = record_given + !f.owner.empty() + !f.older_than.empty();
+  if (chosen != 1) {
+    throw UsageError("locks release needs exactly one of --record, --owner, --older-than",
+                     "e.g. coexist locks release --owner alice, or --older-than 2h.");
+  }
+  if (record_given) {
+    selector.target = f.target;
+    selector.record_key = f.record;
+  }
+  if (!f.owner.empty()) selector.owner = f.owner;
+  if (!f.older_than.empty()) {
+    auto parsed = config::ParseDuration(f.older_than);
+    if (!parsed)
+      throw UsageError("--older-than '" + f.older_than + "' is not a duration", "e.g. 30m, 2h.");
+    selector.older_than = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
+  }
+  auto conn = db::Connect(context.Server(false), "coexist-admin");
+  auto released = admin::ReleaseEditLocks(*conn, selector, admin::CurrentActor());
+  PrintLocks(released, f.json);
+  return 0;
+}
+
+void AddLocks(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
+  auto* locks =
+      app.add_subcommand("locks", "Offline edit locks: list, release (audited), sweep expired");
+  locks->require_subcommand(1);
+  auto* list =
+      locks->add_subcommand("list", "Who holds which edit lock, since when, expiring when");
+  list->add_flag("--all", f.all, "include expired locks");
+  list->add_flag("--json", f.json, "print JSON");
+  list->callback([&] {
+    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    PrintLocks(admin::ListEditLocks(*conn, f.all), f.json);
+    exit_code = 0;
+  });
+  auto* release = locks->add_subcommand(
+      "release",
+      "Release edit locks by record, by owner, or held longer than a duration; each "
+      "release is recorded in coexist.events with who did it");
+  auto* record = release->add_option("--record", f.record, "the record's key (with --target)");
+  release->add_option("--target", f.target, "the record's table (default products)");
+  release->add_option("--owner", f.owner, "every lock of this owner (session timeout)");
+  release->add_option("--older-than", f.older_than, "locks held longer than this, e.g. 2h");
+  release->add_flag("--json", f.json, "print JSON");
+  release->callback([&, record] { exit_code = Release(context, f, record->count() > 0); });
+  auto* sweep = locks->add_subcommand("sweep", "Delete expired locks, auditing each");
+  sweep->callback([&] {
+    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    std::cout << admin::SweepExpiredEditLocks(*conn, admin::CurrentActor())
+              << " expired locks swept\n";
+    exit_code = 0;
+  });
+}
+
+void PrintQueueStatus(const admin::QueueStatus& s, bool json) {
+  if (json) {
+    nlohmann::json out = {{"jobs", nlohmann::json::array()},
+                          {"top_dead_errors", nlohmann::json::array()}};
+    for (const auto& j : s.jobs) {
+      out["jobs"].push_back(
+          {{"job", j.job},
+           {"by_state", j.by_state},
+           {"oldest_queued_seconds",
+            j.oldest_queued_seconds ? nlohmann::json(*j.oldest_queued_seconds) : nlohmann::json()},
+           {"defer_reasons", j.defer_reasons}});
+    }
+    for (const auto& e : s.top_dead_errors) {
+      out["top_dead_errors"].push_back({{"job", e.job}, {"error", e.error}, {"items", e.items}});
+    }
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  if (s.jobs.empty()) std::cout << "no queued items\n";
+  for (const auto& j : s.jobs) {
+    std::cout << fmt::format("job {}: queued {}, deferred {}, done {}, dead {}", j.job,
+                             j.by_state.at("queued"), j.by_state.at("deferred"),
+                             j.by_state.at("done"), j.by_state.at("dead"));
+    if (j.oldest_queued_seconds)
+      std::cout << fmt::format(", oldest waiting {:.0f}s", *j.oldest_queued_seconds);
+    std::cout << '\n';
+    for (const auto& [reason, n] : j.defer_reasons)
+      std::cout << "  deferred: " << n << " " << reason << '\n';
+  }
+  if (!s.top_dead_errors.empty()) std::cout << "top errors of dead items:\n";
+  for (const auto& e : s.top_dead_errors) {
+    std::cout << fmt::format("  {:>6}  {}  {}\n", e.items, e.job, e.error);
+  }
+}
+
+void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
+  auto* queue = app.add_subcommand("queue", "Inspect and repair the queue");
+  queue->require_subcommand(1);
+  auto* status = queue->add_subcommand(
+      "status", "Counts by state, oldest waiting item, top errors of dead items");
+  status->add_option("--job", f.job, "one job (default: all)");
+  status->add_flag("--json", f.json, "print JSON");
+  status->callback([&] {
+    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    PrintQueueStatus(admin::ReadQueueStatus(*conn, f.job), f.json);
+    exit_code = 0;
+  });
+  auto* retry = queue->add_subcommand("retry", "Put items back into the queue");
+  retry->add_flag("--dead", f.dead, "dead items: attempts reset, last error kept")->required();
+  retry->add_option("--job", f.job, "one job (default: all)");
+  retry->callback([&] {
+    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    std::cout << admin::RetryDeadItems(*conn, f.job, admin::CurrentActor())
+              << " dead items queued again\n";
+    exit_code = 0;
+  });
+}
+
+nlohmann::json RunJson(const admin::RunRow& r) {
+  return {{"run_id", r.run_id},     {"job", r.job},           {"policy", r.policy},
+          {"host", r.host},         {"pid", r.pid},           {"started_at", r.started_at},
+          {"ended_at", r.ended_at}, {"outcome", r.outcome},   {"claimed", r.claimed},
+          {"done", r.done},         {"deferred", r.deferred}, {"dead", r.dead},
+          {"seconds", r.seconds}};
+}
+
+void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
+  auto* runs = app.add_subcommand("runs", "Batch runs: list, show one");
+  runs->require_subcommand(1);
+  auto* list = runs->add_subcommand("list", "Recent runs, newest first");
+  list->add_option("--job", f.job, "one job (default: all)");
+  list->add_option("--limit", f.limit, "how many (default 20)")->check(CLI::Range(1, 100000));
+  list->add_flag("--json", f.json, "print JSON");
+  list->callback([&] {
+    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto rows = admin::ListRuns(*conn, f.job, f.limit);
+    if (f.json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& r : rows) out.push_back(RunJson(r));
+      std::cout << out.dump(2) << '\n';
+    } else {
+      std::cout << fmt::format("{:>6} {:<14} {:<17} {:<11} {:<25} {:>8} {:>8} {:>8} {:>6}\n", "run",
+                               "job", "policy", "outcome", "started", "seconds", "done", "deferred",
+                               "dead");
+      for (const auto& r : rows) {
+        std::cout << fmt::format("{:>6} {:<14} {:<17} {:<11} {:<25} {:>8.1f} {:>8} {:>8} {:>6}\n",
+                                 r.run_id, r.job, r.policy, r.outcome, r.started_at, r.seconds,
+                                 r.done, r.deferred, r.dead);
+      }
+    }
+    exit_code = 0;
+  });
+  auto* show = runs->add_subcommand("show", "One run with its counts and events");
+  show->add_option("run_id", f.run_id, "the run's id")->required();
+  show->add_flag("--json", f.json, "print JSON");
+  show->callback([&] {
+    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto detail = admin::ShowRun(*conn, f.run_id);
+    if (!detail) throw UsageError("no run " + std::to_string(f.run_id), "see 'coexist runs list'.");
+    nlohmann::json out = RunJson(detail->run);
+    out["details"] = nlohmann::json::parse(detail->details_json);
+    out["events"] = detail->events_by_kind;
+    std::cout << out.dump(2) << '\n';
+    exit_code = 0;
+  });
+}
+
+}  // namespace
+
+void AddAdminCommands(CLI::App& app, Context& context, int& exit_code) {
+  static AdminFlags flags;
+  AddLocks(app, context, exit_code, flags);
+  AddQueue(app, context, exit_code, flags);
+  AddRuns(app, context, exit_code, flags);
+}
+
+}  // namespace coexist::cli
