@@ -1,0 +1,108 @@
+#include "metrics/run_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace coexist::metrics {
+namespace {
+
+double Seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+// The last-success timestamp a previous file recorded for the job; epoch 0
+// when there is none.
+std::chrono::system_clock::time_point PreviousSuccess(const std::filesystem::path& path,
+                                                      const std::string& job) {
+  std::ifstream in(path);
+  std::regex line("^coexist_batch_last_success_timestamp_seconds\\{job=\"" +
+                  std::regex_replace(job, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                  "\"\\} ([0-9.e+]+)$");
+  for (std::string text; std::getline(in, text);) {
+    std::smatch match;
+    if (std::regex_match(text, match, line)) {
+      return std::chrono::system_clock::time_point(
+          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+              std::chrono::duration<double>(std::stod(match[1]))));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_point last_success) {
+  prometheus::Registry registry;
+  auto gauge = [&](const std::string& name,
+                   const std::string& help) -> prometheus::Family<prometheus::Gauge>& {
+    return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+  };
+  const std::map<std::string, std::string> job{{"job", run.job}, {"policy", run.policy}};
+  gauge("coexist_batch_last_run_timestamp_seconds", "When the last run of the job ended.")
+      .Add({{"job", run.job}})
+      .Set(Seconds(run.finished_at));
+  gauge("coexist_batch_last_success_timestamp_seconds",
+        "When the last successful run of the job ended.")
+      .Add({{"job", run.job}})
+      .Set(Seconds(last_success));
+  gauge("coexist_batch_last_run_success", "1 when the last run worked, 0 when it failed.")
+      .Add(job)
+      .Set(run.succeeded ? 1 : 0);
+  gauge("coexist_batch_last_run_duration_seconds", "How long the last run took.")
+      .Add(job)
+      .Set(run.seconds);
+  auto& items = gauge("coexist_batch_last_run_items", "Items the last run settled, by outcome.");
+  for (const auto& [outcome, n] :
+       {std::pair{"done", run.done}, {"deferred", run.deferred}, {"dead", run.dead}}) {
+    auto labels = job;
+    labels["outcome"] = outcome;
+    items.Add(labels).Set(static_cast<double>(n));
+  }
+  auto& deferrals =
+      gauge("coexist_batch_last_run_deferrals", "Items the last run deferred, by reason.");
+  for (const auto& [reason, n] : run.deferrals_by_reason) {
+    auto labels = job;
+    labels["reason"] = reason;
+    deferrals.Add(labels).Set(static_cast<double>(n));
+  }
+  gauge("coexist_batch_last_run_revocations", "Edit locks the last run revoked (batch_priority).")
+      .Add(job)
+      .Set(static_cast<double>(run.revoked));
+  gauge("coexist_batch_last_run_escalations", "Items the last run escalated (skip_locked).")
+      .Add(job)
+      .Set(static_cast<double>(run.escalated));
+  gauge("coexist_batch_queued_items", "Items of the job still queued when the last run ended.")
+      .Add({{"job", run.job}})
+      .Set(static_cast<double>(run.queued_left));
+  return prometheus::TextSerializer().Serialize(registry.Collect());
+}
+
+void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
+  auto last_success = run.succeeded ? run.finished_at : PreviousSuccess(path, run.job);
+  std::string text = Exposition(run, last_success);
+  auto temp = path;
+  temp += ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw Error(ExitCode::kCantCreate, "cannot write metrics to " + temp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) {
+    std::filesystem::remove(temp, ec);
+    throw Error(ExitCode::kCantCreate, "cannot write metrics to " + path.string());
+  }
+}
+
+}  // namespace coexist::metrics

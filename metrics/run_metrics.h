@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace coexist::metrics {
+
+// What one batch run reports to Prometheus (docs/operations.md lists the
+// metric names). Filled by the batch runner at the end of every run.
+struct RunMetrics {
+  std::string job;
+  std::string policy;
+  bool succeeded = false;  // the run worked (items may still be deferred or dead)
+  std::chrono::system_clock::time_point finished_at = std::chrono::system_clock::now();
+  double seconds = 0;
+  long long done = 0;
+  long long deferred = 0;
+  long long dead = 0;
+  long long revoked = 0;    // edit locks revoked
+  long long escalated = 0;  // skip_locked escalations
+  long long queued_left = 0;
+  std::map<std::string, long long> deferrals_by_reason;
+};
+
+// The exposition text (Prometheus text format 0.0.4) for one run.
+// `last_success` is the time of the newest successful run of the job,
+// which a failed run carries over from the previous file.
+std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_point last_success);
+
+// Writes the run's metrics for node_exporter's textfile collector: to a
+// temporary file in the same folder, then renamed, so the collector never
+// reads half a file. When this run failed, the last-success timestamp of
+// the previous file is kept. Throws coexist::Error (EX_CANTCREAT) when the
+// file cannot be written.
+void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run);
+
+}  // namespace coexist::metrics

@@ -1,0 +1,88 @@
+// The textfile metrics parse as Prometheus exposition and carry the run.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "common/error.h"
+#include "metrics/run_metrics.h"
+
+namespace coexist::metrics {
+namespace {
+
+// A strict reading of the text format: # HELP / # TYPE lines, then samples
+// name{label="value",...} number. Returns sample -> value; fails the test on
+// any other line.
+std::map<std::string, double> Parse(const std::string& text) {
+  std::map<std::string, double> samples;
+  std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*$)");
+  std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})?) ([-+0-9.eE]+|NaN|[+-]Inf)$)");
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || std::regex_match(line, comment)) continue;
+    std::smatch match;
+    EXPECT_TRUE(std::regex_match(line, match, sample)) << "not exposition format: " << line;
+    if (!match.empty()) samples[match[1]] = std::stod(match[5]);
+  }
+  return samples;
+}
+
+RunMetrics SampleRun(bool succeeded, double finished) {
+  RunMetrics run;
+  run.job = "nightly";
+  run.policy = "skip_locked";
+  run.succeeded = succeeded;
+  run.finished_at =
+      std::chrono::system_clock::time_point(std::chrono::seconds(static_cast<long>(finished)));
+  run.seconds = 12.5;
+  run.done = 90;
+  run.deferred = 8;
+  run.dead = 2;
+  run.revoked = 1;
+  run.deferrals_by_reason = {{"edit_locked", 5}, {"row_locked", 3}};
+  return run;
+}
+
+TEST(Metrics, ExpositionParsesAndCarriesTheRun) {
+  auto samples = Parse(Exposition(
+      SampleRun(true, 1000), std::chrono::system_clock::time_point(std::chrono::seconds(1000))));
+  EXPECT_EQ(
+      samples.at(
+          R"(coexist_batch_last_run_items{job="nightly",outcome="done",policy="skip_locked"})"),
+      90);
+  EXPECT_EQ(
+      samples.at(
+          R"(coexist_batch_last_run_deferrals{job="nightly",policy="skip_locked",reason="edit_locked"})"),
+      5);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_success_timestamp_seconds{job="nightly"})"), 1000);
+  EXPECT_EQ(
+      samples.at(R"(coexist_batch_last_run_duration_seconds{job="nightly",policy="skip_locked"})"),
+      12.5);
+}
+
+TEST(Metrics, AFailedRunKeepsThePreviousSuccessTime) {
+  auto path =
+      std::filesystem::temp_directory_path() / ("coexist-" + std::to_string(getpid()) + ".prom");
+  WriteTextfile(path, SampleRun(true, 1000));
+  WriteTextfile(path, SampleRun(false, 2000));
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  auto samples = Parse(text.str());
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_success_timestamp_seconds{job="nightly"})"), 1000);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_run_timestamp_seconds{job="nightly"})"), 2000);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_run_success{job="nightly",policy="skip_locked"})"), 0);
+  std::filesystem::remove(path);
+}
+
+TEST(Metrics, AnUnwritableFolderIsAClearError) {
+  EXPECT_THROW(WriteTextfile("/nonexistent-dir/coexist.prom", SampleRun(true, 1)), Error);
+}
+
+}  // namespace
+}  // namespace coexist::metrics
