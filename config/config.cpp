@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/duration.h"
 #include "config/yaml_reader.h"
 
 namespace coexist::config {
@@ -40,6 +41,66 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Finish();
 }
 
+void ReadMix(Section& s, OnlineMix& out) {
+  s.Double("view", out.view, 0, 1e6);
+  s.Double("optimistic_edit", out.optimistic_edit, 0, 1e6);
+  s.Double("pessimistic_edit", out.pessimistic_edit, 0, 1e6);
+  s.Double("offline_edit", out.offline_edit, 0, 1e6);
+  s.Double("atomic_decrement", out.atomic_decrement, 0, 1e6);
+  s.Double("nolock", out.nolock, 0, 1e6);
+  s.Finish();  // an unknown kind fails here, naming the known ones
+}
+
+void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
+  using std::chrono::seconds;
+  s.Enum("model", out.model, {"closed", "open"});
+  s.Int("users", out.users, 1, 100000);
+  s.Double("rate", out.rate, 0.001, 1e6);
+  s.Duration("think_time", out.think_time, milliseconds(0), hours(24));
+  s.Enum("think_distribution", out.think_distribution, {"fixed", "exponential", "lognormal"});
+  s.Double("think_sigma", out.think_sigma, 0.01, 5);
+  s.Int("pool_size", out.pool_size, 1, 10000);
+  s.Enum("key_distribution", out.key_distribution, {"uniform", "zipf", "hot_set"});
+  s.Double("zipf_s", out.zipf_s, 0.01, 10);
+  s.Double("hot_traffic", out.hot_traffic, 0, 1);
+  s.Double("hot_keys", out.hot_keys, 1e-9, 1);
+  s.Int64("records", out.records, 0, 100'000'000);
+  if (auto mix = s.Map("mix")) {
+    ReadMix(*mix, out.mix);
+    const OnlineMix& m = out.mix;
+    if (m.view + m.optimistic_edit + m.pessimistic_edit + m.offline_edit + m.atomic_decrement +
+            m.nolock <=
+        0) {
+      s.Fail(node["mix"], "mix", "every weight is zero, so no transaction would run",
+             "give at least one kind a positive weight, e.g. view: 1.");
+    }
+  }
+  s.Int("max_retries", out.max_retries, 0, 1000);
+  s.Duration("backoff_base", out.backoff_base, milliseconds(0), seconds(60));
+  s.Duration("backoff_cap", out.backoff_cap, milliseconds(0), seconds(600));
+  s.Enum("lock_mode", out.lock_mode, {"lock_timeout", "nowait"});
+  s.Duration("lock_timeout", out.lock_timeout, milliseconds(0), hours(1));
+  s.Duration("offline_hold", out.offline_hold, milliseconds(0), hours(8));
+  s.Duration("offline_ttl", out.offline_ttl, seconds(1), hours(24));
+  s.Double("offline_abandon", out.offline_abandon, 0, 1);
+  s.Duration("app_work", out.app_work, milliseconds(0), seconds(60));
+  s.Identifier("value_column", out.value_column);
+  s.Int64("atomic_delta", out.atomic_delta, 1, 1'000'000'000);
+  s.Int64("atomic_floor", out.atomic_floor, -1'000'000'000'000'000LL, 1'000'000'000'000'000LL);
+  s.String("application_name", out.application_name);
+  s.Int64("seed", out.seed, 0, 1'000'000'000'000'000LL);
+  s.Duration("latency_limit", out.latency_limit, milliseconds(0), hours(1));
+  s.Finish();
+  if (out.backoff_base > out.backoff_cap) {
+    bool base_given = node["backoff_base"].IsDefined();
+    s.Fail(node[base_given ? "backoff_base" : "backoff_cap"],
+           base_given ? "backoff_base" : "backoff_cap",
+           "backoff_base (" + FormatDuration(out.backoff_base) + ") is larger than backoff_cap (" +
+               FormatDuration(out.backoff_cap) + ")",
+           "the cap bounds every backoff; raise backoff_cap or lower backoff_base.");
+  }
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
@@ -53,7 +114,15 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("log")) ReadLog(*s, config.log);
   if (auto s = top.Map("target")) ReadTarget(*s, config.target);
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
+  if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
   top.Finish();
+  if (config.online.value_column == config.target.version_column) {
+    bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();
+    top.Fail(given ? root["online"]["value_column"] : root["target"]["version_column"],
+             given ? "online.value_column" : "target.version_column",
+             "'" + config.online.value_column + "' is the target's version column",
+             "the database bumps the version on every update; edit another column.");
+  }
   return config;
 }
 

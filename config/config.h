@@ -41,6 +41,196 @@ struct BatchConfig {
   int max_attempts = 5;
 };
 
+// `online:` — the online workload simulator (`coexist online-sim`): virtual
+// users that edit the target's rows the way web users do.
+struct OnlineMix {
+  // Relative weights of the transaction kinds (docs/online-sim.md has the
+  // SQL of each). Each 0..1e6; at least one must be positive.
+  double view = 60;               // read a record
+  double optimistic_edit = 15;    // read, app work, UPDATE ... WHERE version = read
+  double pessimistic_edit = 10;   // SELECT ... FOR UPDATE, app work, UPDATE
+  double offline_edit = 5;        // edit lock held across a human think time
+  double atomic_decrement = 10;   // one UPDATE with a delta and a separate floor
+  double nolock = 0;              // read, app work, blind write: shows lost updates
+};
+
+struct OnlineConfig {
+  // closed: `users` virtual users, each thinking between transactions;
+  // open: transactions arrive as a Poisson process at `rate` per second.
+  std::string model = "closed";
+  int users = 50;        // closed model's virtual users. 1..100000
+  double rate = 100;     // open model's arrivals per second. 0.001..1e6
+  // Think time between a closed user's transactions: its mean, and its
+  // distribution (fixed, exponential or lognormal with shape think_sigma).
+  milliseconds think_time = std::chrono::seconds(1);
+  std::string think_distribution = "exponential";
+  double think_sigma = 0.5;  // lognormal's sigma. 0.01..5
+  // Connections shared by all users, like an application server's pool;
+  // a transaction waits for a free one (that wait is measured). 1..10000
+  int pool_size = 16;
+  // Which record a transaction touches: uniform, zipf (exponent zipf_s) or
+  // hot_set (hot_traffic of the transactions go to hot_keys of the records).
+  std::string key_distribution = "uniform";
+  double zipf_s = 1.0;       // 0.01..10
+  double hot_traffic = 0.8;  // 0..1
+  double hot_keys = 0.2;     // 0..1, exclusive of 0
+  // The first `records` keys of the target (in key order); 0: all of them.
+  long long records = 0;
+  OnlineMix mix;
+  // Optimistic retries after the first attempt before giving up. 0..1000
+  int max_retries = 5;
+  // Capped exponential backoff with full jitter between optimistic retries:
+  // a random wait in [0, min(cap, base * 2^attempt)]. base 0 retries at once.
+  milliseconds backoff_base = milliseconds(5);
+  milliseconds backoff_cap = milliseconds(200);
+  // How pessimistic edits wait for a row lock: lock_timeout (wait up to
+  // lock_timeout; 0 waits forever) or nowait (fail at once with 55P03).
+  std::string lock_mode = "lock_timeout";
+  milliseconds lock_timeout = std::chrono::seconds(2);
+  // Offline edits: the mean human think time the edit lock is held
+  // (distributed like think_time), the lock's time to live (renewed at half
+  // of it while the user still edits), and the share of users that close
+  // the browser instead of saving (the lock then leaks until it expires).
+  milliseconds offline_hold = std::chrono::seconds(5);
+  milliseconds offline_ttl = std::chrono::seconds(30);
+  double offline_abandon = 0.1;  // 0..1
+  // Application work between read and write (what seed 001 calls app work).
+  milliseconds app_work = milliseconds(2);
+  // The integer column edits change (each edit adds -1, the atomic
+  // decrement subtracts atomic_delta unless that would go below atomic_floor).
+  std::string value_column = "stock";
+  long long atomic_delta = 1;  // 1..1e9
+  long long atomic_floor = 0;
+  // application_name of the simulator's connections (batch_priority matches
+  // it to decide whose backends it may cancel).
+  std::string application_name = "coexist-online";
+  // Seed of every random choice; the same seed gives the same sequence of
+  // choices (timing still varies).
+  long long seed = 1;
+  // Open model: transactions whose latency (from their scheduled start)
+  // exceeds this are counted late. 0: none counted.
+  milliseconds latency_limit = milliseconds(0);
+};
+
+// One batch window of the time_window policy, e.g. 01:00-05:00 Asia/Tokyo on
+// weekdays. The window belongs to the day it starts on; end <= start means it
+// ends the next day, end == start means 24 hours.
+struct WindowConfig {
+  std::string time_zone = "UTC";        // IANA name, validated at load
+  std::vector<int> weekdays = {1, 2, 3, 4, 5, 6, 7};  // ISO: 1 = Monday .. 7 = Sunday
+  std::chrono::minutes start{60};       // "01:00"
+  std::chrono::minutes end{5 * 60};     // "05:00"
+};
+
+// `policy:` — how the batch coexists with online users (docs/policies.md).
+// Only the keys of the named policy are accepted.
+struct PolicyConfig {
+  // time_window, status_partition, online_priority, batch_priority, skip_locked.
+  std::string name = "skip_locked";
+
+  // time_window: when the batch may claim. Claiming stops drain_margin
+  // before a window ends. mode read_only: online writes are refused (CX003)
+  // while a window is active; allow: online writes pass.
+  std::vector<WindowConfig> windows;
+  milliseconds drain_margin = std::chrono::minutes(5);
+  std::string mode = "read_only";
+
+  // online_priority (and skip_locked's on_exhausted: wait): how long the
+  // batch waits for one record's row lock or edit lock before deferring it.
+  milliseconds max_wait = std::chrono::seconds(30);
+
+  // batch_priority (and skip_locked's on_exhausted: force): an online backend
+  // blocking the batch's row lock is cancelled after cancel_after and
+  // terminated after terminate_after, only when its application_name matches
+  // online_application_name (a SQL LIKE pattern); otherwise the item is
+  // deferred.
+  milliseconds cancel_after = std::chrono::seconds(2);
+  milliseconds terminate_after = std::chrono::seconds(5);
+  std::string online_application_name = "coexist-online%";
+
+  // skip_locked: an item deferred max_deferrals times escalates: wait (as
+  // online_priority), force (as batch_priority) or report (stays deferred,
+  // with an escalation event).
+  int max_deferrals = 5;
+  std::string on_exhausted = "report";
+
+  // Row-lock waits go in SET LOCAL lock_timeout steps, doubling from
+  // lock_wait_initial up to lock_wait_max, never queueing for long.
+  milliseconds lock_wait_initial{100};
+  milliseconds lock_wait_max{1000};
+  // A deferred item is not claimed again before this delay (next run).
+  milliseconds defer_delay{0};
+};
+
+// `operation:` — what the batch does per item. Exactly one of item_sql and
+// chunk_sql. Parameters are bound, never spliced.
+struct OperationConfig {
+  // Per-item SQL: $1 is the record key (bigint), $2.. the payload fields
+  // named in `params` (text; cast them). Run for a whole chunk in one
+  // statement through a session-local SQL function over unnest arrays.
+  std::string item_sql;
+  // Chunk SQL: $1 is the chunk's keys as bigint[], $2.. arrays of the payload
+  // fields in `params` (text literals; cast them, e.g. $2::integer[]).
+  std::string chunk_sql;
+  // Payload fields bound as $2, $3, ...; a missing field binds NULL.
+  std::vector<std::string> params;
+};
+
+// Health thresholds of `pacing.max_load` / `pacing.critical_load`. Each
+// signal is compared with its own threshold: the load is too high when any
+// signal reaches (>=) its threshold; 0 turns that signal's check off. The
+// signals are described in docs/pacing.md.
+struct LoadThresholds {
+  int lock_waiters = 0;                  // sessions of this database waiting on a lock. 0..100000
+  int active_sessions = 0;               // sessions of this database running a statement. 0..100000
+  milliseconds replication_lag{0};       // max replay_lag of pg_stat_replication
+  int vacuum = 0;                        // (auto)vacuums running on the target table. 0..100
+  milliseconds batch_lock_wait{0};       // the batch's own lock wait in its last chunk
+  milliseconds statement_latency{0};     // the batch's own statement latency in its last chunk
+};
+
+// `pacing:` — how hard the batch pushes while online users are there
+// (docs/pacing.md): chunk sizing to a target duration, health-based
+// throttling, and operator control (flag files, control socket).
+struct PacingConfig {
+  // true: chunk sizes follow chunk_time; false: every chunk is batch.chunk_size.
+  bool adaptive = true;
+  // The duration one chunk should take. 1ms..1h
+  milliseconds chunk_time{200};
+  // Bounds of the adaptive chunk size. 1..100000, min_chunk <= max_chunk.
+  int min_chunk = 10;
+  int max_chunk = 5000;
+  // Largest growth factor from one chunk to the next. 1.0..10
+  double max_growth = 1.2;
+  // A chunk that took longer than shrink_after x chunk_time (or hit a
+  // timeout) shrinks the next one at once instead of through the average. 1..100
+  double shrink_after = 2.0;
+  // Weight of the newest chunk in the decaying average of items/s. 0.01..1
+  double rate_weight = 0.3;
+  // How often the health signals are read (at most once per interval). 10ms..10m
+  milliseconds check_interval = std::chrono::seconds(1);
+  // max_load: the batch pauses while any signal reaches its threshold and
+  // resumes after all were below for hold_time (re-checked each interval).
+  LoadThresholds max_load{.lock_waiters = 10, .replication_lag = std::chrono::seconds(10)};
+  milliseconds hold_time = std::chrono::seconds(2);  // 0..1h
+  // critical_load: checked again after critical_recheck; still critical then
+  // either hibernates for hibernate_time (critical_action: hibernate) or
+  // stops the run cleanly (critical_action: stop).
+  LoadThresholds critical_load{.lock_waiters = 100};
+  milliseconds critical_recheck = std::chrono::seconds(1);  // 0..10m
+  std::string critical_action = "hibernate";                // hibernate or stop
+  milliseconds hibernate_time = std::chrono::minutes(1);    // 1ms..24h
+  // Optional SQL returning one number; a value > 0 throttles like max_load.
+  // Empty: not used.
+  std::string throttle_query;
+  // Operator control: while pause_file exists the batch pauses; when
+  // stop_file appears the run stops cleanly. Empty: not watched.
+  std::string pause_file;
+  std::string stop_file;
+  // Unix socket for `coexist ctl`, created 0600. Empty: no socket.
+  std::string control_socket;
+};
+
 // A validated configuration. Load* functions return it whole or throw
 // ConfigError; nothing downstream re-validates.
 struct Config {
@@ -49,6 +239,7 @@ struct Config {
   LogConfig log;
   db::TargetTable target;
   BatchConfig batch;
+  OnlineConfig online;
 };
 
 // Reads and validates a YAML file. Throws ConfigError (with file:line:column)

@@ -1,0 +1,366 @@
+// The online simulator against a real PostgreSQL: each transaction kind's
+// outcomes, the atomic floor, the lost-update check, the reserve scenario,
+// and the command's exit statuses on bad input.
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/error.h"
+#include "online-sim/reserve.h"
+#include "online-sim/simulator.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::online_sim {
+namespace {
+
+using std::chrono::milliseconds;
+using namespace std::chrono_literals;
+
+constexpr const char* kApp = "coexist-online-test";
+
+config::OnlineConfig OnlyKind(const std::string& kind, int users) {
+  config::OnlineConfig c;
+  c.mix = config::OnlineMix{0, 0, 0, 0, 0, 0};
+  if (kind == "view") c.mix.view = 1;
+  if (kind == "optimistic_edit") c.mix.optimistic_edit = 1;
+  if (kind == "pessimistic_edit") c.mix.pessimistic_edit = 1;
+  if (kind == "offline_edit") c.mix.offline_edit = 1;
+  if (kind == "atomic_decrement") c.mix.atomic_decrement = 1;
+  if (kind == "nolock") c.mix.nolock = 1;
+  c.users = users;
+  c.pool_size = users;
+  c.think_time = 0ms;
+  c.think_distribution = "fixed";
+  c.records = 1;
+  c.app_work = 0ms;
+  c.application_name = kApp;
+  return c;
+}
+
+const KindReport& KindOf(const Report& report, const std::string& kind) {
+  for (const auto& k : report.kinds) {
+    if (k.kind == kind) return k;
+  }
+  throw std::runtime_error("no kind " + kind);
+}
+
+long long Outcome(const Report& report, const std::string& kind, const std::string& outcome) {
+  const auto& outcomes = KindOf(report, kind).outcomes;
+  auto it = outcomes.find(outcome);
+  return it == outcomes.end() ? 0 : it->second;
+}
+
+class OnlineSimTest : public testing::DatabaseTest {
+ protected:
+  Report Run(const config::OnlineConfig& config, long long per_user,
+             milliseconds duration = std::chrono::seconds(60)) {
+    RunOptions options;
+    options.duration = duration;
+    options.transactions_per_user = per_user;
+    Simulator simulator(conninfo(), db::TargetTable{}, config, options);
+    simulator.Prepare();
+    return simulator.Run();
+  }
+  long long Stock(int id) {
+    return std::stoll(QueryValue("SELECT stock FROM products WHERE id = " + std::to_string(id)));
+  }
+};
+
+TEST_F(OnlineSimTest, ViewReadsWithoutChangingAnything) {
+  auto config = OnlyKind("view", 4);
+  config.records = 10;
+  Report report = Run(config, 25);
+  EXPECT_EQ(Outcome(report, "view", "ok"), 100);
+  EXPECT_EQ(report.transactions, 100);
+  EXPECT_EQ(KindOf(report, "view").latency.count, 100);
+  EXPECT_TRUE(report.lost_check.performed);
+  EXPECT_EQ(report.lost_check.lost, 0);
+  EXPECT_EQ(report.lost_check.actual_change, 0);
+  EXPECT_EQ(report.pool_wait.count, 100);
+}
+
+// Two users read the same version, work 200 ms, and write: the second write
+// conflicts once, gets the current row back and succeeds on its retry.
+TEST_F(OnlineSimTest, TwoSessionsOnOneRowGiveOneOptimisticConflict) {
+  auto config = OnlyKind("optimistic_edit", 2);
+  config.app_work = 200ms;
+  config.backoff_base = 0ms;
+  Report report = Run(config, 1);
+  const auto& kind = KindOf(report, "optimistic_edit");
+  EXPECT_EQ(kind.conflicts, 1);
+  EXPECT_EQ(kind.retried, 1);
+  EXPECT_EQ(Outcome(report, "optimistic_edit", "ok"), 2);
+  EXPECT_EQ(Stock(1), 998);
+  EXPECT_EQ(report.lost_check.lost, 0);
+  EXPECT_EQ(QueryValue("SELECT version FROM products WHERE id = 1"), "2");
+}
+
+TEST_F(OnlineSimTest, OptimisticGivesUpAfterMaxRetries) {
+  auto config = OnlyKind("optimistic_edit", 8);
+  config.app_work = 20ms;
+  config.max_retries = 0;
+  config.backoff_base = 0ms;
+  Report report = Run(config, 5);
+  EXPECT_GT(Outcome(report, "optimistic_edit", "gave_up"), 0);
+  EXPECT_EQ(Outcome(report, "optimistic_edit", "gave_up"),
+            KindOf(report, "optimistic_edit").conflicts);
+  EXPECT_EQ(report.lost_check.lost, 0);
+  EXPECT_EQ(1000 - Stock(1), Outcome(report, "optimistic_edit", "ok"));
+}
+
+// A row lock held by another session: NOWAIT fails at once with 55P03 and
+// is counted as nowait; lock_timeout waits 100 ms and is counted apart. The
+// user goes on after each failure.
+TEST_F(OnlineSimTest, PessimisticCountsNowaitAndLockTimeoutApart) {
+  auto holder = Connect();
+  pqxx::work lock(*holder);
+  lock.exec("SELECT 1 FROM products WHERE id = 1 FOR UPDATE");
+
+  auto nowait = OnlyKind("pessimistic_edit", 1);
+  nowait.lock_mode = "nowait";
+  Report report = Run(nowait, 3);
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "nowait"), 3);
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "lock_timeout"), 0);
+  EXPECT_LT(KindOf(report, "pessimistic_edit").latency.max_ms, 100);
+
+  auto timeout = OnlyKind("pessimistic_edit", 1);
+  timeout.lock_timeout = 100ms;
+  report = Run(timeout, 3);
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "lock_timeout"), 3);
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "nowait"), 0);
+  EXPECT_GE(KindOf(report, "pessimistic_edit").latency.p50_ms, 90);
+  lock.abort();
+  EXPECT_EQ(Stock(1), 1000);
+}
+
+TEST_F(OnlineSimTest, PessimisticSerialisesWithoutLosingUpdates) {
+  auto config = OnlyKind("pessimistic_edit", 8);
+  config.app_work = 2ms;
+  config.lock_timeout = 0ms;
+  Report report = Run(config, 10);
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "ok"), 80);
+  EXPECT_EQ(Stock(1), 920);
+  EXPECT_EQ(report.lost_check.lost, 0);
+}
+
+// Seed 000: the delta (2) and the floor (0) are separate; stock 5 allows
+// exactly two decrements, and the floor holds under 4 concurrent users.
+TEST_F(OnlineSimTest, AtomicDecrementNeverCrossesTheFloor) {
+  QueryValue("UPDATE products SET stock = 5 WHERE id = 1");
+  auto config = OnlyKind("atomic_decrement", 4);
+  config.atomic_delta = 2;
+  config.atomic_floor = 0;
+  Report report = Run(config, 5);
+  EXPECT_EQ(Outcome(report, "atomic_decrement", "ok"), 2);
+  EXPECT_EQ(Outcome(report, "atomic_decrement", "floor"), 18);
+  EXPECT_EQ(Stock(1), 1);
+  EXPECT_EQ(report.lost_check.lost, 0);
+}
+
+// The blind write of nolock loses updates, and the check sees exactly how
+// many: reported successes minus what the table lost.
+TEST_F(OnlineSimTest, LostUpdateCheckCatchesBlindWrites) {
+  auto config = OnlyKind("nolock", 8);
+  config.app_work = 20ms;
+  Report report = Run(config, 5);
+  long long ok = Outcome(report, "nolock", "ok");
+  EXPECT_EQ(ok, 40);
+  EXPECT_GT(report.lost_check.lost, 0);
+  EXPECT_EQ(report.lost_check.lost, ok - (1000 - Stock(1)));
+  EXPECT_EQ(report.lost_check.keys_mismatched, 1);
+}
+
+TEST_F(OnlineSimTest, OfflineEditSavesUnderItsEditLockAndReleasesIt) {
+  auto config = OnlyKind("offline_edit", 2);
+  config.records = 2;
+  config.offline_hold = 50ms;
+  config.offline_abandon = 0;
+  Report report = Run(config, 5);
+  long long ok = Outcome(report, "offline_edit", "ok");
+  EXPECT_EQ(ok + Outcome(report, "offline_edit", "edit_lock_busy"), 10) << ReportJson(report);
+  EXPECT_GT(ok, 0);
+  EXPECT_EQ(report.lost_check.lost, 0);
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks"), "0");
+}
+
+TEST_F(OnlineSimTest, OfflineEditOnARecordSomeoneElseEditsIsBusy) {
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 1, 'someone-else', '1 hour')");
+  auto config = OnlyKind("offline_edit", 1);
+  Report report = Run(config, 3);
+  EXPECT_EQ(Outcome(report, "offline_edit", "edit_lock_busy"), 3);
+  EXPECT_EQ(Stock(1), 1000);
+}
+
+TEST_F(OnlineSimTest, AbandonedEditLeavesItsLockToExpire) {
+  auto config = OnlyKind("offline_edit", 1);
+  config.offline_hold = 10ms;
+  config.offline_abandon = 1;
+  Report report = Run(config, 1);
+  EXPECT_EQ(Outcome(report, "offline_edit", "abandoned"), 1);
+  EXPECT_EQ(QueryValue("SELECT owner FROM coexist.edit_locks WHERE record_key = 1"),
+            "online-user-0");
+}
+
+// An administrator releases the lock while the user edits: the save fails
+// with CX002 (lock revoked) instead of overwriting.
+TEST_F(OnlineSimTest, SaveAfterTheLockWasReleasedIsLockRevoked) {
+  auto config = OnlyKind("offline_edit", 1);
+  config.offline_hold = 1500ms;
+  config.offline_abandon = 0;
+  std::jthread admin([this] {
+    for (int i = 0; i < 100; ++i) {
+      if (QueryValue("SELECT count(*) FROM coexist.edit_locks") == "1") break;
+      std::this_thread::sleep_for(10ms);
+    }
+    QueryValue("SELECT coexist.release_owner_edit_locks('online-user-0')");
+  });
+  Report report = Run(config, 1);
+  EXPECT_EQ(Outcome(report, "offline_edit", "lock_revoked"), 1);
+  EXPECT_EQ(Stock(1), 1000);
+}
+
+// The batch's guard trigger raises CX003/CX004/CX005 for online writes;
+// here a test trigger raises each code (and PostgreSQL's) so every outcome
+// is counted under its own name, and the user goes on.
+struct RaisedCase {
+  const char* sqlstate;
+  const char* outcome;
+};
+
+class RaisedByTrigger : public OnlineSimTest, public ::testing::WithParamInterface<RaisedCase> {};
+
+TEST_P(RaisedByTrigger, IsCountedUnderItsOwnOutcome) {
+  QueryValue(std::string("CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                         "BEGIN RAISE EXCEPTION 'refused by test' USING ERRCODE = '") +
+             GetParam().sqlstate +
+             "'; END $$; CREATE TRIGGER test_refuse BEFORE UPDATE ON products "
+             "FOR EACH ROW EXECUTE FUNCTION test_refuse(); SELECT 1");
+  for (const char* kind : {"optimistic_edit", "pessimistic_edit", "atomic_decrement"}) {
+    Report report = Run(OnlyKind(kind, 1), 2);
+    EXPECT_EQ(Outcome(report, kind, GetParam().outcome), 2) << kind;
+  }
+  EXPECT_EQ(Stock(1), 1000);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Codes, RaisedByTrigger,
+    ::testing::Values(RaisedCase{"CX003", "refused_window"}, RaisedCase{"CX004", "refused_owner"},
+                      RaisedCase{"CX005", "refused_edit_locked"}, RaisedCase{"40P01", "deadlock"},
+                      RaisedCase{"40001", "serialization"}, RaisedCase{"57014", "canceled"},
+                      RaisedCase{"23505", "other"}),
+    [](const auto& test_case) { return std::string(test_case.param.sqlstate); });
+
+// batch_priority terminates online backends: the user counts it, its
+// connection is re-opened, and it goes on.
+TEST_F(OnlineSimTest, TerminatedBackendIsCountedAndReconnected) {
+  auto config = OnlyKind("pessimistic_edit", 1);
+  config.app_work = 300ms;
+  std::jthread killer([this] {
+    auto admin = Connect("coexist-test-admin");
+    for (int i = 0; i < 200; ++i) {
+      pqxx::work tx(*admin);
+      auto killed = tx.exec_params(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 "
+          "AND state = 'idle in transaction' AND query LIKE '%FOR UPDATE'",
+          std::string(kApp));
+      tx.commit();
+      if (!killed.empty()) return;
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  Report report = Run(config, 3);
+  killer.join();
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "terminated"), 1);
+  EXPECT_EQ(Outcome(report, "pessimistic_edit", "ok"), 2);
+  EXPECT_EQ(report.reconnects, 1);
+  EXPECT_EQ(report.lost_check.lost, 0);
+}
+
+TEST_F(OnlineSimTest, OpenModelCountsFromTheScheduledStart) {
+  auto config = OnlyKind("view", 2);
+  config.model = "open";
+  config.rate = 200;
+  config.records = 50;
+  config.latency_limit = 1000ms;
+  Report report = Run(config, 0, 1000ms);
+  EXPECT_GT(report.transactions, 100);
+  EXPECT_LT(report.transactions, 300);
+  EXPECT_EQ(report.schedule_lag.count, report.transactions);
+  EXPECT_EQ(report.late, 0);
+}
+
+TEST_F(OnlineSimTest, PoolLargerThanTheServerAllowsFailsBeforeAnyLoad) {
+  auto config = OnlyKind("view", 1);
+  config.pool_size = 5000;
+  Simulator simulator(conninfo(), db::TargetTable{}, config, RunOptions{});
+  try {
+    simulator.Prepare();
+    FAIL() << "a pool of 5000 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("the pool needs 5000 connections but the server allows"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Seed 001's qualitative findings at 1 item, 16 clients x 25.
+TEST_F(OnlineSimTest, ReserveReproducesSeed001AtOneItem) {
+  ReserveOptions options;
+  options.items = {1};
+  Reserve reserve(conninfo(), options);
+  auto rows = reserve.Run();
+  ASSERT_EQ(rows.size(), 4u);
+  std::map<std::string, ReserveRow> by;
+  for (const auto& row : rows) by[row.method] = row;
+  EXPECT_GT(by["nolock"].lost, 0);
+  EXPECT_EQ(by["nolock"].ok, 400);
+  EXPECT_EQ(by["optimistic"].lost, 0);
+  EXPECT_GT(by["optimistic"].gaveup, 0);
+  EXPECT_EQ(by["optimistic"].ok + by["optimistic"].gaveup, 400);
+  EXPECT_GT(by["optimistic"].conflicts, by["optimistic"].gaveup);
+  EXPECT_EQ(by["pessimistic"].ok, 400);
+  EXPECT_EQ(by["pessimistic"].lost, 0);
+  EXPECT_EQ(by["pessimistic"].stock_decreased, 400);
+  EXPECT_EQ(by["atomic"].ok, 400);
+  EXPECT_EQ(by["atomic"].lost, 0);
+  auto json = nlohmann::json::parse(ReserveJson(rows));
+  ASSERT_EQ(json.size(), 4u);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : json[0].items()) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"conflicts", "gaveup", "items", "lost", "method", "ok",
+                                            "seconds", "stock_decreased"}));
+  EXPECT_EQ(QueryValue("SELECT to_regnamespace('coexist_reserve') IS NULL"), "t");
+}
+
+// The command: bad input gets its own exit status before any load.
+int RunCli(const std::string& args) {
+  int raw = std::system((std::string(COEXIST_BINARY) + " " + args + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+TEST_F(OnlineSimTest, CommandExitStatusesOnBadInput) {
+  std::string url = "--database-url '" + conninfo() + "'";
+  EXPECT_EQ(RunCli(url + " online-sim --pool 5000 --duration 1s"), 69);
+  EXPECT_EQ(RunCli("--database-url 'host=/nonexistent-coexist port=1' online-sim --duration 1s"),
+            75);
+  auto config =
+      std::filesystem::temp_directory_path() / ("online-sim-" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(config) << "online:\n  mix:\n    view: 0\n    optimistic_edit: 0\n"
+                           "    pessimistic_edit: 0\n    offline_edit: 0\n"
+                           "    atomic_decrement: 0\n";
+  EXPECT_EQ(RunCli(url + " --config " + config.string() + " online-sim --duration 1s"), 78);
+  std::filesystem::remove(config);
+  EXPECT_EQ(RunCli(url + " online-sim --duration 1s --users 0"), 64);
+  EXPECT_EQ(RunCli(url + " online-sim --duration 1s --quiet --users 4 --pool 4"), 0);
+}
+
+}  // namespace
+}  // namespace coexist::online_sim
