@@ -44,6 +44,7 @@ class Context {
 void AddDbCommands(CLI::App& app, Context& context, int& exit_code);
 void AddConfigCommands(CLI::App& app, Context& context, int& exit_code);
 void AddDemoCommand(CLI::App& app, Context& context, int& exit_code);
+void AddCtlCommand(CLI::App& app, Context& context, int& exit_code);
 void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code);
 void AddAdminCommands(CLI::App& app, Context& context, int& exit_code);
 

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   coexist::cli::AddDbCommands(app, context, exit_code);
   coexist::cli::AddConfigCommands(app, context, exit_code);
   coexist::cli::AddDemoCommand(app, context, exit_code);
+  coexist::cli::AddCtlCommand(app, context, exit_code);
   coexist::cli::AddOnlineSimCommand(app, context, exit_code);
   coexist::cli::AddAdminCommands(app, context, exit_code);
   app.parse_complete_callback([&] { SetupLogging(context); });

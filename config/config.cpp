@@ -101,6 +101,45 @@ void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
   }
 }
 
+void ReadThresholds(Section& s, LoadThresholds& out) {
+  s.Int("lock_waiters", out.lock_waiters, 0, 100000);
+  s.Int("active_sessions", out.active_sessions, 0, 100000);
+  s.Duration("replication_lag", out.replication_lag, milliseconds(0), hours(24));
+  s.Int("vacuum", out.vacuum, 0, 100);
+  s.Duration("batch_lock_wait", out.batch_lock_wait, milliseconds(0), hours(1));
+  s.Duration("statement_latency", out.statement_latency, milliseconds(0), hours(1));
+  s.Finish();
+}
+
+void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
+  s.Bool("adaptive", out.adaptive);
+  s.Duration("chunk_time", out.chunk_time, milliseconds(1), hours(1));
+  s.Int("min_chunk", out.min_chunk, 1, 100000);
+  s.Int("max_chunk", out.max_chunk, 1, 100000);
+  s.Double("max_growth", out.max_growth, 1.0, 10.0);
+  s.Double("shrink_after", out.shrink_after, 1.0, 100.0);
+  s.Double("rate_weight", out.rate_weight, 0.01, 1.0);
+  s.Duration("check_interval", out.check_interval, milliseconds(10), std::chrono::minutes(10));
+  if (auto t = s.Map("max_load")) ReadThresholds(*t, out.max_load);
+  s.Duration("hold_time", out.hold_time, milliseconds(0), hours(1));
+  if (auto t = s.Map("critical_load")) ReadThresholds(*t, out.critical_load);
+  s.Duration("critical_recheck", out.critical_recheck, milliseconds(0), std::chrono::minutes(10));
+  s.Enum("critical_action", out.critical_action, {"hibernate", "stop"});
+  s.Duration("hibernate_time", out.hibernate_time, milliseconds(1), hours(24));
+  s.String("throttle_query", out.throttle_query);
+  s.String("pause_file", out.pause_file);
+  s.String("stop_file", out.stop_file);
+  s.String("control_socket", out.control_socket);
+  s.Finish();
+  if (out.min_chunk > out.max_chunk) {
+    bool given = node["min_chunk"].IsDefined();
+    s.Fail(node[given ? "min_chunk" : "max_chunk"], given ? "min_chunk" : "max_chunk",
+           "min_chunk (" + std::to_string(out.min_chunk) + ") is larger than max_chunk (" +
+               std::to_string(out.max_chunk) + ")",
+           "the adaptive chunk size stays within min_chunk..max_chunk; raise max_chunk.");
+  }
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
@@ -114,6 +153,7 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("log")) ReadLog(*s, config.log);
   if (auto s = top.Map("target")) ReadTarget(*s, config.target);
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
+  if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
   top.Finish();
   if (config.online.value_column == config.target.version_column) {

@@ -239,6 +239,7 @@ struct Config {
   LogConfig log;
   db::TargetTable target;
   BatchConfig batch;
+  PacingConfig pacing;
   OnlineConfig online;
 };
 

@@ -1,0 +1,261 @@
+#include "pacing/pacer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "pacing/control_socket.h"
+#include "pacing/health_monitor.h"
+#include "pacing/load.h"
+#include "pacing/throttle.h"
+
+namespace coexist::pacing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+bool FileExists(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && std::filesystem::exists(path, ec);
+}
+
+json TripsToJson(const std::vector<Trip>& trips) {
+  json list = json::array();
+  for (const auto& t : trips) {
+    list.push_back({{"signal", t.signal}, {"value", t.value}, {"threshold", t.threshold}});
+  }
+  return list;
+}
+
+// " lock_waiters=12 threshold=10": the tripped signals as log pairs.
+std::string TripsForLog(const std::vector<Trip>& trips) {
+  std::string text;
+  for (const auto& t : trips) text += " " + t.signal + "=" + json(t.value).dump();
+  return text;
+}
+
+}  // namespace
+
+PacerOptions PacerOptionsFrom(const config::Config& config, std::string conninfo) {
+  return PacerOptions{.pacing = config.pacing,
+                      .chunk_size = config.batch.chunk_size,
+                      .job = config.batch.job,
+                      .target = config.target,
+                      .conninfo = std::move(conninfo)};
+}
+
+struct Pacer::Impl {
+  PacerOptions options;
+  ControlState control;
+  std::mutex mutex;  // guards everything below
+  ChunkSizer sizer;
+  Throttle throttle;
+  HealthMonitor monitor;
+  Clock::time_point next_check{};
+  Signals last_signals;
+  std::string pause_reason;  // "operator", "pause_file" or "" (running)
+  Clock::time_point paused_since{};
+  std::string stop_reason;
+  std::unique_ptr<ControlServer> server;  // last: stops first
+
+  explicit Impl(PacerOptions o)
+      : options(std::move(o)),
+        control(options.pacing.max_load),
+        sizer(ChunkSizerOptions{.adaptive = options.pacing.adaptive,
+                                .target = options.pacing.chunk_time,
+                                .min_chunk = options.pacing.min_chunk,
+                                .max_chunk = options.pacing.max_chunk,
+                                .max_growth = options.pacing.max_growth,
+                                .shrink_after = options.pacing.shrink_after,
+                                .rate_weight = options.pacing.rate_weight,
+                                .initial_size = options.chunk_size}),
+        throttle(ThrottleOptions{.hold_time = options.pacing.hold_time,
+                                 .critical_recheck = options.pacing.critical_recheck,
+                                 .hibernate_time = options.pacing.hibernate_time,
+                                 .stop_on_critical = options.pacing.critical_action == "stop"}),
+        monitor(HealthMonitorOptions{.conninfo = options.conninfo,
+                                     .application_name = options.application_name,
+                                     .target = options.target,
+                                     .throttle_query = options.pacing.throttle_query}) {
+    if (!options.pacing.control_socket.empty()) {
+      server = std::make_unique<ControlServer>(options.pacing.control_socket, control);
+    }
+  }
+
+  // Logs an event and records it in coexist.events; a failed insert is
+  // logged, never fatal (the batch must not die of its audit trail).
+  void Record(const std::string& kind, const std::string& reason, json details) {
+    details["reason"] = reason;
+    details["signals"] = SignalsToJson(last_signals);
+    try {
+      monitor.RecordEvent(kind, options.job, options.run_id, details.dump());
+    } catch (const std::exception& e) {
+      spdlog::warn("pacing event not recorded kind={} error={}", kind, log::Value(e.what()));
+    }
+  }
+
+  void OnThrottleEvent(const ThrottleEvent& e) {
+    json details = {{"tripped", TripsToJson(e.trips)}};
+    if (e.kind == "throttle_start") {
+      spdlog::info("throttle started reason={}{}", e.reason, TripsForLog(e.trips));
+    } else if (e.kind == "throttle_stop") {
+      details["throttled_ms"] = e.throttled_for.count();
+      spdlog::info("throttle stopped reason={} throttled_ms={}", e.reason, e.throttled_for.count());
+    } else if (e.kind == "hibernate") {
+      details["hibernate_ms"] = options.pacing.hibernate_time.count();
+      spdlog::warn("hibernating reason={} hibernate_ms={}{}", e.reason,
+                   options.pacing.hibernate_time.count(), TripsForLog(e.trips));
+    } else {
+      spdlog::warn("critical load stop reason={}{}", e.reason, TripsForLog(e.trips));
+    }
+    Record(e.kind, e.reason, std::move(details));
+  }
+
+  void ApplyOverrides() {
+    auto o = control.TakeSizingOverride();
+    if (!o) return;
+    if (o->chunk_time) sizer.SetTarget(*o->chunk_time);
+    if (o->chunk_size) sizer.SetFixed(*o->chunk_size);
+  }
+
+  // The operator's pause (socket or file) is a throttle of its own, with
+  // the same events, so the audit trail shows who held the batch.
+  void UpdatePause(Clock::time_point now) {
+    std::string reason = control.paused()                        ? "operator"
+                         : FileExists(options.pacing.pause_file) ? "pause_file"
+                                                                 : "";
+    if (reason == pause_reason) return;
+    if (!pause_reason.empty()) {
+      auto held = duration_cast<milliseconds>(now - paused_since);
+      spdlog::info("throttle stopped reason={} throttled_ms={}", pause_reason, held.count());
+      Record("throttle_stop", pause_reason, {{"throttled_ms", held.count()}});
+    }
+    if (!reason.empty()) {
+      paused_since = now;
+      spdlog::info("throttle started reason={}", reason);
+      Record("throttle_start", reason, json::object());
+    }
+    pause_reason = reason;
+  }
+
+  void CheckHealth(Clock::time_point now) {
+    throttle.Tick(now);
+    if (throttle.state() == ThrottleState::kHibernating || now < next_check) return;
+    next_check = now + options.pacing.check_interval;
+    try {
+      last_signals = monitor.Read();
+    } catch (const std::exception& e) {
+      // Blind for one interval: keep the current state and try again.
+      spdlog::warn("health check failed error={}", log::Value(e.what()));
+      return;
+    }
+    auto max_trips = Evaluate(last_signals, control.max_load(), true);
+    auto critical_trips = Evaluate(last_signals, options.pacing.critical_load, false);
+    for (const auto& e : throttle.Observe(now, max_trips, critical_trips)) OnThrottleEvent(e);
+    if (auto wake = throttle.wake_at(); wake && *wake < next_check) next_check = *wake;
+  }
+
+  std::string StopReason() {
+    if (control.stop_requested()) return "operator";
+    if (FileExists(options.pacing.stop_file)) return "stop_file";
+    if (throttle.state() == ThrottleState::kStopped) return "critical_load";
+    return "";
+  }
+
+  void PublishState() {
+    StatusSnapshot s;
+    s.state = !stop_reason.empty()    ? "stopping"
+              : !pause_reason.empty() ? "paused"
+                                      : ToString(throttle.state());
+    s.reason = !stop_reason.empty()    ? stop_reason
+               : !pause_reason.empty() ? pause_reason
+                                       : throttle.reason();
+    s.adaptive = sizer.adaptive();
+    s.chunk_size = sizer.Next();
+    s.chunk_time = sizer.target();
+    s.signals_json = SignalsToJson(last_signals).dump();
+    control.Publish(s);
+  }
+
+  // One decision: run a chunk of *size, stop (nullopt), or wait `wait`.
+  struct Decision {
+    bool stop = false;
+    std::optional<int> size;
+    milliseconds wait{0};
+  };
+
+  Decision Step(Clock::time_point now) {
+    ApplyOverrides();
+    UpdatePause(now);
+    CheckHealth(now);
+    std::string reason = StopReason();
+    if (!reason.empty() && stop_reason.empty()) {
+      spdlog::info("pacing stop reason={}", reason);
+    }
+    stop_reason = reason;
+    PublishState();
+    if (!stop_reason.empty()) return {.stop = true};
+    if (pause_reason.empty() && throttle.state() == ThrottleState::kRunning) {
+      return {.size = sizer.Next()};
+    }
+    auto until_check = duration_cast<milliseconds>(next_check - now);
+    if (auto wake = throttle.wake_at()) until_check = duration_cast<milliseconds>(*wake - now);
+    auto wait = std::min(until_check, options.pacing.check_interval);
+    return {.wait = std::max(wait, milliseconds(1))};
+  }
+};
+
+Pacer::Pacer(PacerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->PublishState();
+}
+
+Pacer::~Pacer() = default;
+
+std::optional<int> Pacer::BeforeChunk() {
+  for (;;) {
+    auto seen = impl_->control.generation();
+    Impl::Decision decision;
+    {
+      std::lock_guard lock(impl_->mutex);
+      decision = impl_->Step(Clock::now());
+    }
+    if (decision.stop) return std::nullopt;
+    if (decision.size) return decision.size;
+    impl_->control.WaitForChange(seen, decision.wait);
+  }
+}
+
+void Pacer::AfterChunk(const ChunkReport& report) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->sizer.Record(report.items, report.took, report.hit_timeout);
+  impl_->monitor.ReportBatch(report.lock_wait, report.statement_latency.value_or(report.took));
+  if (report.hit_timeout) {
+    spdlog::info("chunk timed out items={} took_ms={} next_chunk={}", report.items,
+                 report.took.count(), impl_->sizer.Next());
+  }
+  impl_->PublishState();
+}
+
+void Pacer::PublishStatus(long long done, std::optional<long long> total, double rate) {
+  impl_->control.PublishProgress(done, total, rate);
+}
+
+void Pacer::SetRunId(long long run_id) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->options.run_id = run_id;
+}
+
+void Pacer::RequestStop() { impl_->control.RequestStop(); }
+
+std::string Pacer::StatusJson() { return impl_->control.Handle("status"); }
+
+ControlState& Pacer::control() { return impl_->control; }
+
+}  // namespace coexist::pacing

@@ -1,0 +1,116 @@
+#pragma once
+
+// The batch runner's one entry point into pacing.
+//
+// Runner contract (docs/pacing.md has the full loop):
+//
+//   pacing::Pacer pacer(pacing::PacerOptionsFrom(config, server.conninfo()));
+//   pacer.SetRunId(run_id);                      // once the runs row exists
+//   while (auto size = pacer.BeforeChunk()) {    // blocks while paused/throttled
+//     auto items = Claim(*size);                 // claim at most *size items
+//     if (items.empty()) break;                  // queue drained
+//     auto start = steady_clock::now();
+//     Outcome outcome = Apply(items);            // one transaction
+//     pacer.AfterChunk({.items = n, .took = elapsed, .hit_timeout = outcome.timed_out,
+//                       .lock_wait = outcome.lock_wait});
+//     if (outcome.timed_out) {                   // 55P03 or 57014
+//       int piece = pacing::SplitOnTimeout(n);   // retry once, in halves
+//       for (each piece of `piece` items) {
+//         Outcome again = Apply(piece_items);
+//         pacer.AfterChunk({...});               // timed out again: defer or count
+//       }                                        // an attempt, never split further
+//     }
+//     pacer.PublishStatus(done, total, rate);
+//   }
+//   // nullopt: stop requested (socket, stop file, critical load). The chunk
+//   // that ran last has committed; nothing is claimed. End the run cleanly.
+//
+// BeforeChunk is the only place pacing decides, so a `pause` takes effect
+// before the next chunk starts: within one chunk.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "db/target_table.h"
+#include "pacing/chunk_sizer.h"
+#include "pacing/control_state.h"
+
+namespace coexist::pacing {
+
+struct PacerOptions {
+  config::PacingConfig pacing;
+  // batch.chunk_size: the first chunk's size, and every chunk's when
+  // pacing.adaptive is false.
+  int chunk_size = 500;
+  std::string job = "default";      // events.job
+  std::optional<long long> run_id;  // events.run_id, when known
+  db::TargetTable target;           // the vacuum signal; events.target
+  std::string conninfo;             // the monitor's own connection; never logged
+  std::string application_name = "coexist-pacing";
+};
+
+// The options for `config`'s pacing:, batch: and target: sections.
+PacerOptions PacerOptionsFrom(const config::Config& config, std::string conninfo);
+
+// What the runner reports after each chunk.
+struct ChunkReport {
+  int items = 0;                           // items the chunk held
+  std::chrono::milliseconds took{0};       // wall time of the chunk's transaction
+  bool hit_timeout = false;                // cancelled by statement_timeout or lock_timeout
+  std::chrono::milliseconds lock_wait{0};  // time the chunk waited for row locks
+  // The chunk's statement latency; nullopt: `took` stands for it.
+  std::optional<std::chrono::milliseconds> statement_latency;
+};
+
+class HealthMonitor;
+class ControlServer;
+
+// Chunk sizing, health throttling and operator control behind three calls.
+// Thread-safe: several worker threads may call BeforeChunk/AfterChunk
+// concurrently (each waits on its own; they share one sizer, one health
+// monitor connection and one control state).
+class Pacer {
+ public:
+  // Opens the monitor's connection and, when pacing.control_socket is set,
+  // starts the control socket. Throws TempFailError (database unreachable)
+  // or UnavailableError (socket path in use or not creatable).
+  explicit Pacer(PacerOptions options);
+  ~Pacer();
+  Pacer(const Pacer&) = delete;
+  Pacer& operator=(const Pacer&) = delete;
+
+  // Call before claiming each chunk. Returns the size of the next chunk, or
+  // nullopt when the run should stop (socket `stop`, the stop file, critical
+  // load with critical_action: stop). Blocks while the operator paused the
+  // run (socket `pause` or the pause file), while max_load trips (until
+  // healthy for hold_time), during the critical re-check and hibernation.
+  // A command on the socket wakes it at once.
+  std::optional<int> BeforeChunk();
+
+  // Call after each chunk (committed or not): feeds the chunk sizer and the
+  // batch's own signals (batch_lock_wait, statement_latency).
+  void AfterChunk(const ChunkReport& report);
+  void AfterChunk(int items, std::chrono::milliseconds took, bool hit_timeout) {
+    AfterChunk(ChunkReport{.items = items, .took = took, .hit_timeout = hit_timeout});
+  }
+
+  // The runner's progress for `status`: done items, total when known, and
+  // its rate in items per second (ETA = (total - done) / rate).
+  void PublishStatus(long long done, std::optional<long long> total, double rate);
+
+  void SetRunId(long long run_id);
+  // The same as the socket's `stop` (e.g. from a SIGTERM handler).
+  void RequestStop();
+  // The socket's `status` answer (one JSON line), also for logs and tests.
+  std::string StatusJson();
+  ControlState& control();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace coexist::pacing

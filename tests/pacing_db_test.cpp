@@ -1,0 +1,367 @@
+// Pacing against a real PostgreSQL: throttling on real lock waits, critical
+// load, the throttle query, flag files, the control socket end to end and
+// `coexist ctl`.
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/error.h"
+#include "pacing/control_socket.h"
+#include "pacing/pacer.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::pacing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class PacingTest : public coexist::testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    // Short: sun_path holds 108 bytes.
+    scratch_ = fs::path("/tmp") / ("cxp-" + std::to_string(getpid()) + "-" + database_name());
+    fs::create_directories(scratch_);
+  }
+  void TearDown() override {
+    holder_.reset();
+    waiters_.clear();
+    fs::remove_all(scratch_);
+    DatabaseTest::TearDown();
+  }
+
+  // Fast re-checks so a test takes well under a second per phase.
+  PacerOptions Options() {
+    PacerOptions o;
+    o.pacing.check_interval = 20ms;
+    o.pacing.hold_time = 60ms;
+    o.pacing.critical_recheck = 40ms;
+    o.pacing.max_load = {.lock_waiters = 2};
+    o.pacing.critical_load = {};
+    o.chunk_size = 100;
+    o.job = "nightly";
+    o.run_id = 7;
+    o.conninfo = conninfo();
+    return o;
+  }
+
+  // One session holds row 1's lock; `count` others queue behind it.
+  void BlockSessions(int count) {
+    holder_ = std::make_unique<pqxx::work>(*(holder_conn_ = Connect("lock-holder")));
+    holder_->exec("SELECT 1 FROM products WHERE id = 1 FOR UPDATE");
+    for (int i = 0; i < count; ++i) {
+      waiters_.emplace_back([conn = Connect("lock-waiter")] {
+        try {
+          pqxx::work tx(*conn);
+          tx.exec0("UPDATE products SET stock = stock - 1 WHERE id = 1");
+          tx.commit();
+        } catch (const std::exception&) {
+          // The test's cleanup drops the database under it; nothing to check.
+        }
+      });
+    }
+    WaitForLockWaiters(count);
+  }
+  void ReleaseSessions() {
+    holder_->commit();
+    holder_.reset();
+    waiters_.clear();  // joins: the waiters finish once the lock is free
+  }
+
+  void WaitForLockWaiters(int count) {
+    for (int i = 0; i < 500; ++i) {
+      if (std::stoi(QueryValue("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                               "current_database() AND wait_event_type = 'Lock'")) >= count) {
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL() << "the lock waiters never showed up";
+  }
+
+  // Event kinds with their reasons, oldest first: "throttle_start:lock_waiters".
+  std::vector<std::string> Events() {
+    auto conn = Connect();
+    pqxx::work tx(*conn);
+    std::vector<std::string> out;
+    for (const auto& row : tx.exec("SELECT kind || ':' || (details->>'reason') FROM coexist.events "
+                                   "WHERE actor = 'pacing' ORDER BY event_id")) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
+  }
+
+  static bool Blocks(std::future<std::optional<int>>& f, std::chrono::milliseconds d = 300ms) {
+    return f.wait_for(d) == std::future_status::timeout;
+  }
+  static std::optional<int> Finish(std::future<std::optional<int>>& f) {
+    EXPECT_EQ(f.wait_for(5s), std::future_status::ready) << "BeforeChunk did not return";
+    return f.get();
+  }
+  static std::future<std::optional<int>> Async(Pacer& pacer) {
+    return std::async(std::launch::async, [&pacer] { return pacer.BeforeChunk(); });
+  }
+
+  fs::path scratch_;
+  std::unique_ptr<pqxx::connection> holder_conn_;
+  std::unique_ptr<pqxx::work> holder_;
+  std::vector<std::jthread> waiters_;
+};
+
+TEST_F(PacingTest, ThrottlesWhileSessionsWaitOnLocksAndResumesAfter) {
+  Pacer pacer(Options());
+  EXPECT_EQ(pacer.BeforeChunk(), 100);  // healthy: runs at once
+
+  BlockSessions(2);
+  std::this_thread::sleep_for(30ms);  // past check_interval: the next call reads health
+  auto next = Async(pacer);
+  EXPECT_TRUE(Blocks(next));
+  auto status = json::parse(pacer.StatusJson());
+  EXPECT_EQ(status["state"], "throttled");
+  EXPECT_EQ(status["reason"], "lock_waiters");
+  EXPECT_GE(status["signals"]["lock_waiters"].get<int>(), 2);
+
+  ReleaseSessions();
+  EXPECT_EQ(Finish(next), 100);
+  EXPECT_EQ(json::parse(pacer.StatusJson())["state"], "running");
+
+  auto conn = Connect();
+  pqxx::work tx(*conn);
+  auto row = tx.exec1(
+      "SELECT job, run_id, target::text, (details->'signals'->>'lock_waiters')::int, "
+      "details->'tripped'->0->>'signal' FROM coexist.events WHERE kind = 'throttle_start'");
+  EXPECT_EQ(row[0].as<std::string>(), "nightly");
+  EXPECT_EQ(row[1].as<long long>(), 7);
+  EXPECT_EQ(row[2].as<std::string>(), "products");
+  EXPECT_GE(row[3].as<int>(), 2);
+  EXPECT_EQ(row[4].as<std::string>(), "lock_waiters");
+  tx.commit();
+  EXPECT_EQ(Events(), (std::vector<std::string>{"throttle_start:lock_waiters",
+                                                "throttle_stop:lock_waiters"}));
+}
+
+TEST_F(PacingTest, OneWaiterBelowMaxLoadDoesNotThrottle) {
+  Pacer pacer(Options());
+  BlockSessions(1);
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(pacer.BeforeChunk(), 100);
+  EXPECT_EQ(json::parse(pacer.StatusJson())["signals"]["lock_waiters"], 1);
+  ReleaseSessions();
+  EXPECT_TRUE(Events().empty());
+}
+
+TEST_F(PacingTest, CriticalLoadTwiceStopsCleanly) {
+  auto options = Options();
+  options.pacing.critical_load = {.lock_waiters = 1};
+  options.pacing.critical_action = "stop";
+  Pacer pacer(std::move(options));
+  BlockSessions(1);
+  EXPECT_EQ(pacer.BeforeChunk(), std::nullopt);
+  EXPECT_EQ(json::parse(pacer.StatusJson())["state"], "stopping");
+  EXPECT_EQ(json::parse(pacer.StatusJson())["reason"], "critical_load");
+  ReleaseSessions();
+  EXPECT_EQ(Events(), (std::vector<std::string>{"throttle_start:lock_waiters",
+                                                "critical_stop:lock_waiters"}));
+}
+
+TEST_F(PacingTest, CriticalLoadTwiceHibernatesThenResumes) {
+  auto options = Options();
+  options.pacing.critical_load = {.lock_waiters = 1};
+  options.pacing.hibernate_time = 200ms;
+  Pacer pacer(std::move(options));
+  BlockSessions(1);
+  auto next = Async(pacer);
+  EXPECT_TRUE(Blocks(next, 150ms));
+  ReleaseSessions();
+  EXPECT_EQ(Finish(next), 100);
+  EXPECT_EQ(Events(),
+            (std::vector<std::string>{"throttle_start:lock_waiters", "hibernate:lock_waiters",
+                                      "throttle_stop:lock_waiters"}));
+}
+
+TEST_F(PacingTest, ThrottleQueryAboveZeroThrottles) {
+  QueryValue("CREATE TABLE knob AS SELECT 1.0 AS value");
+  auto options = Options();
+  options.pacing.throttle_query = "SELECT value FROM knob";
+  Pacer pacer(std::move(options));
+  auto next = Async(pacer);
+  EXPECT_TRUE(Blocks(next));
+  EXPECT_EQ(json::parse(pacer.StatusJson())["reason"], "throttle_query");
+  QueryValue("UPDATE knob SET value = 0 RETURNING value");
+  EXPECT_EQ(Finish(next), 100);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"throttle_start:throttle_query",
+                                                "throttle_stop:throttle_query"}));
+}
+
+TEST_F(PacingTest, FlagFilesPauseAndStop) {
+  auto options = Options();
+  options.pacing.pause_file = (scratch_ / "pause").string();
+  options.pacing.stop_file = (scratch_ / "stop").string();
+  Pacer pacer(std::move(options));
+  std::ofstream(scratch_ / "pause") << "";
+  auto next = Async(pacer);
+  EXPECT_TRUE(Blocks(next));
+  EXPECT_EQ(json::parse(pacer.StatusJson())["state"], "paused");
+  EXPECT_EQ(json::parse(pacer.StatusJson())["reason"], "pause_file");
+  fs::remove(scratch_ / "pause");
+  EXPECT_EQ(Finish(next), 100);
+  std::ofstream(scratch_ / "stop") << "";
+  EXPECT_EQ(pacer.BeforeChunk(), std::nullopt);
+  EXPECT_EQ(Events(),
+            (std::vector<std::string>{"throttle_start:pause_file", "throttle_stop:pause_file"}));
+}
+
+TEST_F(PacingTest, ControlSocketCommandsEndToEnd) {
+  auto options = Options();
+  std::string path = (scratch_ / "ctl.sock").string();
+  options.pacing.control_socket = path;
+  auto pacer = std::make_unique<Pacer>(std::move(options));
+  struct stat info {};
+  ASSERT_EQ(::stat(path.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISSOCK(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0600);
+
+  pacer->PublishStatus(250, 1000, 50.0);
+  auto status = json::parse(SendControlCommand(path, "status"));
+  EXPECT_EQ(status["ok"], true);
+  EXPECT_EQ(status["done"], 250);
+  EXPECT_EQ(status["eta_seconds"], 15.0);
+
+  EXPECT_EQ(json::parse(SendControlCommand(path, "pause"))["paused"], true);
+  auto next = Async(*pacer);
+  EXPECT_TRUE(Blocks(next));
+  status = json::parse(SendControlCommand(path, "status"));
+  EXPECT_EQ(status["state"], "paused");
+  EXPECT_EQ(status["reason"], "operator");
+
+  auto bad = json::parse(SendControlCommand(path, "chunk-size=lots"));
+  EXPECT_EQ(bad["ok"], false);
+  EXPECT_EQ(bad["error"], "'lots' is not a chunk size");
+  EXPECT_EQ(json::parse(SendControlCommand(path, "chunk-size=77"))["chunk_size"], 77);
+  EXPECT_EQ(json::parse(SendControlCommand(path, "resume"))["paused"], false);
+  EXPECT_EQ(Finish(next), 77);  // the new size applies to the very next chunk
+  EXPECT_EQ(json::parse(SendControlCommand(path, "max-load=5"))["max_load"]["lock_waiters"], 5);
+
+  // A stop wakes a BeforeChunk that waits on a pause.
+  SendControlCommand(path, "pause");
+  auto stopping = Async(*pacer);
+  EXPECT_TRUE(Blocks(stopping, 100ms));
+  EXPECT_EQ(json::parse(SendControlCommand(path, "stop"))["stopping"], true);
+  EXPECT_EQ(Finish(stopping), std::nullopt);
+  EXPECT_EQ(json::parse(SendControlCommand(path, "status"))["state"], "stopping");
+  EXPECT_EQ(Events(), (std::vector<std::string>{"throttle_start:operator", "throttle_stop:operator",
+                                                "throttle_start:operator"}));
+  pacer.reset();
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST_F(PacingTest, ControlSocketSurvivesMalformedInput) {
+  auto options = Options();
+  std::string path = (scratch_ / "ctl.sock").string();
+  options.pacing.control_socket = path;
+  Pacer pacer(std::move(options));
+  // A raw client: two commands in one write, then an over-long line.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strcpy(address.sun_path, path.c_str());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  std::string input = "bogus\nstatus\n" + std::string(10000, 'x');
+  ASSERT_EQ(::send(fd, input.data(), input.size(), MSG_NOSIGNAL), ssize_t(input.size()));
+  std::string answers;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) answers.append(buffer, n);
+  ::close(fd);
+  std::vector<json> lines;
+  for (std::size_t at = 0, end; (end = answers.find('\n', at)) != std::string::npos; at = end + 1) {
+    lines.push_back(json::parse(answers.substr(at, end - at)));
+  }
+  ASSERT_EQ(lines.size(), 3u) << answers;
+  EXPECT_EQ(lines[0]["error"], "unknown command 'bogus'");
+  EXPECT_EQ(lines[1]["state"], "running");
+  EXPECT_EQ(lines[2]["error"], "command line longer than 4096 bytes");
+  // The server still answers others.
+  EXPECT_EQ(json::parse(SendControlCommand(path, "status"))["ok"], true);
+}
+
+TEST_F(PacingTest, StaleSocketIsReplacedLiveOneIsNot) {
+  std::string path = (scratch_ / "ctl.sock").string();
+  {
+    // A killed process leaves a bound socket file that nobody accepts on.
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strcpy(address.sun_path, path.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ::close(fd);
+  }
+  ASSERT_TRUE(fs::exists(path));
+  auto options = Options();
+  options.pacing.control_socket = path;
+  Pacer first(options);
+  EXPECT_EQ(json::parse(SendControlCommand(path, "status"))["ok"], true);
+  try {
+    Pacer second(options);
+    FAIL() << "a second server took a live socket";
+  } catch (const UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by a running process"), std::string::npos);
+  }
+  EXPECT_EQ(json::parse(SendControlCommand(path, "status"))["ok"], true);
+
+  std::ofstream(scratch_ / "plain") << "keep me";
+  options.pacing.control_socket = (scratch_ / "plain").string();
+  EXPECT_THROW(Pacer third(options), UnavailableError);
+  EXPECT_TRUE(fs::exists(scratch_ / "plain"));
+}
+
+TEST_F(PacingTest, CtlCommandTalksToTheSocket) {
+  auto options = Options();
+  std::string path = (scratch_ / "ctl.sock").string();
+  options.pacing.control_socket = path;
+  Pacer pacer(std::move(options));
+  auto run = [&](const std::string& args) {
+    std::string out = (scratch_ / "out").string();
+    int raw =
+        std::system((std::string(COEXIST_BINARY) + " " + args + " > " + out + " 2>&1").c_str());
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    return std::make_pair(WEXITSTATUS(raw), text);
+  };
+  auto [status, out] = run("ctl --socket " + path + " pause");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "{\"ok\":true,\"paused\":true}\n");
+  EXPECT_TRUE(pacer.control().paused());
+
+  std::ofstream(scratch_ / "c.yaml") << "pacing:\n  control_socket: " << path << "\n";
+  std::tie(status, out) = run("--config " + (scratch_ / "c.yaml").string() + " ctl status");
+  EXPECT_EQ(status, 0) << out;
+  // Asked, not yet taken effect: the runner is inside a chunk.
+  EXPECT_EQ(json::parse(out)["state"], "pausing");
+  EXPECT_EQ(json::parse(out)["paused"], true);
+
+  std::tie(status, out) = run("ctl --socket " + path + " chunk-time=soon");
+  EXPECT_EQ(status, 64) << out;
+  EXPECT_EQ(json::parse(out)["error"], "'soon' is not a chunk time");
+
+  std::tie(status, out) = run("ctl --socket " + (scratch_ / "none.sock").string() + " status");
+  EXPECT_EQ(status, 69) << out;
+  EXPECT_NE(out.find("cannot connect to control socket"), std::string::npos) << out;
+
+  std::tie(status, out) = run("ctl status");
+  EXPECT_EQ(status, 64) << out;
+  EXPECT_NE(out.find("no control socket given"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace coexist::pacing
