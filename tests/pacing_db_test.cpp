@@ -204,6 +204,40 @@ TEST_F(PacingTest, ThrottleQueryAboveZeroThrottles) {
                                                 "throttle_stop:throttle_query"}));
 }
 
+// A VACUUM (FREEZE) on the target waits for a cleanup lock while a cursor
+// keeps a page pinned, so it stays visible in pg_stat_progress_vacuum.
+TEST_F(PacingTest, VacuumOnTheTargetThrottles) {
+  auto options = Options();
+  options.pacing.max_load = {.vacuum = 1};
+  Pacer pacer(std::move(options));
+  auto pin_conn = Connect("pinner");
+  pqxx::work pin(*pin_conn);
+  pin.exec("DECLARE c CURSOR FOR SELECT * FROM products");
+  pin.exec("FETCH 1 FROM c");
+  std::jthread vacuum([conn = Connect("vacuumer")] {
+    try {
+      pqxx::nontransaction tx(*conn);
+      tx.exec("VACUUM (FREEZE) products");
+    } catch (const std::exception&) {
+    }
+  });
+  bool seen = false;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    seen = QueryValue(
+               "SELECT count(*) FROM pg_stat_progress_vacuum WHERE relid = "
+               "'products'::regclass") == "1";
+    if (!seen) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(seen) << "VACUUM never showed in pg_stat_progress_vacuum";
+  auto next = Async(pacer);
+  EXPECT_TRUE(Blocks(next));
+  EXPECT_EQ(json::parse(pacer.StatusJson())["reason"], "vacuum");
+  pin.exec("CLOSE c");
+  pin.commit();
+  EXPECT_EQ(Finish(next), 100);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"throttle_start:vacuum", "throttle_stop:vacuum"}));
+}
+
 TEST_F(PacingTest, FlagFilesPauseAndStop) {
   auto options = Options();
   options.pacing.pause_file = (scratch_ / "pause").string();
