@@ -46,6 +46,8 @@ void AddConfigCommands(CLI::App& app, Context& context, int& exit_code);
 void AddDemoCommand(CLI::App& app, Context& context, int& exit_code);
 void AddCtlCommand(CLI::App& app, Context& context, int& exit_code);
 void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code);
+void AddBatchCommand(CLI::App& app, Context& context, int& exit_code);
+void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code);
 void AddAdminCommands(CLI::App& app, Context& context, int& exit_code);
 
 }  // namespace coexist::cli

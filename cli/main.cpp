@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   coexist::cli::AddDemoCommand(app, context, exit_code);
   coexist::cli::AddCtlCommand(app, context, exit_code);
   coexist::cli::AddOnlineSimCommand(app, context, exit_code);
+  coexist::cli::AddBatchCommand(app, context, exit_code);
+  coexist::cli::AddEnqueueCommand(app, context, exit_code);
   coexist::cli::AddAdminCommands(app, context, exit_code);
   app.parse_complete_callback([&] { SetupLogging(context); });
 

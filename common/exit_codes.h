@@ -6,6 +6,10 @@ namespace coexist {
 // to one of these in one place (cli/main.cpp); docs/operations.md lists them.
 enum class ExitCode : int {
   kOk = 0,
+  // `batch run`: the run worked, but not every item it settled is done
+  // (docs/batch.md). Small numbers, below sysexits' range, as sysexits has none.
+  kItemsDeferred = 2,  // some items were deferred to the next run
+  kItemsDead = 3,      // some items failed max_attempts times and are dead
   kUsage = 64,        // EX_USAGE: bad command line
   kDataError = 65,    // EX_DATAERR: bad input data (enqueue files, ...)
   kNoInput = 66,      // EX_NOINPUT: an input file does not exist or is unreadable

@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include <date/tz.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -140,6 +142,130 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   }
 }
 
+// "01:00" -> 60 minutes; 00:00 to 24:00.
+std::chrono::minutes ParseClock(Section& s, const YAML::Node& node, std::string_view key) {
+  std::string text = s.ScalarText(node, key);
+  int h = -1;
+  int m = -1;
+  char colon = 0;
+  std::istringstream in(text);
+  bool ok = static_cast<bool>(in >> h >> colon >> m) && colon == ':' && in.peek() == EOF;
+  if (!ok || h < 0 || h > 24 || m < 0 || m > 59 || (h == 24 && m != 0)) {
+    s.Fail(node, key, "'" + text + "' is not a time of day", "write HH:MM, e.g. 01:30.");
+  }
+  return std::chrono::minutes(h * 60 + m);
+}
+
+int ParseWeekday(Section& s, const YAML::Node& node, std::string_view key) {
+  static const char* const kNames[] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
+  std::string text = s.ScalarText(node, key);
+  for (int i = 0; i < 7; ++i) {
+    if (text == kNames[i] || text == std::to_string(i + 1)) return i + 1;
+  }
+  s.Fail(node, key, "'" + text + "' is not a weekday", "write mon, tue, ... sun (or 1..7).");
+}
+
+void ReadWindow(Section& w, const YAML::Node& node, WindowConfig& out) {
+  w.String("time_zone", out.time_zone);
+  if (node["time_zone"].IsDefined()) {
+    try {
+      date::locate_zone(out.time_zone);
+    } catch (const std::exception&) {
+      w.Fail(node["time_zone"], "time_zone", "unknown time zone '" + out.time_zone + "'",
+             "use an IANA name such as Asia/Tokyo or UTC.");
+    }
+  }
+  std::string unused;
+  w.String("start", unused);  // marks the keys known; parsed with their marks below
+  w.String("end", unused);
+  if (node["start"].IsDefined()) out.start = ParseClock(w, node["start"], "start");
+  if (node["end"].IsDefined()) out.end = ParseClock(w, node["end"], "end");
+  if (auto days = w.Sequence("weekdays")) {
+    out.weekdays.clear();
+    for (const auto& day : *days) out.weekdays.push_back(ParseWeekday(w, day, "weekdays"));
+    if (out.weekdays.empty()) {
+      w.Fail(*days, "weekdays", "the list is empty", "name at least one day.");
+    }
+  }
+  w.Finish();
+}
+
+void ReadCancelTerminate(Section& s, const YAML::Node& node, PolicyConfig& out) {
+  s.Duration("cancel_after", out.cancel_after, milliseconds(0), hours(1));
+  s.Duration("terminate_after", out.terminate_after, milliseconds(0), hours(1));
+  s.String("online_application_name", out.online_application_name);
+  if (out.terminate_after < out.cancel_after) {
+    bool given = node["terminate_after"].IsDefined();
+    s.Fail(node[given ? "terminate_after" : "cancel_after"],
+           given ? "terminate_after" : "cancel_after",
+           "terminate_after (" + FormatDuration(out.terminate_after) +
+               ") is shorter than cancel_after (" + FormatDuration(out.cancel_after) + ")",
+           "the batch cancels first and terminates later; make terminate_after the longer one.");
+  }
+}
+
+// Only the keys of the named policy are read, so Finish() rejects the others.
+void ReadPolicy(Section& s, const YAML::Node& node, const std::string& file, PolicyConfig& out) {
+  s.Enum("name", out.name,
+         {"time_window", "status_partition", "online_priority", "batch_priority", "skip_locked"});
+  s.Duration("defer_delay", out.defer_delay, milliseconds(0), hours(24 * 7));
+  s.Duration("lock_wait_initial", out.lock_wait_initial, milliseconds(1), milliseconds(60'000));
+  s.Duration("lock_wait_max", out.lock_wait_max, milliseconds(1), milliseconds(60'000));
+  if (out.lock_wait_max < out.lock_wait_initial) {
+    bool given = node["lock_wait_max"].IsDefined();
+    s.Fail(node[given ? "lock_wait_max" : "lock_wait_initial"],
+           given ? "lock_wait_max" : "lock_wait_initial",
+           "lock_wait_max is shorter than lock_wait_initial", "raise lock_wait_max.");
+  }
+  if (out.name == "time_window") {
+    if (auto list = s.Sequence("windows")) {
+      int index = 0;
+      for (const auto& item : *list) {
+        std::string path = s.KeyPath("windows") + "[" + std::to_string(index++) + "]";
+        if (!item.IsMap())
+          s.Fail(item, "windows", "each window must be a map (time_zone, start, end)");
+        Section w(item, path, file);
+        out.windows.emplace_back();
+        ReadWindow(w, item, out.windows.back());
+      }
+    }
+    if (out.windows.empty()) {
+      s.Fail(node, "windows", "time_window needs at least one window",
+             "add windows: [{time_zone: UTC, start: \"01:00\", end: \"05:00\"}].");
+    }
+    s.Duration("drain_margin", out.drain_margin, milliseconds(0), hours(24));
+    s.Enum("mode", out.mode, {"read_only", "allow"});
+    s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
+  } else if (out.name == "online_priority") {
+    s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
+  } else if (out.name == "batch_priority") {
+    ReadCancelTerminate(s, node, out);
+  } else if (out.name == "skip_locked") {
+    s.Int("max_deferrals", out.max_deferrals, 1, 1'000'000);
+    s.Enum("on_exhausted", out.on_exhausted, {"wait", "force", "report"});
+    s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
+    ReadCancelTerminate(s, node, out);
+  }
+  s.Finish();
+}
+
+void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
+  s.String("item_sql", out.item_sql);
+  s.String("chunk_sql", out.chunk_sql);
+  if (!out.item_sql.empty() && !out.chunk_sql.empty()) {
+    s.Fail(node["chunk_sql"], "chunk_sql", "item_sql and chunk_sql are both set",
+           "keep one: chunk_sql (over arrays, the fastest) or item_sql (per record).");
+  }
+  if (auto list = s.Sequence("params")) {
+    for (const auto& item : *list) {
+      std::string field = s.ScalarText(item, "params");
+      if (field.empty()) s.Fail(item, "params", "a payload field name is required here");
+      out.params.push_back(field);
+    }
+  }
+  s.Finish();
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
@@ -155,6 +281,8 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
   if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
+  if (auto s = top.Map("policy")) ReadPolicy(*s, root["policy"], name, config.policy);
+  if (auto s = top.Map("operation")) ReadOperation(*s, root["operation"], config.operation);
   top.Finish();
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();

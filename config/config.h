@@ -242,6 +242,8 @@ struct Config {
   BatchConfig batch;
   PacingConfig pacing;
   OnlineConfig online;
+  PolicyConfig policy;
+  OperationConfig operation;
 };
 
 // Reads and validates a YAML file. Throws ConfigError (with file:line:column)

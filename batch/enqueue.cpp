@@ -1,0 +1,185 @@
+#include "batch/enqueue.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "batch/queue_sql.h"
+#include "common/error.h"
+#include "db/connection.h"
+#include "db/migrations.h"
+
+namespace coexist::batch {
+namespace {
+
+constexpr size_t kBatch = 10'000;
+
+[[noreturn]] void Bad(const std::string& name, long line, const std::string& message) {
+  throw Error(ExitCode::kDataError, name + ":" + std::to_string(line) + ": " + message,
+              "CSV lines are key[,payload[,idempotency_key]]; JSON lines are "
+              "{\"key\": 1, \"payload\": {...}, \"idempotency_key\": \"...\"}.");
+}
+
+// One CSV record's fields (RFC 4180: "..." with "" for a quote).
+std::vector<std::string> SplitCsv(const std::string& line, const std::string& name, long number) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        fields.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else if (c != '\r') {
+      fields.back() += c;
+    }
+  }
+  if (quoted) Bad(name, number, "unclosed quote");
+  return fields;
+}
+
+long long ParseKey(const std::string& text, const std::string& name, long number) {
+  size_t used = 0;
+  long long key = 0;
+  try {
+    key = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) Bad(name, number, "'" + text + "' is not an integer key");
+  return key;
+}
+
+std::string CheckPayload(const std::string& text, const std::string& name, long number) {
+  if (text.empty()) return "{}";
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) Bad(name, number, "the payload is not a JSON object");
+  return json.dump();
+}
+
+}  // namespace
+
+std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name) {
+  std::vector<EnqueueItem> items;
+  std::string line;
+  for (long number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto fields = SplitCsv(line, name, number);
+    if (number == 1 && fields[0] == "key") continue;  // header
+    if (fields.size() > 3) Bad(name, number, "more than 3 fields");
+    EnqueueItem item;
+    item.key = ParseKey(fields[0], name, number);
+    if (fields.size() > 1) item.payload = CheckPayload(fields[1], name, number);
+    if (fields.size() > 2 && !fields[2].empty()) item.idempotency_key = fields[2];
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name) {
+  std::vector<EnqueueItem> items;
+  std::string line;
+  for (long number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object()) Bad(name, number, "not a JSON object");
+    EnqueueItem item;
+    if (!json.contains("key") || !json["key"].is_number_integer()) {
+      Bad(name, number, "\"key\" must be an integer");
+    }
+    item.key = json["key"].get<long long>();
+    if (json.contains("payload")) {
+      if (!json["payload"].is_object()) Bad(name, number, "\"payload\" must be an object");
+      item.payload = json["payload"].dump();
+    }
+    if (json.contains("idempotency_key") && !json["idempotency_key"].is_null()) {
+      const auto& k = json["idempotency_key"];
+      item.idempotency_key = k.is_string() ? k.get<std::string>() : k.dump();
+    }
+    for (const auto& [field, value] : json.items()) {
+      if (field != "key" && field != "payload" && field != "idempotency_key") {
+        Bad(name, number, "unknown field \"" + field + "\"");
+      }
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
+                           const std::vector<EnqueueItem>& items) {
+  auto conn = db::Connect(conninfo, "coexist-enqueue");
+  db::InstallMigrations(*conn);
+  conn->prepare("insert_items", R"sql(
+    WITH input AS (SELECT * FROM unnest($2::bigint[], $3::jsonb[], $4::text[]) AS i(k, p, ik)),
+    added AS (
+      INSERT INTO coexist.queue (job, record_key, payload, idempotency_key)
+      SELECT $1, k, coalesce(p, '{}'), ik FROM input
+      ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+      RETURNING 1)
+    SELECT count(*) FROM added)sql");
+  EnqueueResult result;
+  pqxx::work tx(*conn);
+  for (size_t start = 0; start < items.size(); start += kBatch) {
+    size_t end = std::min(items.size(), start + kBatch);
+    std::vector<long long> keys;
+    std::vector<std::optional<std::string>> payloads;
+    std::vector<std::optional<std::string>> idempotency;
+    for (size_t i = start; i < end; ++i) {
+      keys.push_back(items[i].key);
+      payloads.emplace_back(items[i].payload);
+      idempotency.push_back(items[i].idempotency_key);
+    }
+    result.added += tx.exec_prepared1("insert_items", job, ArrayLiteral(keys),
+                                      ArrayLiteral(payloads), ArrayLiteral(idempotency))[0]
+                        .as<long long>();
+  }
+  tx.commit();
+  result.duplicates = static_cast<long long>(items.size()) - result.added;
+  return result;
+}
+
+EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
+                            const std::string& select_sql) {
+  auto conn = db::Connect(conninfo, "coexist-enqueue");
+  db::InstallMigrations(*conn);
+  pqxx::work tx(*conn);
+  // The operator's query is SQL by design; it is wrapped, not altered.
+  auto shape = tx.exec("SELECT * FROM (" + select_sql + ") AS s LIMIT 0");
+  auto columns = shape.columns();
+  if (columns < 1 || columns > 3) {
+    throw UsageError("--select returns " + std::to_string(columns) + " columns",
+                     "return key[, payload jsonb[, idempotency_key text]].");
+  }
+  std::string names[3];
+  for (pqxx::row::size_type i = 0; i < columns; ++i) {
+    names[i] = "s." + tx.quote_name(shape.column_name(i));
+  }
+  std::string payload = columns > 1 ? "coalesce(" + names[1] + "::jsonb, '{}')" : "'{}'::jsonb";
+  std::string idempotency = columns > 2 ? names[2] + "::text" : "NULL::text";
+  auto row = tx.exec_params1(
+      "WITH src AS (SELECT " + names[0] + "::bigint AS k, " + payload + " AS p, " + idempotency +
+          " AS ik FROM (" + select_sql +
+          ") AS s), added AS (INSERT INTO coexist.queue (job, record_key, payload, "
+          "idempotency_key) SELECT $1, k, p, ik FROM src ON CONFLICT (job, idempotency_key) "
+          "WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING 1) "
+          "SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM added)",
+      job);
+  tx.commit();
+  EnqueueResult result;
+  result.added = row[1].as<long long>();
+  result.duplicates = row[0].as<long long>() - result.added;
+  return result;
+}
+
+}  // namespace coexist::batch

@@ -1,0 +1,65 @@
+#include "batch/guard.h"
+
+#include <spdlog/spdlog.h>
+
+#include <pqxx/pqxx>
+
+#include "batch/queue_sql.h"
+#include "db/target_table.h"
+
+namespace coexist::batch {
+namespace {
+
+std::string Clock(std::chrono::minutes m) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%02d:%02d", static_cast<int>(m.count() / 60) % 24,
+                static_cast<int>(m.count() % 60));
+  return text;
+}
+
+}  // namespace
+
+void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
+  const auto& t = config.target;
+  std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
+  {
+    // Re-creating an existing version trigger would take an exclusive lock
+    // on the target and queue behind every online transaction: only create
+    // it when missing.
+    pqxx::read_transaction tx(conn);
+    auto exists = tx.exec_params(
+        "SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'",
+        table);
+    tx.commit();
+    if (exists.empty()) db::InstallVersionTrigger(conn, t);
+  }
+  pqxx::work tx(conn);
+  // Creating the guard trigger the first time needs a table lock: wait for
+  // it a bounded time rather than camping in the lock queue.
+  tx.exec("SET LOCAL lock_timeout = '5s'");
+  if (t.owner_column) {
+    tx.exec_params("SELECT coexist.install_guard_trigger($1::regclass, $2, $3)", table,
+                   t.key_column, *t.owner_column);
+  } else {
+    tx.exec_params("SELECT coexist.install_guard_trigger($1::regclass, $2)", table, t.key_column);
+  }
+  // The job's windows are what the configuration says now: replace them.
+  tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
+  if (config.policy.name == "time_window") {
+    int position = 0;
+    for (const auto& w : config.policy.windows) {
+      std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
+      tx.exec_params(
+          "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
+          " end_time, mode) VALUES ($1, $2::regclass, $3, $4, $5::integer[], $6::time, $7::time,"
+          " $8)",
+          config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
+          Clock(w.end), config.policy.mode);
+    }
+  }
+  tx.commit();
+  spdlog::info("guard trigger installed target={} windows={}", t.Name(),
+               config.policy.name == "time_window" ? config.policy.windows.size() : 0);
+}
+
+}  // namespace coexist::batch

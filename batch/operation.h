@@ -1,0 +1,35 @@
+#pragma once
+
+// The configured operation (config `operation:`), applied to a set of items
+// in ONE statement: chunk SQL gets the keys and payload fields as arrays;
+// per-item SQL becomes a session-local SQL function called over unnest
+// arrays, so neither form costs a round trip per item. Include only from
+// batch/*.cpp (libpqxx).
+//
+// Thread safety: one Operation per connection, used by one thread.
+
+#include <pqxx/pqxx>
+#include <vector>
+
+#include "batch/queue_sql.h"
+#include "config/config.h"
+
+namespace coexist::batch {
+
+class Operation {
+ public:
+  // Prepares the statement (and, for item_sql, creates the pg_temp function)
+  // on `conn`. Throws pqxx::sql_error when the SQL does not parse or names
+  // what does not exist; the runner reports that as a configuration error.
+  Operation(pqxx::connection_base& conn, const config::OperationConfig& config);
+
+  // Applies the operation to `items` in one statement. Throws what the SQL
+  // throws; the caller scans the chunk (halves, then single items).
+  void Apply(pqxx::transaction_base& tx, const std::vector<Item>& items) const;
+
+ private:
+  const config::OperationConfig& config_;
+  bool per_item_ = false;
+};
+
+}  // namespace coexist::batch

@@ -1,0 +1,156 @@
+#pragma once
+
+// All of the batch's SQL in one place (pgBackRest's rule: no general-purpose
+// query function). Statements are prepared once per connection under
+// verb_noun names (claim_items, complete_items, ...); target-specific ones
+// are built from validated, quote_name'd identifiers; data is always bound.
+// Include only from batch/*.cpp: it brings in libpqxx.
+//
+// Thread safety: one QueueSql per connection, used by one thread.
+
+#include <chrono>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace coexist::batch {
+
+// One claimed queue item.
+struct Item {
+  long long item_id = 0;
+  long long key = 0;
+  std::string payload;  // jsonb as text
+  int attempts = 0;
+  int deferrals = 0;
+};
+
+struct EditLock {
+  long long key = 0;
+  std::string owner;
+  std::chrono::milliseconds expires_in{0};
+};
+
+struct Deferral {
+  long long item_id = 0;
+  std::string reason;
+  bool escalated = false;
+};
+
+struct Failure {
+  long long item_id = 0;
+  std::string error;
+};
+
+struct Blocker {
+  int pid = 0;
+  std::string application_name;
+  bool online = false;  // application_name LIKE online_application_name
+};
+
+// A savepoint: rolled back when it goes out of scope un-released (also
+// during exception unwinding), so one failed statement does not abort the
+// chunk's transaction. Plain SQL savepoints; names are fixed identifiers.
+class Savepoint {
+ public:
+  Savepoint(pqxx::transaction_base& tx, const char* name);
+  ~Savepoint();
+  Savepoint(const Savepoint&) = delete;
+  Savepoint& operator=(const Savepoint&) = delete;
+  void Release();
+
+ private:
+  pqxx::transaction_base& tx_;
+  std::string name_;
+  bool done_ = false;
+};
+
+// Builds a PostgreSQL array literal: {1,2,3} or {"a","b\"c",NULL}.
+std::string ArrayLiteral(const std::vector<long long>& values);
+std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values);
+
+class QueueSql {
+ public:
+  // Prepares every statement on `conn`, which must outlive this object.
+  QueueSql(pqxx::connection_base& conn, const config::Config& config);
+
+  // The target as a regclass literal ("public.products", quoted as needed).
+  const std::string& target() const { return target_; }
+
+  // --- runs --------------------------------------------------------------
+  long long StartRun(pqxx::transaction_base& tx, const std::string& policy,
+                     const std::string& details_json);
+  // Session-level: held by the control connection until it closes.
+  void LockRun(pqxx::transaction_base& tx, long long run_id);
+  std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
+  void HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed, long long done,
+                    long long deferred, long long dead);
+  void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
+                 long long claimed, long long done, long long deferred, long long dead,
+                 const std::string& details_json);
+  void AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
+                const std::string& details_json);
+  long long CountQueued(pqxx::transaction_base& tx);
+
+  // --- items -------------------------------------------------------------
+  // Up to `limit` claimable items with item_id > after, skipping items other
+  // transactions hold (SKIP LOCKED), items this run deferred, the ids in
+  // `exclude`, and (untaken_only) items another worker has taken over.
+  std::vector<Item> ClaimItems(pqxx::transaction_base& tx, long long run_id, int limit,
+                               long long after, const std::vector<long long>& exclude,
+                               bool untaken_only);
+  // Re-locks items this worker took over (status_partition's second step).
+  std::vector<Item> RelockItems(pqxx::transaction_base& tx, const std::vector<long long>& ids);
+  // Which of `ids` may still be claimed (pruning a worker's waiting list).
+  std::vector<long long> StillClaimable(pqxx::transaction_base& tx, long long run_id,
+                                        const std::vector<long long>& ids);
+  void CompleteItems(pqxx::transaction_base& tx, long long run_id,
+                     const std::vector<long long>& ids);
+  // Attempts grow; an item at max_attempts becomes dead. Returns dead count.
+  long long FailItems(pqxx::transaction_base& tx, long long run_id,
+                      const std::vector<Failure>& failures);
+  void DeferItems(pqxx::transaction_base& tx, long long run_id,
+                  const std::vector<Deferral>& deferrals);
+
+  // --- target records ----------------------------------------------------
+  // Locks what can be locked (FOR UPDATE SKIP LOCKED); returns locked keys.
+  std::vector<long long> LockRecords(pqxx::transaction_base& tx,
+                                     const std::vector<long long>& keys);
+  // Keys that exist in the target (a plain read; row locks do not block it).
+  std::vector<long long> ExistingRecords(pqxx::transaction_base& tx,
+                                         const std::vector<long long>& keys);
+  // Keys whose owner column says 'batch'.
+  std::vector<long long> BatchOwnedRecords(pqxx::transaction_base& tx,
+                                           const std::vector<long long>& keys);
+  // One row lock, waiting at most `step` (a savepoint + SET LOCAL
+  // lock_timeout). False when the step ran out (55P03), true when locked.
+  bool LockRecordStep(pqxx::transaction_base& tx, long long key, std::chrono::milliseconds step);
+  std::vector<EditLock> LiveEditLocks(pqxx::transaction_base& tx,
+                                      const std::vector<long long>& keys);
+  // Revokes a live edit lock within a lock_timeout step. Returns the evicted
+  // owner, "" when none was live, nullopt when an online save held the lock
+  // row past the step.
+  std::optional<std::string> RevokeEditLock(pqxx::transaction_base& tx, long long key,
+                                            long long run_id, long long item_id,
+                                            std::chrono::milliseconds step);
+  // The backends blocking `pid` (asked from another connection while it waits).
+  std::vector<Blocker> Blockers(pqxx::transaction_base& tx, int pid);
+  // Cancels (or terminates) the given online backends; audited. Returns how many.
+  int SignalBlockers(pqxx::transaction_base& tx, const std::vector<int>& pids, bool terminate,
+                     long long run_id, long long item_id, long long key);
+  // status_partition: owner := 'batch' + takeovers rows; and back.
+  void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
+  void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);
+  // Hands back the rows that runs in `run_ids` (abandoned) had taken over.
+  long long HandBackAbandoned(pqxx::transaction_base& tx, const std::vector<long long>& run_ids);
+
+ private:
+  pqxx::connection_base& conn_;
+  const config::Config& config_;
+  std::string target_;
+  bool has_owner_ = false;
+};
+
+}  // namespace coexist::batch

@@ -1,0 +1,193 @@
+#include "batch/runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "batch/guard.h"
+#include "batch/operation.h"
+#include "batch/queue_sql.h"
+#include "batch/worker.h"
+#include "config/config_error.h"
+#include "db/connection.h"
+#include "db/migrations.h"
+#include "policies/policy.h"
+
+namespace coexist::batch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Problems only the database can see are configuration errors (78).
+void CheckConfig(pqxx::connection_base& conn, const config::Config& config) {
+  if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
+    throw config::ConfigError({config.source, 0, 0}, "operation", "no operation is configured",
+                              "set operation.chunk_sql (over arrays) or operation.item_sql.");
+  }
+  if (config.policy.name == "status_partition" && !config.target.owner_column) {
+    throw config::ConfigError({config.source, 0, 0}, "target.owner_column",
+                              "status_partition needs an owner column",
+                              "set target.owner_column to a text column holding online/batch.");
+  }
+  try {
+    Operation check(conn, config.operation);
+  } catch (const pqxx::sql_error& e) {
+    std::string key =
+        config.operation.item_sql.empty() ? "operation.chunk_sql" : "operation.item_sql";
+    throw config::ConfigError(
+        {config.source, 0, 0}, key, std::string("the database rejects it: ") + e.what(),
+        "$1 is the key (bigint" + std::string(config.operation.item_sql.empty() ? "[]" : "") +
+            "), $2.. the params fields (text); cast them.");
+  }
+}
+
+std::string Outcome(const RunSummary& s) {
+  if (s.deferred > 0 || s.dead > 0) return "incomplete";
+  if (s.stop_reason != "drained" && s.queued_left > 0) return "incomplete";
+  return "succeeded";
+}
+
+void Snapshot(const Counters& c, RunSummary& s) {
+  s.claimed = c.claimed;
+  s.done = c.done;
+  s.deferred = c.deferred;
+  s.dead = c.dead;
+  s.escalated = c.escalated;
+  s.revoked = c.revoked;
+  s.signalled = c.signalled;
+}
+
+}  // namespace
+
+RunSummary Run(const std::string& conninfo, const config::Config& config,
+               const RunOptions& options) {
+  auto started = Clock::now();
+  auto policy = policies::Create(config.policy);
+  auto control = db::Connect(conninfo, config.database.application_name);
+  if (options.install) {
+    db::InstallMigrations(*control);
+    InstallGuard(*control, config);
+  }
+  CheckConfig(*control, config);
+  QueueSql sql(*control, config);
+
+  RunSummary summary;
+  summary.job = config.batch.job;
+  summary.policy = policy->Name();
+  {
+    pqxx::work tx(*control);
+    auto abandoned = sql.AbandonStaleRuns(tx);
+    long long handed_back = sql.HandBackAbandoned(tx, abandoned);
+    nlohmann::json details = {{"workers", config.batch.workers},
+                              {"chunk_size", config.batch.chunk_size}};
+    summary.run_id = sql.StartRun(tx, policy->Name(), details.dump());
+    tx.commit();
+    summary.abandoned_runs = static_cast<long long>(abandoned.size());
+    for (long long id : abandoned) {
+      spdlog::warn("stale run abandoned run_id={} job={}", id, config.batch.job);
+    }
+    if (handed_back > 0) spdlog::warn("records handed back count={}", handed_back);
+  }
+  {
+    pqxx::nontransaction tx(*control);
+    sql.LockRun(tx, summary.run_id);  // lives as long as this connection
+  }
+  spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
+               config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
+
+  Counters counters;
+  std::atomic<bool> workers_stop{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < config.batch.workers; ++i) {
+    workers.push_back(std::make_unique<Worker>(i, conninfo, config, *policy, summary.run_id,
+                                               counters, workers_stop));
+  }
+  std::atomic<int> running{config.batch.workers};
+  {
+    std::vector<std::jthread> threads;
+    for (auto& worker : workers) {
+      threads.emplace_back([&, w = worker.get()] {
+        try {
+          w->Run();
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          workers_stop = true;  // the others finish their chunk and stop
+        }
+        --running;
+      });
+    }
+    // The control thread: heartbeat and counts once a second, and the stop flag.
+    auto next = Clock::now();
+    while (running > 0) {
+      if (options.stop != nullptr && *options.stop) workers_stop = true;
+      if (Clock::now() >= next) {
+        pqxx::work tx(*control);
+        sql.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
+                         counters.dead);
+        tx.commit();
+        next = Clock::now() + std::chrono::seconds(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  Snapshot(counters, summary);
+  summary.stop_reason = "drained";
+  for (const auto& w : workers) {
+    if (!w->stop_reason().empty()) summary.stop_reason = w->stop_reason();
+  }
+  summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  summary.items_per_second = summary.seconds > 0 ? summary.done / summary.seconds : 0;
+  {
+    pqxx::work tx(*control);
+    sql.HandBackAbandoned(tx, {summary.run_id});  // a failed worker's takeovers
+    summary.queued_left = sql.CountQueued(tx);
+    summary.outcome = error ? "failed" : Outcome(summary);
+    sql.FinishRun(tx, summary.run_id, summary.outcome, summary.claimed, summary.done,
+                  summary.deferred, summary.dead, SummaryJson(summary));
+    if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
+      sql.AddEvent(tx, "claim_refused", summary.run_id,
+                   nlohmann::json{{"reason", summary.stop_reason}}.dump());
+    }
+    tx.commit();
+  }
+  if (error) std::rethrow_exception(error);
+  spdlog::info("run finished run_id={} outcome={} done={} deferred={} dead={} queued_left={}",
+               summary.run_id, summary.outcome, summary.done, summary.deferred, summary.dead,
+               summary.queued_left);
+  return summary;
+}
+
+ExitCode ExitCodeOf(const RunSummary& summary) {
+  if (summary.dead > 0) return ExitCode::kItemsDead;
+  if (summary.deferred > 0) return ExitCode::kItemsDeferred;
+  return ExitCode::kOk;
+}
+
+std::string SummaryJson(const RunSummary& s) {
+  nlohmann::json j = {{"run_id", s.run_id},
+                      {"job", s.job},
+                      {"policy", s.policy},
+                      {"outcome", s.outcome},
+                      {"stop_reason", s.stop_reason},
+                      {"claimed", s.claimed},
+                      {"done", s.done},
+                      {"deferred", s.deferred},
+                      {"dead", s.dead},
+                      {"escalated", s.escalated},
+                      {"revoked", s.revoked},
+                      {"signalled", s.signalled},
+                      {"queued_left", s.queued_left},
+                      {"abandoned_runs", s.abandoned_runs},
+                      {"seconds", s.seconds},
+                      {"items_per_second", s.items_per_second}};
+  return j.dump();
+}
+
+}  // namespace coexist::batch

@@ -1,0 +1,66 @@
+#pragma once
+
+// `coexist batch run`: one run of a job. Claims queued items in chunks and
+// applies the configured operation under the configured policy, with
+// `batch.workers` threads, each on its own connection. Every item this run
+// touches ends done, deferred (with a reason), dead (with its error) or
+// queued again; a run that is killed leaves only row locks, which die with
+// its connections, and a `runs` row the next run marks abandoned.
+//
+// Thread safety: Run() starts and joins its own threads; call it from one.
+
+#include <atomic>
+#include <string>
+
+#include "common/exit_codes.h"
+#include "config/config.h"
+
+namespace coexist::batch {
+
+struct RunSummary {
+  long long run_id = 0;
+  std::string job;
+  std::string policy;
+  // succeeded (every settled item done), incomplete (some deferred or dead,
+  // or claiming stopped early), failed (an error ended it).
+  std::string outcome;
+  // Why claiming stopped: drained, stopped (signal), outside_window, drain_margin.
+  std::string stop_reason;
+  long long claimed = 0;  // items this run settled (done + deferred + failed)
+  long long done = 0;
+  long long deferred = 0;
+  long long dead = 0;
+  long long escalated = 0;
+  long long revoked = 0;         // edit locks revoked (batch_priority, force)
+  long long signalled = 0;       // online backends cancelled or terminated
+  long long queued_left = 0;     // the job's items still queued at the end
+  long long abandoned_runs = 0;  // stale runs this run marked abandoned
+  double seconds = 0;
+  double items_per_second = 0;  // done / seconds
+};
+
+struct RunOptions {
+  // Install migrations, the version and guard triggers and the windows first.
+  bool install = true;
+  // Set from another thread (a signal handler) to stop claiming; chunks in
+  // flight finish.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// Runs the job once against the server at `conninfo`. Throws ConfigError
+// for a configuration the database rejects (bad operation SQL, a
+// status_partition target without owner column), TempFailError when the
+// database cannot be reached, and pqxx errors for the rest; the runs row
+// then says failed when it can still be written.
+RunSummary Run(const std::string& conninfo, const config::Config& config,
+               const RunOptions& options = {});
+
+// 0 when every settled item is done; kItemsDeferred when some were deferred;
+// kItemsDead when some died (it wins over deferred). docs/batch.md.
+ExitCode ExitCodeOf(const RunSummary& summary);
+
+// The --json document: run_id, job, policy, outcome, done, deferred, dead,
+// queued_left, seconds, items_per_second, and the other counters.
+std::string SummaryJson(const RunSummary& summary);
+
+}  // namespace coexist::batch

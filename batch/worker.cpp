@@ -1,0 +1,389 @@
+#include "batch/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include "batch/operation.h"
+#include "batch/queue_sql.h"
+#include "common/log.h"
+#include "db/connection.h"
+
+namespace coexist::batch {
+
+using policies::Action;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+struct Worker::Outcome {
+  std::vector<Item> apply;  // decided: apply in this chunk
+  std::vector<long long> applied;
+  std::vector<Failure> failures;
+  std::vector<Deferral> deferrals;
+  long long dead = 0;
+  long long escalated = 0;
+  long long revoked = 0;
+  long long signalled = 0;
+};
+
+namespace {
+
+// Counts NOTIFY coexist_edit_lock_released on the aux connection.
+struct Listener : pqxx::notification_receiver {
+  explicit Listener(pqxx::connection_base& conn)
+      : pqxx::notification_receiver(conn, "coexist_edit_lock_released") {}
+  void operator()(const std::string& /*payload*/, int /*pid*/) override { ++received; }
+  long long received = 0;
+};
+
+}  // namespace
+
+struct Worker::Db {
+  std::unique_ptr<pqxx::connection> conn;
+  std::unique_ptr<pqxx::connection> aux;  // LISTEN and blocker lookups, when the policy waits
+  std::unique_ptr<QueueSql> sql;
+  std::unique_ptr<QueueSql> aux_sql;
+  std::unique_ptr<Operation> operation;
+  std::unique_ptr<Listener> listener;
+};
+
+Worker::Worker(int index, std::string conninfo, const config::Config& config,
+               const policies::Policy& policy, long long run_id, Counters& counters,
+               const std::atomic<bool>& stop)
+    : index_(index),
+      conninfo_(std::move(conninfo)),
+      config_(config),
+      policy_(policy),
+      run_id_(run_id),
+      counters_(counters),
+      stop_(stop) {}
+
+Worker::~Worker() = default;
+
+void Worker::Run() {
+  db_ = std::make_unique<Db>();
+  auto& conn_ = db_->conn;
+  conn_ = db::Connect(conninfo_, config_.database.application_name);
+  // Says "batch" to the guard trigger for this whole session (see
+  // docs/database-api.md), and bounds every statement.
+  pqxx::nontransaction(*conn_).exec_params(
+      "SELECT set_config('coexist.actor', 'batch', false), "
+      "set_config('statement_timeout', $1, false)",
+      std::to_string(config_.database.statement_timeout.count()) + "ms");
+  db_->sql = std::make_unique<QueueSql>(*conn_, config_);
+  db_->operation = std::make_unique<Operation>(*conn_, config_.operation);
+  bool waits = policy_.WantsBlockers() || config_.policy.name == "online_priority" ||
+               (config_.policy.name == "skip_locked" && config_.policy.on_exhausted == "wait");
+  if (waits) {
+    db_->aux = db::Connect(conninfo_, config_.database.application_name);
+    db_->aux_sql = std::make_unique<QueueSql>(*db_->aux, config_);
+    db_->listener = std::make_unique<Listener>(*db_->aux);
+  }
+  long long after = 0;
+  while (true) {
+    if (stop_) {
+      stop_reason_ = "stopped";
+      break;
+    }
+    auto gate = policy_.MayClaim(std::chrono::system_clock::now());
+    if (!gate.allowed) {
+      stop_reason_ = gate.reason;
+      break;
+    }
+    if (RunChunk(after)) continue;
+    if (after > 0) {  // one pass from the start: retried items sit below `after`
+      after = 0;
+      continue;
+    }
+    if (waiting_.empty() || !WaitForWaiting()) break;
+  }
+  spdlog::debug("worker finished worker={} reason={}", index_,
+                stop_reason_.empty() ? "drained" : stop_reason_);
+}
+
+bool Worker::RunChunk(long long& after) {
+  Outcome out;
+  auto now = steady_clock::now();
+  std::vector<long long> exclude;
+  for (const auto& [id, w] : waiting_) {
+    if (w.due > now) exclude.push_back(id);
+  }
+  {
+    pqxx::work tx(*db_->conn);
+    auto items = db_->sql->ClaimItems(tx, run_id_, config_.batch.chunk_size, after, exclude,
+                                      policy_.TakesOver());
+    if (items.empty()) return false;
+    after = items.back().item_id;
+    Decide(tx, items, out);
+    if (policy_.TakesOver()) {
+      // status_partition, step 1: the records become the batch's (CX004
+      // for online writers) and the row locks go with this commit.
+      db_->sql->TakeOver(tx, run_id_, out.apply);
+      db_->sql->DeferItems(tx, run_id_, out.deferrals);
+    } else {
+      ApplyScanning(tx, out.apply, out);
+      Finish(tx, out);
+    }
+    tx.commit();
+  }
+  if (policy_.TakesOver() && !out.apply.empty()) {
+    // Step 2: process what we own, complete, hand back, in one transaction.
+    pqxx::work tx(*db_->conn);
+    std::vector<long long> ids;
+    for (const auto& item : out.apply) ids.push_back(item.item_id);
+    auto owned = db_->sql->RelockItems(tx, ids);
+    ApplyScanning(tx, owned, out);
+    db_->sql->CompleteItems(tx, run_id_, out.applied);
+    out.dead += db_->sql->FailItems(tx, run_id_, out.failures);
+    db_->sql->HandBack(tx, out.apply);
+    tx.commit();
+  }
+  Publish(out);
+  return true;
+}
+
+void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out) {
+  std::vector<long long> keys;
+  for (const auto& item : items) keys.push_back(item.key);
+  std::map<long long, EditLock> locks;
+  for (auto& lock : db_->sql->LiveEditLocks(tx, keys)) locks[lock.key] = lock;
+
+  auto now = steady_clock::now();
+  std::vector<const Item*> candidates;
+  for (const auto& item : items) {
+    auto lock = locks.find(item.key);
+    if (lock == locks.end()) {
+      candidates.push_back(&item);
+      continue;
+    }
+    policies::RecordFacts facts;
+    facts.edit_locked = true;
+    facts.deferrals = item.deferrals;
+    facts.waited = Waited(item.item_id);
+    auto d = policy_.Decide(facts);
+    if (d.escalated) ++out.escalated;
+    if (d.action == Action::kRevokeEditLock) {
+      auto owner = db_->sql->RevokeEditLock(tx, item.key, run_id_, item.item_id,
+                                            config_.policy.lock_wait_initial);
+      if (!owner) {  // its owner is saving right now; come back next chunk
+        StartWaiting(item.item_id, now);
+        continue;
+      }
+      if (!owner->empty()) {
+        ++out.revoked;
+        spdlog::info("edit lock revoked item_id={} key={} owner={}", item.item_id, item.key,
+                     log::Value(*owner));
+      }
+      locks.erase(lock);
+      candidates.push_back(&item);
+    } else if (d.action == Action::kWaitEditLock) {
+      auto remaining = config_.policy.max_wait - facts.waited;
+      StartWaiting(item.item_id,
+                   now + std::min<milliseconds>(lock->second.expires_in + milliseconds(10),
+                                                std::max(remaining, milliseconds(0))));
+    } else {
+      out.deferrals.push_back(
+          {item.item_id, d.reason.empty() ? "edit_locked" : d.reason, d.escalated});
+      waiting_.erase(item.item_id);
+    }
+  }
+
+  std::vector<long long> candidate_keys;
+  for (const auto* item : candidates) candidate_keys.push_back(item->key);
+  auto locked_list = db_->sql->LockRecords(tx, candidate_keys);
+  std::set<long long> locked(locked_list.begin(), locked_list.end());
+  std::vector<long long> unlocked;
+  for (long long key : candidate_keys) {
+    if (!locked.count(key)) unlocked.push_back(key);
+  }
+  auto existing_list = db_->sql->ExistingRecords(tx, unlocked);
+  std::set<long long> existing(existing_list.begin(), existing_list.end());
+  std::set<long long> owned;
+  if (policy_.TakesOver()) {
+    for (long long key : db_->sql->BatchOwnedRecords(tx, locked_list)) owned.insert(key);
+  }
+
+  for (const auto* item : candidates) {
+    policies::RecordFacts facts;
+    // A key missing from the target is not locked by anyone: the operation
+    // decides what it means (an INSERT, or nothing).
+    facts.row_locked = !locked.count(item->key) && existing.count(item->key);
+    facts.owned_by_batch = owned.count(item->key) > 0;
+    facts.deferrals = item->deferrals;
+    facts.waited = Waited(item->item_id);
+    auto d = policy_.Decide(facts);
+    if (d.escalated) ++out.escalated;
+    switch (d.action) {
+      case Action::kApply:
+        out.apply.push_back(*item);
+        waiting_.erase(item->item_id);
+        break;
+      case Action::kDefer:
+        out.deferrals.push_back({item->item_id, d.reason, d.escalated});
+        waiting_.erase(item->item_id);
+        break;
+      case Action::kWaitEditLock:
+        StartWaiting(item->item_id, now);
+        break;
+      default:  // row-lock waits, cancel, terminate
+        WaitForRowLock(tx, *item, d, out);
+        break;
+    }
+  }
+}
+
+void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision d,
+                            Outcome& out) {
+  StartWaiting(item.item_id, steady_clock::now());
+  policies::RecordFacts facts;
+  facts.row_locked = true;
+  facts.deferrals = item.deferrals;
+  std::vector<int> blockers;
+  bool cancelled = false;
+  bool terminated = false;
+  while (true) {
+    bool terminate = d.action == Action::kTerminateBlocker && !terminated;
+    bool cancel = d.action == Action::kCancelBlocker && !cancelled;
+    if ((terminate || cancel) && !blockers.empty()) {
+      int n = db_->sql->SignalBlockers(tx, blockers, terminate, run_id_, item.item_id, item.key);
+      out.signalled += n;
+      spdlog::info("online backends {} item_id={} key={} count={}",
+                   terminate ? "terminated" : "cancelled", item.item_id, item.key, n);
+      (terminate ? terminated : cancelled) = true;
+    }
+    if (LockStep(tx, item.key, d.step, facts, blockers)) {
+      out.apply.push_back(item);
+      waiting_.erase(item.item_id);
+      return;
+    }
+    facts.waited = Waited(item.item_id);
+    d = policy_.Decide(facts);
+    if (d.action == Action::kDefer) {
+      out.deferrals.push_back({item.item_id, d.reason, d.escalated});
+      waiting_.erase(item.item_id);
+      return;
+    }
+    // One step per chunk unless the policy waits in the transaction: the
+    // chunk's other rows are not held while the record stays locked.
+    if (!policy_.WaitsInTransaction() || stop_) return;
+  }
+}
+
+bool Worker::LockStep(pqxx::dbtransaction& tx, long long key, milliseconds step,
+                      policies::RecordFacts& facts, std::vector<int>& blockers) {
+  if (!policy_.WantsBlockers() || !db_->aux) return db_->sql->LockRecordStep(tx, key, step);
+  // Who blocks us is only visible while we wait: ask from the aux
+  // connection, a moment into the step.
+  int pid = db_->conn->backendpid();
+  auto probe = std::async(std::launch::async, [this, pid, step] {
+    std::this_thread::sleep_for(std::min<milliseconds>(step / 2, milliseconds(50)));
+    pqxx::read_transaction atx(*db_->aux);
+    return db_->aux_sql->Blockers(atx, pid);
+  });
+  bool locked = db_->sql->LockRecordStep(tx, key, step);
+  auto found = probe.get();
+  if (!found.empty()) {
+    facts.blockers_seen = true;
+    facts.blockers_are_online =
+        std::all_of(found.begin(), found.end(), [](const Blocker& b) { return b.online; });
+    blockers.clear();
+    for (const auto& b : found) blockers.push_back(b.pid);
+  }
+  return locked;
+}
+
+// Spring Batch's chunk scanning: the whole set in a savepoint; when it fails,
+// each half in its own, down to single items, which then fail alone.
+void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out) {
+  if (items.empty()) return;
+  std::string error;
+  try {
+    Savepoint sub(tx, "apply");
+    db_->operation->Apply(tx, items);
+    sub.Release();
+    for (const auto& item : items) out.applied.push_back(item.item_id);
+    return;
+  } catch (const pqxx::sql_error& e) {
+    error = e.what();
+  } catch (const pqxx::transaction_rollback& e) {
+    error = e.what();
+  }
+  if (items.size() == 1) {
+    while (!error.empty() && error.back() == '\n') error.pop_back();
+    spdlog::warn("item failed item_id={} key={} error={}", items[0].item_id, items[0].key,
+                 log::Value(error));
+    out.failures.push_back({items[0].item_id, error});
+    return;
+  }
+  auto middle = items.begin() + static_cast<long>(items.size() / 2);
+  ApplyScanning(tx, std::vector<Item>(items.begin(), middle), out);
+  ApplyScanning(tx, std::vector<Item>(middle, items.end()), out);
+}
+
+void Worker::Finish(pqxx::dbtransaction& tx, Outcome& out) {
+  db_->sql->CompleteItems(tx, run_id_, out.applied);
+  out.dead += db_->sql->FailItems(tx, run_id_, out.failures);
+  db_->sql->DeferItems(tx, run_id_, out.deferrals);
+}
+
+bool Worker::WaitForWaiting() {
+  std::vector<long long> ids;
+  for (const auto& [id, w] : waiting_) ids.push_back(id);
+  {
+    pqxx::read_transaction tx(*db_->conn);
+    auto alive = db_->sql->StillClaimable(tx, run_id_, ids);
+    std::set<long long> keep(alive.begin(), alive.end());
+    std::erase_if(waiting_, [&](const auto& entry) { return !keep.count(entry.first); });
+  }
+  if (waiting_.empty()) return false;
+  auto now = steady_clock::now();
+  auto earliest = steady_clock::time_point::max();
+  for (const auto& [id, w] : waiting_) earliest = std::min(earliest, w.due);
+  if (earliest <= now) return true;
+  // At most a second, so SIGTERM is noticed; a release NOTIFY wakes us first.
+  auto timeout = std::min<std::chrono::microseconds>(
+      std::chrono::duration_cast<std::chrono::microseconds>(earliest - now),
+      std::chrono::seconds(1));
+  if (db_->aux) {
+    if (db_->aux->await_notification(timeout.count() / 1'000'000, timeout.count() % 1'000'000) >
+        0) {
+      for (auto& [id, w] : waiting_) w.due = steady_clock::now();
+    }
+  } else {
+    std::this_thread::sleep_for(timeout);
+  }
+  return true;
+}
+
+milliseconds Worker::Waited(long long item_id) const {
+  auto it = waiting_.find(item_id);
+  if (it == waiting_.end()) return milliseconds(0);
+  return std::chrono::duration_cast<milliseconds>(steady_clock::now() - it->second.first_seen);
+}
+
+void Worker::StartWaiting(long long item_id, steady_clock::time_point due) {
+  auto [it, inserted] = waiting_.try_emplace(item_id, Waiting{steady_clock::now(), due});
+  if (!inserted) it->second.due = due;
+}
+
+void Worker::Publish(const Outcome& out) {
+  long long settled =
+      static_cast<long long>(out.applied.size() + out.failures.size() + out.deferrals.size());
+  counters_.claimed += settled;
+  counters_.done += static_cast<long long>(out.applied.size());
+  counters_.deferred += static_cast<long long>(out.deferrals.size());
+  counters_.dead += out.dead;
+  counters_.escalated += out.escalated;
+  counters_.revoked += out.revoked;
+  counters_.signalled += out.signalled;
+  for (const auto& d : out.deferrals) {
+    spdlog::debug("item deferred item_id={} reason={} policy={}", d.item_id, d.reason,
+                  policy_.Name());
+  }
+}
+
+}  // namespace coexist::batch

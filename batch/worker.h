@@ -1,0 +1,85 @@
+#pragma once
+
+// Private to batch/: one worker thread's chunk loop (claim -> decide ->
+// lock/wait/revoke -> apply -> complete, one transaction per chunk). See
+// runner.h for the public contract.
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "policies/policy.h"
+
+namespace pqxx {
+class dbtransaction;
+}
+
+namespace coexist::batch {
+
+struct Item;
+
+// Shared by the workers of a run; the control thread reports them.
+struct Counters {
+  std::atomic<long long> claimed{0};
+  std::atomic<long long> done{0};
+  std::atomic<long long> deferred{0};
+  std::atomic<long long> dead{0};
+  std::atomic<long long> escalated{0};
+  std::atomic<long long> revoked{0};
+  std::atomic<long long> signalled{0};
+};
+
+class Worker {
+ public:
+  Worker(int index, std::string conninfo, const config::Config& config,
+         const policies::Policy& policy, long long run_id, Counters& counters,
+         const std::atomic<bool>& stop);
+  ~Worker();
+
+  // Runs until nothing is claimable, the policy stops claiming or `stop` is
+  // set. Throws pqxx::broken_connection when the database goes away, and
+  // whatever else it cannot handle; the chunk in flight then rolls back.
+  void Run();
+  // Why the worker stopped claiming: "" (queue drained), "stopped", or the
+  // policy's gate reason (outside_window, drain_margin).
+  const std::string& stop_reason() const { return stop_reason_; }
+
+ private:
+  struct Waiting {
+    std::chrono::steady_clock::time_point first_seen;
+    std::chrono::steady_clock::time_point due;
+  };
+  struct Outcome;  // what one chunk decided; worker.cpp
+
+  bool RunChunk(long long& after);
+  void Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
+  void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
+                      Outcome& out);
+  bool LockStep(pqxx::dbtransaction& tx, long long key, std::chrono::milliseconds step,
+                policies::RecordFacts& facts, std::vector<int>& blockers);
+  void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
+  void Finish(pqxx::dbtransaction& tx, Outcome& out);
+  bool WaitForWaiting();
+  std::chrono::milliseconds Waited(long long item_id) const;
+  void StartWaiting(long long item_id, std::chrono::steady_clock::time_point due);
+  void Publish(const Outcome& out);
+
+  int index_;
+  std::string conninfo_;
+  const config::Config& config_;
+  const policies::Policy& policy_;
+  long long run_id_;
+  Counters& counters_;
+  const std::atomic<bool>& stop_;
+  std::string stop_reason_;
+
+  // Connections and what is prepared on them (libpqxx stays in worker.cpp).
+  struct Db;
+  std::unique_ptr<Db> db_;
+  std::map<long long, Waiting> waiting_;
+};
+
+}  // namespace coexist::batch

@@ -1,0 +1,232 @@
+// The batch runner against a real PostgreSQL: enqueue, skip_locked with real
+// concurrent online sessions, chunk scanning, several workers, the guard
+// trigger's refusals. Every check of "applied once" reads a LEDGER that the
+// operation itself writes, never the batch's own counters.
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include "batch/enqueue.h"
+#include "batch/runner.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "db/sqlstate.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::batch {
+namespace {
+
+using namespace std::chrono_literals;
+
+class BatchRunnerTest : public testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    QueryValue("CREATE TABLE ledger (key bigint NOT NULL, at timestamptz DEFAULT now())");
+  }
+
+  // A configuration whose operation adds `delta` to stock and writes the ledger.
+  config::Config Config(const std::string& policy_yaml, int workers = 1, int chunk = 10) {
+    std::string yaml = "batch: {job: j, chunk_size: " + std::to_string(chunk) +
+                       ", workers: " + std::to_string(workers) +
+                       ", max_attempts: 2}\n"
+                       "policy:\n" +
+                       policy_yaml +
+                       "operation:\n"
+                       "  chunk_sql: |\n"
+                       "    WITH u AS (UPDATE products SET stock = stock + 1\n"
+                       "               WHERE id = ANY ($1::bigint[]) RETURNING id)\n"
+                       "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
+    return config::LoadString(yaml, "test.yaml");
+  }
+
+  void EnqueueRange(long long from, long long to) {
+    std::vector<EnqueueItem> items;
+    for (long long k = from; k <= to; ++k) items.push_back({k, "{}", std::nullopt});
+    EnqueueItems(conninfo(), "j", items);
+  }
+
+  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
+
+  // Every item ends in exactly one state, and each done item's key is in the
+  // ledger exactly once, and no other key is.
+  void ExpectAppliedOnce() {
+    EXPECT_EQ(Count("SELECT count(*) FROM ledger l WHERE NOT EXISTS (SELECT 1 FROM coexist.queue q"
+                    " WHERE q.record_key = l.key AND q.state = 'done')"),
+              0);
+    EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key"
+                    " HAVING count(*) > 1) d"),
+              0);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q WHERE q.state = 'done' AND NOT EXISTS"
+                    " (SELECT 1 FROM ledger l WHERE l.key = q.record_key)"),
+              0);
+  }
+};
+
+TEST_F(BatchRunnerTest, EnqueueCountsDuplicatesByIdempotencyKey) {
+  std::istringstream csv("key,payload,idempotency_key\n1,\"{\"\"qty\"\": 2}\",a\n2,,b\n3\n");
+  auto items = ParseCsv(csv, "items.csv");
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items[0].payload, R"({"qty":2})");
+  auto first = EnqueueItems(conninfo(), "j", items);
+  EXPECT_EQ(first.added, 3);
+  EXPECT_EQ(first.duplicates, 0);
+  std::istringstream jsonl(
+      "{\"key\": 1, \"idempotency_key\": \"a\"}\n\n{\"key\": 7, \"payload\": {\"x\": 1}}\n");
+  auto again = EnqueueItems(conninfo(), "j", ParseJsonLines(jsonl, "items.jsonl"));
+  EXPECT_EQ(again.added, 1);
+  EXPECT_EQ(again.duplicates, 1);
+  auto select = EnqueueSelect(conninfo(), "j",
+                              "SELECT id, NULL::jsonb, 'sel' || id FROM products WHERE id <= 4");
+  EXPECT_EQ(select.added, 4);
+  auto select_again = EnqueueSelect(
+      conninfo(), "j", "SELECT id, NULL::jsonb, 'sel' || id FROM products WHERE id <= 5");
+  EXPECT_EQ(select_again.added, 1);
+  EXPECT_EQ(select_again.duplicates, 4);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 9);
+}
+
+TEST_F(BatchRunnerTest, EnqueueRejectsMalformedLinesWithTheirPlace) {
+  std::istringstream csv("1\nx2\n");
+  try {
+    ParseCsv(csv, "bad.csv");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kDataError);
+    EXPECT_STREQ(e.what(), "bad.csv:2: 'x2' is not an integer key");
+  }
+  std::istringstream jsonl("{\"key\": \"1\"}\n");
+  EXPECT_THROW(ParseJsonLines(jsonl, "bad.jsonl"), Error);
+}
+
+TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
+  EnqueueRange(1, 100);
+  // An online user holds row 7 (FOR UPDATE, idle in transaction) and an edit
+  // lock on row 9 while the batch runs.
+  auto online = Connect("coexist-online");
+  pqxx::work hold(*online);
+  hold.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')");
+
+  auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n"));
+  EXPECT_EQ(summary.done, 98);
+  EXPECT_EQ(summary.deferred, 2);
+  EXPECT_EQ(summary.dead, 0);
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
+                       "record_key) FROM coexist.queue WHERE state = 'deferred'"),
+            "7:row_locked,9:edit_locked");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 2);
+  ExpectAppliedOnce();
+  // The online transaction was never disturbed: it still saves.
+  hold.exec("UPDATE products SET stock = 0 WHERE id = 7");
+  hold.commit();
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "0");
+
+  // A deferred item waits for the next run, which applies it.
+  QueryValue("SELECT coexist.release_owner_edit_locks('alice')");
+  auto next = batch::Run(conninfo(), Config("  name: skip_locked\n"));
+  EXPECT_EQ(next.done, 2);
+  EXPECT_EQ(ExitCodeOf(next), ExitCode::kOk);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 100);
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "1");
+  ExpectAppliedOnce();
+}
+
+TEST_F(BatchRunnerTest, SkipLockedEscalatesAfterMaxDeferrals) {
+  EnqueueRange(1, 3);
+  auto online = Connect("coexist-online");
+  pqxx::work hold(*online);
+  hold.exec("SELECT 1 FROM products WHERE id = 2 FOR UPDATE");
+  auto config = Config("  name: skip_locked\n  max_deferrals: 2\n  on_exhausted: report\n");
+  for (int run = 0; run < 3; ++run) batch::Run(conninfo(), config);
+  EXPECT_EQ(QueryValue("SELECT deferrals FROM coexist.queue WHERE record_key = 2"), "3");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_escalated'"), 1);
+  ExpectAppliedOnce();
+}
+
+TEST_F(BatchRunnerTest, ChunkScanningIsolatesTheBadItemWhichDiesAfterMaxAttempts) {
+  EnqueueRange(1, 40);
+  // The operation fails for key 13 only (a CHECK-like failure from the data).
+  auto config = Config("  name: skip_locked\n", 1, 16);
+  config.operation.chunk_sql =
+      "INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n"
+      " WHERE (SELECT sum(1 / (k - 13)) FROM unnest($1::bigint[]) k) IS NOT NULL";
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.done, 39);
+  EXPECT_EQ(summary.dead, 1);
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || attempts FROM coexist.queue WHERE record_key = 13"),
+            "dead 2");
+  EXPECT_NE(QueryValue("SELECT last_error FROM coexist.queue WHERE record_key = 13")
+                .find("division by zero"),
+            std::string::npos);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_dead'"), 1);
+  ExpectAppliedOnce();
+}
+
+TEST_F(BatchRunnerTest, PerItemSqlBindsPayloadFieldsInOneStatementPerChunk) {
+  std::vector<EnqueueItem> items;
+  for (long long k = 1; k <= 30; ++k) {
+    items.push_back(
+        {k, "{\"qty\": " + std::to_string(k) + ", \"note\": \"it's \\\"k\\\"\"}", std::nullopt});
+  }
+  EnqueueItems(conninfo(), "j", items);
+  auto config = Config("  name: skip_locked\n");
+  config.operation.chunk_sql.clear();
+  config.operation.item_sql =
+      "UPDATE products SET stock = stock - $2::integer, note = $3 WHERE id = $1;\n"
+      "INSERT INTO ledger (key) VALUES ($1);";
+  config.operation.params = {"qty", "note"};
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.done, 30);
+  EXPECT_EQ(QueryValue("SELECT stock || ' ' || note FROM products WHERE id = 30"),
+            "970 it's \"k\"");
+  // Round trips: one apply statement per chunk, not one per item.
+  ExpectAppliedOnce();
+}
+
+TEST_F(BatchRunnerTest, SeveralWorkersNeverApplyAnItemTwice) {
+  QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(101, 3000) g");
+  EnqueueRange(1, 3000);
+  auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n", 4, 25));
+  EXPECT_EQ(summary.done, 3000);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 3000);
+  ExpectAppliedOnce();
+  EXPECT_EQ(QueryValue("SELECT outcome || ' ' || done FROM coexist.runs"), "succeeded 3000");
+}
+
+TEST_F(BatchRunnerTest, GuardTriggerRefusesWritesToRowsAnotherOwnerEditLocks) {
+  batch::Run(conninfo(), Config("  name: skip_locked\n"));  // installs the guard
+  auto token = QueryValue("SELECT coexist.acquire_edit_lock('products', 5, 'alice', '1 hour')");
+  auto bob = Connect("coexist-online");
+  EXPECT_EQ(testing::SqlStateOf(*bob, "UPDATE products SET stock = 1 WHERE id = 5"),
+            db::sqlstate::kEditLockedRefused);
+  // The holder's save, after check_edit_lock, passes.
+  EXPECT_EQ(testing::SqlStateOf(*bob, "SELECT coexist.check_edit_lock('products', 5, '" + token +
+                                          "'); UPDATE products SET stock = 1 WHERE id = 5"),
+            "");
+  // The batch's session passes.
+  EXPECT_EQ(testing::SqlStateOf(*bob,
+                                "SET coexist.actor = 'batch'; "
+                                "UPDATE products SET stock = 2 WHERE id = 5"),
+            "");
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 5"), "2");
+}
+
+TEST_F(BatchRunnerTest, AMissingOperationIsAConfigurationError) {
+  auto config = Config("  name: skip_locked\n");
+  config.operation.chunk_sql = "UPDATE no_such_table SET x = 1 WHERE id = ANY ($1::bigint[])";
+  try {
+    batch::Run(conninfo(), config);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+    EXPECT_NE(std::string(e.what()).find("no_such_table"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace coexist::batch
