@@ -123,8 +123,13 @@ void Footprint(const std::string& conninfo, int seconds) {
       "peak_rss=%.1f MB throughput=%s tx/s\n",
       seconds, WIFEXITED(status) ? WEXITSTATUS(status) : -1, threads,
       static_cast<double>(hwm_kb) / 1024, tx.size() > 1 ? tx[1].str().c_str() : "?");
-  std::printf("  targets: threads <= 4 %s, peak_rss < 256 MB %s\n", threads <= 4 ? "MET" : "MISSED",
-              hwm_kb < 256 * 1024 ? "MET" : "MISSED");
+  bool ran = WIFEXITED(status) && WEXITSTATUS(status) == 0 && hwm_kb > 0;
+  if (!ran) {
+    std::printf("  footprint run FAILED: no figures\n");
+  } else {
+    std::printf("  targets: threads <= 4 %s, peak_rss < 256 MB %s\n",
+                threads <= 4 ? "MET" : "MISSED", hwm_kb < 256 * 1024 ? "MET" : "MISSED");
+  }
   fs::remove(config.string() + ".yaml");
   fs::remove(json);
 }
