@@ -49,5 +49,6 @@ void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code);
 void AddBatchCommand(CLI::App& app, Context& context, int& exit_code);
 void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code);
 void AddAdminCommands(CLI::App& app, Context& context, int& exit_code);
+void AddSimulateCommand(CLI::App& app, Context& context, int& exit_code);
 
 }  // namespace coexist::cli

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   coexist::cli::AddBatchCommand(app, context, exit_code);
   coexist::cli::AddEnqueueCommand(app, context, exit_code);
   coexist::cli::AddAdminCommands(app, context, exit_code);
+  coexist::cli::AddSimulateCommand(app, context, exit_code);
   app.parse_complete_callback([&] { SetupLogging(context); });
 
   try {

@@ -296,6 +296,8 @@ Config Read(const YAML::Node& root, const std::string& name) {
 
 }  // namespace
 
+Config ReadConfig(const YAML::Node& root, const std::string& name) { return Read(root, name); }
+
 Config LoadString(const std::string& yaml, const std::string& name) {
   return Read(ParseYaml(yaml, name), name);
 }

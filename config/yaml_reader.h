@@ -69,6 +69,11 @@ class Section {
   std::set<std::string, std::less<>> known_;
 };
 
+struct Config;
+// Validates a parsed configuration (config.cpp); used by LoadString and by
+// LoadScenario for each cell of a sweep.
+Config ReadConfig(const YAML::Node& root, const std::string& name);
+
 // Parses YAML text into a node; a syntax error becomes a ConfigError.
 YAML::Node ParseYaml(const std::string& text, const std::string& file);
 

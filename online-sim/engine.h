@@ -58,6 +58,9 @@ struct User {
   int id;
   std::string owner;  // edit-lock owner: "online-user-<id>"
   Random random;
+  // The human edit time of the transaction in flight (offline edits): it
+  // is not system latency, so RunTransaction leaves it out.
+  std::chrono::microseconds human_time{0};
 };
 
 // Runs one transaction of `kind` on record index `key`, counts its outcome

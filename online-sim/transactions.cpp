@@ -137,6 +137,7 @@ Awaitable<End> HoldEditLock(Engine& engine, User& user, size_t key, const std::s
   while (remaining.count() > 0 && !engine.stopping) {
     auto slice = std::min({remaining, step, std::chrono::microseconds(200'000)});
     co_await Sleep(slice);
+    user.human_time += slice;
     remaining -= slice;
     step -= slice;
     if (step.count() <= 0 && remaining.count() > 0) {
@@ -318,7 +319,10 @@ Awaitable<> RunTransaction(Engine& engine, User& user, Kind kind, size_t key,
   if (end.outcome == Outcome::kOther || end.outcome == Outcome::kConnectionLost) {
     ++stats.other_sqlstates[end.sqlstate];
   }
-  auto latency = Clock::now() - start;
+  // Latency is what the system made the user wait: an offline edit's human
+  // think time between loading and saving the screen does not count.
+  auto latency = Clock::now() - start - user.human_time;
+  user.human_time = std::chrono::microseconds(0);
   stats.latency.Add(latency);
   engine.stats.recent.Add(latency);
   engine.stats.all.Add(latency);

@@ -1,9 +1,14 @@
 #include "config/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "config/config_error.h"
 #include "config/duration.h"
+#include "config/scenario.h"
 
 namespace coexist::config {
 namespace {
@@ -175,6 +180,82 @@ TEST(Config, MissingFileIsAConfigError) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()), "/nonexistent/coexist.yaml: cannot read the file");
   }
+}
+
+}  // namespace
+}  // namespace coexist::config
+
+namespace coexist::config {
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "-" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(Scenario, ExpandsTheSweepIntoValidatedCells) {
+  auto path = WriteTemp("sweep.yaml", R"(
+scenario:
+  description: two policies at two loads
+  records: 500
+  queue_items: 300
+  window: 30s
+  production_queue_items: 1000000
+  production_window: 4h
+sweep:
+  policy.name: [skip_locked, online_priority]
+  online.users: [10, 40]
+policy_options:
+  skip_locked:
+    max_deferrals: 2
+  online_priority:
+    max_wait: 3s
+online:
+  think_time: 100ms
+)");
+  Scenario scenario = LoadScenario(path);
+  EXPECT_EQ(scenario.settings.records, 500);
+  EXPECT_EQ(scenario.settings.window, std::chrono::seconds(30));
+  EXPECT_EQ(scenario.settings.production_window, std::chrono::hours(4));
+  ASSERT_EQ(scenario.cells.size(), 4u);
+  const auto& first = scenario.cells[0];
+  EXPECT_EQ(first.config.policy.name, "skip_locked");
+  EXPECT_EQ(first.config.policy.max_deferrals, 2);
+  EXPECT_EQ(first.config.online.users, 10);
+  EXPECT_EQ(first.load_level, "online.users=10");
+  EXPECT_EQ(first.config.online.think_time, std::chrono::milliseconds(100));
+  const auto& last = scenario.cells[3];
+  EXPECT_EQ(last.config.policy.name, "online_priority");
+  EXPECT_EQ(last.config.policy.max_wait, std::chrono::seconds(3));
+  EXPECT_EQ(last.config.online.users, 40);
+  EXPECT_EQ(last.parameters.at("policy.name"), "online_priority");
+  EXPECT_EQ(scenario.settings.name, std::filesystem::path(path).stem().string());
+  std::filesystem::remove(path);
+}
+
+TEST(Scenario, ABadSweptValuePointsAtTheValue) {
+  auto path = WriteTemp("badsweep.yaml", "sweep:\n  online.users: [10, -5]\n");
+  try {
+    LoadScenario(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ":2:22: online.users: '-5' is out of range");
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Scenario, AnUnknownSweptKeyPointsAtTheSweep) {
+  auto path = WriteTemp("badkey.yaml", "sweep:\n  online.userz: [10]\n");
+  try {
+    LoadScenario(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":2:3: sweep: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("online.userz: unknown key"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,0 +1,278 @@
+#include "capacity/simulate.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "batch/enqueue.h"
+#include "batch/runner.h"
+#include "db/connection.h"
+#include "db/migrations.h"
+#include "db/target_table.h"
+#include "online-sim/simulator.h"
+#include "online-sim/stats.h"
+
+namespace coexist::capacity {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using online_sim::Outcome;
+using online_sim::OutcomeName;
+
+constexpr const char* kDefaultItemSql =
+    "WITH u AS (UPDATE public.products SET settled = settled + 1 WHERE id = $1 RETURNING id) "
+    "INSERT INTO public.batch_ledger (record_key) SELECT id FROM u";
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Fresh data for one cell: the demo target reseeded, coexist's tables empty,
+// the ledger empty, the queue filled.
+void PrepareData(const std::string& conninfo, const config::ScenarioSettings& settings,
+                 const config::Config& config) {
+  auto conn = db::Connect(conninfo, "coexist-simulate");
+  db::InstallMigrations(*conn);
+  db::SeedDemoTable(*conn, settings.records);
+  {
+    pqxx::work tx(*conn);
+    tx.exec(
+        "TRUNCATE coexist.queue, coexist.runs, coexist.events, coexist.edit_locks, "
+        "coexist.windows, coexist.takeovers RESTART IDENTITY;"
+        "CREATE TABLE IF NOT EXISTS public.batch_ledger ("
+        "  record_key bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp());"
+        "TRUNCATE public.batch_ledger");
+    tx.commit();
+  }
+  batch::EnqueueSelect(conninfo, config.batch.job,
+                       fmt::format("SELECT 1 + (g - 1) % {} FROM generate_series(1, {}) g",
+                                   settings.records, settings.queue_items));
+}
+
+// A time_window batch writes its windows when it starts; the simulation's
+// window ends when the batch does (see config/scenarios/demo.yaml).
+void CloseWindows(const std::string& conninfo) {
+  auto conn = db::Connect(conninfo, "coexist-simulate");
+  pqxx::work tx(*conn);
+  tx.exec("DELETE FROM coexist.windows");
+  tx.commit();
+}
+
+config::Config CellConfig(const config::ScenarioSettings& settings, config::Config config) {
+  if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
+    config.operation.item_sql = kDefaultItemSql;
+  }
+  if (config.online.records == 0) config.online.records = settings.records;
+  return config;
+}
+
+long long Count(const online_sim::Report& r, Outcome outcome) {
+  auto it = r.outcomes.find(OutcomeName(outcome));
+  return it == r.outcomes.end() ? 0 : it->second;
+}
+
+PhaseStats PhaseOf(const online_sim::Report& r) {
+  return {.seconds = r.elapsed_seconds,
+          .transactions = r.transactions,
+          .tps = r.throughput,
+          .p50_ms = r.latency.p50_ms,
+          .p95_ms = r.latency.p95_ms,
+          .p99_ms = r.latency.p99_ms};
+}
+
+// Adds one phase's online counters to the cell.
+void AddOnline(CellResult& cell, const online_sim::Report& r) {
+  for (const auto& kind : r.kinds) cell.conflicts += kind.conflicts;
+  cell.gave_up += Count(r, Outcome::kGaveUp);
+  cell.refusals += Count(r, Outcome::kRefusedWindow) + Count(r, Outcome::kRefusedOwner) +
+                   Count(r, Outcome::kRefusedEditLocked);
+  cell.revocations += Count(r, Outcome::kLockRevoked);
+  cell.lock_timeouts += Count(r, Outcome::kLockTimeout) + Count(r, Outcome::kNowait);
+  cell.other_errors += Count(r, Outcome::kDeadlock) + Count(r, Outcome::kSerialization) +
+                       Count(r, Outcome::kCanceled) + Count(r, Outcome::kTerminated) +
+                       Count(r, Outcome::kConnectionLost) + Count(r, Outcome::kOther);
+  cell.pool_wait_p99_ms = std::max(cell.pool_wait_p99_ms, r.pool_wait.p99_ms);
+  cell.lost_updates += r.lost_check.lost;
+}
+
+// One online phase of `duration` (or until Stop()), its ticks on the timeline.
+class OnlinePhase {
+ public:
+  OnlinePhase(const std::string& conninfo, const config::Config& config,
+              std::chrono::milliseconds duration, Clock::time_point cell_start, CellResult& cell)
+      : simulator_(
+            conninfo, config.target, config.online,
+            online_sim::RunOptions{
+                .duration = duration, .on_tick = [&cell, cell_start](const online_sim::Tick& tick) {
+                  cell.timeline.push_back({Since(cell_start), tick.tps, tick.p50_ms, tick.p99_ms});
+                }}) {
+    simulator_.Prepare();
+  }
+  online_sim::Report Run() { return simulator_.Run(); }
+  void Stop() { simulator_.Stop(); }
+
+ private:
+  online_sim::Simulator simulator_;
+};
+
+// After the batch: its figures from the database, not from its counters.
+void CheckBatch(const std::string& conninfo, const std::string& job, CellResult& cell) {
+  auto conn = db::Connect(conninfo, "coexist-simulate");
+  pqxx::read_transaction tx(*conn);
+  auto states = tx.exec_params(
+      "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'deferred'),"
+      " count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'queued')"
+      " FROM coexist.queue WHERE job = $1",
+      job);
+  cell.done = states[0][0].as<long long>();
+  cell.deferred = states[0][1].as<long long>();
+  cell.dead = states[0][2].as<long long>();
+  cell.queued_left = states[0][3].as<long long>();
+  // Each done item must appear exactly once in the ledger: per record, the
+  // ledger rows equal the done items, and `settled` equals both.
+  auto twice = tx.exec_params(
+      "WITH done AS (SELECT record_key, count(*) AS n FROM coexist.queue"
+      "               WHERE job = $1 AND state = 'done' GROUP BY 1),"
+      "     ledger AS (SELECT record_key, count(*) AS n FROM public.batch_ledger GROUP BY 1)"
+      " SELECT coalesce(sum(abs(coalesce(l.n, 0) - coalesce(d.n, 0))), 0)"
+      " FROM done d FULL JOIN ledger l USING (record_key)",
+      job);
+  cell.applied_twice = twice[0][0].as<long long>();
+  cell.rows_changed_by_batch =
+      tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
+}
+
+CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario,
+                   const config::ScenarioCell& spec, const SimulateOptions& options) {
+  const auto& settings = scenario.settings;
+  config::Config config = CellConfig(settings, spec.config);
+  PrepareData(conninfo, settings, config);
+
+  CellResult cell;
+  cell.index = spec.index;
+  cell.parameters = spec.parameters;
+  cell.policy = config.policy.name;
+  cell.load_level = spec.load_level;
+  cell.items = settings.queue_items;
+  auto start = Clock::now();
+
+  {
+    OnlinePhase before(conninfo, config, settings.warmup, start, cell);
+    auto report = before.Run();
+    cell.before = PhaseOf(report);
+    AddOnline(cell, report);
+  }
+
+  // The batch on its own thread while the online load goes on; the load
+  // ends when the batch does, or when the window closes.
+  std::atomic<bool> stop_batch{false};
+  OnlinePhase during(conninfo, config, settings.window, start, cell);
+  batch::RunSummary summary;
+  std::exception_ptr batch_error;
+  cell.batch_start_seconds = Since(start);
+  std::jthread batch_thread([&] {
+    try {
+      summary = batch::Run(conninfo, config, {.install = true, .stop = &stop_batch});
+    } catch (...) {
+      batch_error = std::current_exception();
+    }
+    during.Stop();
+  });
+  std::jthread stop_watch([&](std::stop_token token) {
+    while (!token.stop_requested()) {
+      if (options.stop != nullptr && options.stop->load()) {
+        stop_batch = true;
+        during.Stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  auto during_report = during.Run();
+  stop_batch = true;  // the window closed, or the batch is done already
+  batch_thread.join();
+  stop_watch.request_stop();
+  stop_watch.join();
+  cell.batch_end_seconds = Since(start);
+  if (batch_error) std::rethrow_exception(batch_error);
+  cell.during = PhaseOf(during_report);
+  AddOnline(cell, during_report);
+  cell.revocations = std::max(cell.revocations, summary.revoked);
+  cell.batch_seconds = summary.seconds;
+  cell.batch_finished = summary.stop_reason == "drained";
+  cell.finished_in_window =
+      cell.batch_finished &&
+      summary.seconds <= std::chrono::duration<double>(settings.window).count();
+
+  // The batch's window closes with the batch: time_window's refusals stop.
+  CloseWindows(conninfo);
+  if (options.stop == nullptr || !options.stop->load()) {
+    OnlinePhase after(conninfo, config, settings.cooldown, start, cell);
+    auto report = after.Run();
+    cell.after = PhaseOf(report);
+    AddOnline(cell, report);
+  }
+  CheckBatch(conninfo, config.batch.job, cell);
+  cell.items_per_second =
+      cell.batch_seconds > 0 ? static_cast<double>(cell.done) / cell.batch_seconds : 0;
+  return cell;
+}
+
+std::string Now() {
+  std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return text;
+}
+
+}  // namespace
+
+ScenarioSummary Summarize(const config::Scenario& scenario) {
+  const auto& s = scenario.settings;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return {.name = s.name,
+          .description = s.description,
+          .records = s.records,
+          .queue_items = s.queue_items,
+          .window_seconds = std::chrono::duration<double>(s.window).count(),
+          .production_queue_items = s.production_queue_items,
+          .production_window_seconds = std::chrono::duration<double>(s.production_window).count(),
+          .started_at = Now(),
+          .host = host};
+}
+
+void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
+                 const SimulateOptions& options, std::vector<CellResult>& results) {
+  auto start = Clock::now();
+  size_t total = scenario.cells.size();
+  for (const auto& spec : scenario.cells) {
+    if (options.stop != nullptr && options.stop->load()) break;
+    if (options.progress != nullptr) {
+      std::string eta = "unknown";
+      if (!results.empty()) {
+        double per_cell = Since(start) / static_cast<double>(results.size());
+        eta = fmt::format("{:.0f}s", per_cell * static_cast<double>(total - results.size()));
+      }
+      std::string parameters;
+      for (const auto& [key, value] : spec.parameters) parameters += " " + key + "=" + value;
+      *options.progress << fmt::format("cell {} of {}{} (elapsed {:.0f}s, ETA {})\n", spec.index,
+                                       total, parameters, Since(start), eta)
+                        << std::flush;
+    }
+    results.push_back(RunCell(conninfo, scenario, spec, options));
+    const auto& cell = results.back();
+    spdlog::info(
+        "cell measured cell={} policy={} batch_seconds={:.2f} done={} deferred={} dead={} "
+        "p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
+        cell.index, cell.policy, cell.batch_seconds, cell.done, cell.deferred, cell.dead,
+        cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates, cell.applied_twice);
+  }
+}
+
+}  // namespace coexist::capacity

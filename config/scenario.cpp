@@ -1,0 +1,165 @@
+#include "config/scenario.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/yaml_reader.h"
+
+namespace coexist::config {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+
+constexpr std::string_view kScenarioKeys[] = {"scenario", "sweep", "policy_options"};
+
+void ReadSettings(Section& s, ScenarioSettings& out) {
+  s.String("name", out.name);
+  s.String("description", out.description);
+  s.Int64("records", out.records, 1, 100'000'000);
+  s.Int64("queue_items", out.queue_items, 1, 100'000'000);
+  s.Duration("warmup", out.warmup, milliseconds(0), hours(1));
+  s.Duration("cooldown", out.cooldown, milliseconds(0), hours(1));
+  s.Duration("window", out.window, milliseconds(100), hours(24));
+  s.Int64("production_queue_items", out.production_queue_items, 0, 1'000'000'000'000LL);
+  s.Duration("production_window", out.production_window, milliseconds(0), hours(24 * 7));
+  s.Finish();
+}
+
+struct Axis {
+  SweepAxis axis;
+  YAML::Node key_node;
+  std::vector<YAML::Node> value_nodes;
+};
+
+std::vector<Axis> ReadSweep(const YAML::Node& node, const Section& top) {
+  std::vector<Axis> out;
+  if (!node || node.IsNull()) return out;
+  if (!node.IsMap()) top.Fail(node, "sweep", "expected a map of key: [values]");
+  for (const auto& item : node) {
+    Axis a;
+    a.axis.key = item.first.Scalar();
+    a.key_node = item.first;
+    auto dot = a.axis.key.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == a.axis.key.size()) {
+      top.Fail(item.first, "sweep." + a.axis.key, "a swept key is section.key",
+               "e.g. policy.name, online.users, batch.chunk_size.");
+    }
+    if (!item.second.IsSequence() || item.second.size() == 0) {
+      top.Fail(item.second, "sweep." + a.axis.key, "expected a non-empty list of values");
+    }
+    for (const auto& value : item.second) {
+      a.axis.values.push_back(top.ScalarText(value, "sweep." + a.axis.key));
+      a.value_nodes.push_back(value);
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// Sets a dotted key in a YAML map, creating maps on the way. The value node
+// is shared, not copied, so its position stays for error messages.
+void SetPath(YAML::Node root, const std::string& key, const YAML::Node& value) {
+  std::vector<std::string> parts;
+  std::stringstream in(key);
+  for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
+  YAML::Node node = root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!node[parts[i]] || !node[parts[i]].IsMap())
+      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    // Node::operator= would overwrite the node's content; reset() rebinds.
+    node.reset(node[parts[i]]);
+  }
+  node[parts.back()] = value;
+}
+
+std::string LoadLevel(const std::map<std::string, std::string>& parameters) {
+  for (const char* key : {"online.users", "online.rate"}) {
+    if (auto it = parameters.find(key); it != parameters.end()) return it->first + "=" + it->second;
+  }
+  return "";
+}
+
+}  // namespace
+
+Scenario LoadScenario(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError({path, 0, 0}, "", "cannot read the file",
+                      "check the path and its permissions.");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return LoadScenarioString(text.str(), path);
+}
+
+Scenario LoadScenarioString(const std::string& yaml, const std::string& path) {
+  YAML::Node root = ParseYaml(yaml, path);
+  if (!root.IsMap()) {
+    Section(YAML::Node(YAML::NodeType::Map), "", path)
+        .Fail(root, "",
+              "a scenario file must be a map of sections (scenario:, sweep:, online:, ...)");
+  }
+
+  Scenario scenario;
+  scenario.settings.name = std::filesystem::path(path).stem().string();
+  Section top(root, "", path);
+  if (auto s = top.Map("scenario")) ReadSettings(*s, scenario.settings);
+  std::vector<Axis> axes = ReadSweep(root["sweep"], top);
+  YAML::Node policy_options = root["policy_options"];
+  if (policy_options && !policy_options.IsNull() && !policy_options.IsMap()) {
+    top.Fail(policy_options, "policy_options", "expected a map of policy name: {keys}");
+  }
+
+  // The base configuration: the file without the scenario's own sections.
+  YAML::Node base(YAML::NodeType::Map);
+  for (const auto& item : root) {
+    std::string key = item.first.Scalar();
+    if (std::find(std::begin(kScenarioKeys), std::end(kScenarioKeys), key) ==
+        std::end(kScenarioKeys)) {
+      base[item.first] = item.second;
+    }
+  }
+
+  std::vector<size_t> position(axes.size(), 0);
+  for (int index = 1;; ++index) {
+    YAML::Node cell_root = YAML::Clone(base);
+    ScenarioCell cell;
+    cell.index = index;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      SetPath(cell_root, axes[a].axis.key, axes[a].value_nodes[position[a]]);
+      cell.parameters[axes[a].axis.key] = axes[a].axis.values[position[a]];
+    }
+    cell.load_level = LoadLevel(cell.parameters);
+    std::string policy = cell_root["policy"] && cell_root["policy"]["name"]
+                             ? cell_root["policy"]["name"].Scalar()
+                             : PolicyConfig{}.name;
+    if (policy_options && policy_options[policy]) {
+      if (!policy_options[policy].IsMap()) {
+        top.Fail(policy_options[policy], "policy_options." + policy,
+                 "expected a map of policy keys");
+      }
+      for (const auto& option : policy_options[policy]) {
+        SetPath(cell_root, "policy." + option.first.Scalar(), option.second);
+      }
+    }
+    try {
+      cell.config = ReadConfig(cell_root, path);
+    } catch (const ConfigError& e) {
+      if (e.mark().line > 0 || axes.empty()) throw;
+      // A key the sweep created has no position: point at the sweep entry.
+      throw ConfigError(Section(root, "", path).MarkOf(axes.front().key_node), "sweep",
+                        std::string(e.what()).substr(path.size() + 2), e.hint());
+    }
+    scenario.cells.push_back(std::move(cell));
+
+    size_t a = 0;
+    while (a < axes.size() && ++position[a] == axes[a].value_nodes.size()) position[a++] = 0;
+    if (a == axes.size()) break;
+  }
+  // Unknown keys of the base sections were rejected by ReadConfig.
+  return scenario;
+}
+
+}  // namespace coexist::config

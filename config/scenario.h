@@ -1,0 +1,66 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace coexist::config {
+
+// `scenario:` — a capacity-planning run (`coexist simulate`): prepare data,
+// run the online load, run the batch inside it, measure. Defaults below.
+struct ScenarioSettings {
+  std::string name;         // default: the file's name without .yaml
+  std::string description;  // shown in the report
+  // Rows of the demo target (public.products) seeded afresh for each cell.
+  long long records = 2000;  // 1..100000000
+  // Items queued for the batch in each cell, spread evenly over the records.
+  long long queue_items = 2000;  // 1..100000000
+  // Online load alone before the batch starts, and after it ends.
+  milliseconds warmup = std::chrono::seconds(5);
+  milliseconds cooldown = std::chrono::seconds(5);
+  // The batch must finish inside this; a batch still running then is
+  // stopped (it drains its chunk) and the cell counts as not finished.
+  milliseconds window = std::chrono::seconds(60);
+  // For the projection in the report: the production queue size and the
+  // production window it must fit. 0: no projection.
+  long long production_queue_items = 0;
+  milliseconds production_window{0};
+};
+
+// One `sweep:` entry: a dotted configuration key and the values it takes.
+struct SweepAxis {
+  std::string key;  // "policy.name", "online.users", "batch.chunk_size", ...
+  std::vector<std::string> values;
+};
+
+// One cell of the sweep: a complete, validated configuration.
+struct ScenarioCell {
+  int index = 0;                                  // 1-based
+  std::map<std::string, std::string> parameters;  // swept key -> value
+  // The value of the online load key (online.users or online.rate) when it
+  // is swept, e.g. "online.users=50"; "" otherwise.
+  std::string load_level;
+  Config config;
+};
+
+struct Scenario {
+  ScenarioSettings settings;
+  std::vector<SweepAxis> sweep;
+  std::vector<ScenarioCell> cells;  // the cartesian product of the sweep, in order
+};
+
+// Loads a scenario file: the usual configuration sections, plus `scenario:`,
+// `sweep:` (key: [values]) and `policy_options:` (policy name: keys merged
+// into `policy:` for cells of that policy, since each policy accepts only
+// its own keys). Every cell's configuration is validated up front; an error
+// names the file, line and column (a bad swept value points at the value in
+// the sweep list). Throws ConfigError.
+Scenario LoadScenario(const std::string& path);
+// The same for YAML text; `name` stands for the file in messages and gives
+// the scenario's default name.
+Scenario LoadScenarioString(const std::string& yaml, const std::string& name);
+
+}  // namespace coexist::config

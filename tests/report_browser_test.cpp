@@ -1,0 +1,93 @@
+// report.html opened in headless Chromium: the page renders, its charts are
+// there and not empty. Skipped, visibly, only where Chromium is not installed.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "capacity/report.h"
+#include "common/subprocess.h"
+
+namespace coexist::capacity {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kChromium = "/usr/bin/chromium";
+
+std::vector<CellResult> SampleCells() {
+  std::vector<CellResult> cells;
+  int index = 0;
+  for (const char* policy : {"time_window", "skip_locked"}) {
+    CellResult c;
+    c.index = ++index;
+    c.policy = policy;
+    c.items = 1000;
+    c.done = 1000;
+    c.batch_seconds = 4 + index;
+    c.items_per_second = 1000 / c.batch_seconds;
+    c.finished_in_window = true;
+    c.before = {.seconds = 4, .transactions = 400, .tps = 100, .p50_ms = 2, .p99_ms = 8};
+    c.during = {
+        .seconds = c.batch_seconds, .transactions = 500, .tps = 90, .p50_ms = 3, .p99_ms = 15};
+    c.refusals = index == 1 ? 40 : 0;
+    for (int t = 1; t <= 15; ++t)
+      c.timeline.push_back({double(t), 100, 2.0 + (t > 4 && t < 10), 8.0 + 7 * (t > 4 && t < 10)});
+    c.batch_start_seconds = 4;
+    c.batch_end_seconds = 4 + c.batch_seconds;
+    cells.push_back(c);
+  }
+  return cells;
+}
+
+TEST(ReportInBrowser, RendersItsCharts) {
+  if (!fs::exists(kChromium)) {
+    GTEST_SKIP() << "Chromium is not installed (scripts/setup.sh installs Debian's chromium); "
+                    "report.html was not rendered";
+  }
+  fs::path dir = fs::temp_directory_path() / ("coexist-browser-" + std::to_string(getpid()));
+  ScenarioSummary summary{
+      .name = "browser", .records = 100, .queue_items = 1000, .window_seconds = 30};
+  WriteReport(dir, summary, SampleCells());
+  std::string url = "file://" + (dir / "report.html").string();
+  std::vector<std::string> common = {kChromium,
+                                     "--headless",
+                                     "--no-sandbox",
+                                     "--disable-gpu",
+                                     "--disable-quic",
+                                     "--no-first-run",
+                                     "--disable-background-networking",
+                                     "--disable-component-update",
+                                     "--disable-sync",
+                                     "--user-data-dir=" + (dir / "profile").string()};
+
+  auto screenshot = common;
+  screenshot.insert(screenshot.end(), {"--window-size=1200,3000",
+                                       "--screenshot=" + (dir / "report.png").string(), url});
+  auto shot = RunCommand(screenshot);
+  ASSERT_EQ(shot.status, 0) << shot.output;
+  ASSERT_TRUE(fs::exists(dir / "report.png")) << shot.output;
+  EXPECT_GT(fs::file_size(dir / "report.png"), 20'000u)
+      << "a page with charts is more than a blank image";
+
+  auto dump = common;
+  dump.insert(dump.end(), {"--dump-dom", url});
+  auto dom = RunCommand(dump);
+  ASSERT_EQ(dom.status, 0);
+  auto count = [&](const std::regex& pattern) {
+    return std::distance(std::sregex_iterator(dom.output.begin(), dom.output.end(), pattern),
+                         std::sregex_iterator());
+  };
+  // Two latency-over-time charts and four bar charts.
+  EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart\"")), 6);
+  // Every line has points, every chart has bars or lines with a size.
+  EXPECT_EQ(count(std::regex("<polyline[^>]*points=\"[0-9]")), 4);
+  EXPECT_GE(count(std::regex("<rect class=\"bar\"[^>]*height=\"[1-9]")), 4);
+  EXPECT_EQ(count(std::regex("<rect class=\"span\"")), 2) << "the batch's span is shaded";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace coexist::capacity
