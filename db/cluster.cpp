@@ -119,6 +119,23 @@ bool StopChild(pid_t pid, int signo, std::chrono::milliseconds limit) {
   return false;
 }
 
+// Immediate shutdown; if the server lingers (a loaded machine), SIGKILL its
+// whole process group (Spawn made the server a group leader), so no backend
+// is left writing into the folder we are about to remove.
+void KillServer(pid_t pid) {
+  if (StopChild(pid, SIGQUIT, 10s)) return;
+  kill(-pid, SIGKILL);
+  StopChild(pid, SIGKILL, 5s);
+}
+
+void RemoveFolder(const fs::path& dir) {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 3 && fs::exists(dir, ec); ++attempt) {
+    fs::remove_all(dir, ec);
+    if (ec) std::this_thread::sleep_for(100ms);
+  }
+}
+
 }  // namespace
 
 fs::path FindServerBinDir() {
@@ -174,9 +191,8 @@ std::unique_ptr<TempCluster> TempCluster::Start(const ClusterOptions& options) {
   std::unique_ptr<TempCluster> cluster(new TempCluster(pattern, bindir, run_as, options));
   TempCluster* raw = cluster.get();
   cluster->cleanup_ = std::make_unique<CleanupGuard>([raw] {
-    if (raw->server_pid_ > 0) StopChild(raw->server_pid_, SIGQUIT, 5s);
-    std::error_code ec;
-    fs::remove_all(raw->dir_, ec);
+    if (raw->server_pid_ > 0) KillServer(raw->server_pid_);
+    RemoveFolder(raw->dir_);
   });
   std::ofstream(cluster->dir_ / "owner.pid") << getpid() << '\n';
   Chown(cluster->dir_, run_as);
@@ -223,15 +239,14 @@ void TempCluster::StartServer() {
 void TempCluster::StopServer() {
   if (server_pid_ <= 0) return;
   // SIGINT is PostgreSQL's fast shutdown; SIGQUIT (immediate) if it lingers.
-  if (!StopChild(server_pid_, SIGINT, 20s)) StopChild(server_pid_, SIGQUIT, 5s);
+  if (!StopChild(server_pid_, SIGINT, 20s)) KillServer(server_pid_);
   server_pid_ = -1;
 }
 
 void TempCluster::Remove() {
   if (dir_.empty()) return;
   StopServer();
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  RemoveFolder(dir_);
   spdlog::debug("throwaway cluster removed dir={}", log::Value(dir_.string()));
   dir_.clear();
 }
