@@ -17,9 +17,28 @@ std::string Clock(std::chrono::minutes m) {
   return text;
 }
 
+// Two runs starting at once would both CREATE OR REPLACE the same function
+// and collide in pg_proc: installers take this session advisory lock.
+constexpr long long kGuardLockKey = 0x636f6775617264ll;  // "coguard"
+
+void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config);
+
 }  // namespace
 
 void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
+  pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_lock($1)", kGuardLockKey);
+  try {
+    InstallGuardLocked(conn, config);
+  } catch (...) {
+    pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_unlock($1)", kGuardLockKey);
+    throw;
+  }
+  pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_unlock($1)", kGuardLockKey);
+}
+
+namespace {
+
+void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config) {
   const auto& t = config.target;
   std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
   {
@@ -62,4 +81,5 @@ void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
                config.policy.name == "time_window" ? config.policy.windows.size() : 0);
 }
 
+}  // namespace
 }  // namespace coexist::batch

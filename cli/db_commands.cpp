@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "batch/guard.h"
 #include "cli/context.h"
 #include "cli/status_report.h"
 #include "common/error.h"
@@ -35,6 +36,8 @@ int Install(Context& context) {
   const auto& target = context.Config().target;
   if (TargetExists(*conn, target)) {
     db::InstallVersionTrigger(*conn, target);
+    // The guard trigger (CX003/4/5) and the job's windows: docs/database-api.md.
+    batch::InstallGuard(*conn, context.Config());
   } else if (context.HasConfigFile()) {
     throw UnavailableError("target table " + target.Name() + " does not exist",
                            "create it (or fix target.table in " + context.options.config_path +

@@ -12,6 +12,7 @@
 #include "batch/runner.h"
 #include "common/error.h"
 #include "config/config.h"
+#include "config/config_error.h"
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
 
@@ -226,6 +227,38 @@ TEST_F(BatchRunnerTest, AMissingOperationIsAConfigurationError) {
     EXPECT_EQ(e.code(), ExitCode::kConfig);
     EXPECT_NE(std::string(e.what()).find("no_such_table"), std::string::npos);
   }
+}
+
+TEST(BatchConfig, ExampleConfigurationsLoad) {
+  for (const char* name :
+       {"skip_locked", "time_window", "status_partition", "online_priority", "batch_priority"}) {
+    auto config = config::LoadFile(std::string(COEXIST_SOURCE_DIR) + "/config/examples/batch_" +
+                                   name + ".yaml");
+    EXPECT_EQ(config.policy.name, name);
+    EXPECT_FALSE(config.operation.chunk_sql.empty());
+  }
+}
+
+TEST(BatchConfig, PolicyErrorsNameTheKeyAndPlace) {
+  auto message = [](const std::string& yaml) {
+    try {
+      config::LoadString(yaml, "job.yaml");
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("policy:\n  name: time_window\n  windows:\n"
+                    "    - {time_zone: Mars/Olympus, start: \"01:00\", end: \"02:00\"}\n"),
+            "job.yaml:4:19: policy.windows[0].time_zone: unknown time zone 'Mars/Olympus'");
+  EXPECT_EQ(message("policy:\n  name: skip_locked\n  max_wait: 1s\n  cancel_after: 1s\n"
+                    "  terminate_after: 0s\n"),
+            "job.yaml:5:20: policy.terminate_after: terminate_after (0s) is shorter than "
+            "cancel_after (1s)");
+  // A key of another policy is unknown here.
+  EXPECT_NE(
+      message("policy:\n  name: online_priority\n  cancel_after: 1s\n").find("policy.cancel_after"),
+      std::string::npos);
 }
 
 }  // namespace
