@@ -1,0 +1,96 @@
+// A tiny scenario end to end on a real PostgreSQL: the report files, their
+// columns, and that the figures agree with the database.
+
+#include "capacity/simulate.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "capacity/report.h"
+#include "config/scenario.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::capacity {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Simulate : public coexist::testing::DatabaseTest {};
+
+TEST_F(Simulate, TinyScenarioEndToEnd) {
+  fs::path dir = fs::temp_directory_path() / ("coexist-sim-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 40
+  queue_items: 300
+  warmup: 1200ms
+  cooldown: 1200ms
+  window: 30s
+  production_queue_items: 100000
+  production_window: 1h
+sweep:
+  policy.name: [time_window, skip_locked]
+policy_options:
+  time_window:
+    windows: [{time_zone: UTC, start: "00:00", end: "00:00"}]
+    drain_margin: 0s
+batch:
+  job: tiny
+  chunk_size: 50
+online:
+  users: 4
+  think_time: 20ms
+  pool_size: 4
+  offline_hold: 100ms
+)",
+                                             "tiny.yaml");
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 2u);
+  WriteReport(dir, Summarize(scenario), cells);
+
+  for (const auto& cell : cells) {
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 300) << cell.policy;
+    EXPECT_EQ(cell.applied_twice, 0) << cell.policy;
+    EXPECT_EQ(cell.lost_updates, 0) << cell.policy;
+    EXPECT_EQ(cell.rows_changed_by_batch, cell.done) << "settled moved once per done item";
+    EXPECT_GT(cell.before.transactions, 0);
+    EXPECT_FALSE(cell.timeline.empty());
+  }
+  // The last cell's data is still in the database: its figures must match.
+  const auto& last = cells.back();
+  EXPECT_EQ(std::to_string(last.done),
+            QueryValue("SELECT count(*) FROM coexist.queue WHERE job = 'tiny' AND state = 'done'"));
+  EXPECT_EQ(std::to_string(last.done), QueryValue("SELECT count(*) FROM public.batch_ledger"));
+  EXPECT_EQ(std::to_string(last.done), QueryValue("SELECT sum(settled) FROM public.products"));
+  EXPECT_EQ(last.policy, "skip_locked");
+  EXPECT_EQ(cells.front().policy, "time_window");
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.windows"), "0")
+      << "the window closed with the batch";
+
+  std::ifstream csv(dir / "results.csv");
+  std::string header, row;
+  std::getline(csv, header);
+  int rows = 0;
+  while (std::getline(csv, row)) ++rows;
+  EXPECT_EQ(rows, 2);
+  for (const char* column :
+       {"policy", "batch_seconds", "items_per_second", "done", "deferred", "dead", "p99_ms_before",
+        "p99_ms_during", "refusals", "revocations", "lost_updates"}) {
+    EXPECT_NE(header.find(column), std::string::npos) << column;
+  }
+  std::ifstream json_in(dir / "results.json");
+  auto json = nlohmann::json::parse(json_in);
+  EXPECT_EQ(json["cells"][1]["done"].get<long long>(), last.done);
+  EXPECT_EQ(json["projections"].size(), 2u);
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace coexist::capacity
