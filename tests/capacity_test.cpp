@@ -126,3 +126,27 @@ TEST(Svg, EscapesTextAndDrawsEverySeries) {
 
 }  // namespace
 }  // namespace coexist::capacity
+
+#include "capacity/scenarios.h"
+#include "config/scenario.h"
+
+namespace coexist::capacity {
+namespace {
+
+// The scenarios compiled into the binary are valid, cell by cell.
+TEST(BuiltInScenarios, LoadAndExpand) {
+  std::map<std::string, size_t> expected_cells = {
+      {"demo", 5}, {"nightly-settlement", 15}, {"seed001", 3}};
+  ASSERT_EQ(BuiltInScenarioNames().size(), expected_cells.size());
+  for (const auto& [name, cells] : expected_cells) {
+    auto text = BuiltInScenario(name);
+    ASSERT_TRUE(text.has_value()) << name;
+    auto scenario = config::LoadScenarioString(std::string(*text), name + ".yaml");
+    EXPECT_EQ(scenario.cells.size(), cells) << name;
+    EXPECT_EQ(scenario.settings.name, name);
+  }
+  EXPECT_FALSE(BuiltInScenario("nope").has_value());
+}
+
+}  // namespace
+}  // namespace coexist::capacity
