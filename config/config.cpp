@@ -302,15 +302,6 @@ Config LoadString(const std::string& yaml, const std::string& name) {
   return Read(ParseYaml(yaml, name), name);
 }
 
-Config LoadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw ConfigError({path, 0, 0}, "", "cannot read the file",
-                      "check the path and its permissions.");
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return LoadString(text.str(), path);
-}
+Config LoadFile(const std::string& path) { return LoadString(ReadFileText(path), path); }
 
 }  // namespace coexist::config

@@ -47,20 +47,20 @@ struct BatchConfig {
 struct OnlineMix {
   // Relative weights of the transaction kinds (docs/online-sim.md has the
   // SQL of each). Each 0..1e6; at least one must be positive.
-  double view = 60;               // read a record
-  double optimistic_edit = 15;    // read, app work, UPDATE ... WHERE version = read
-  double pessimistic_edit = 10;   // SELECT ... FOR UPDATE, app work, UPDATE
-  double offline_edit = 5;        // edit lock held across a human think time
-  double atomic_decrement = 10;   // one UPDATE with a delta and a separate floor
-  double nolock = 0;              // read, app work, blind write: shows lost updates
+  double view = 60;              // read a record
+  double optimistic_edit = 15;   // read, app work, UPDATE ... WHERE version = read
+  double pessimistic_edit = 10;  // SELECT ... FOR UPDATE, app work, UPDATE
+  double offline_edit = 5;       // edit lock held across a human think time
+  double atomic_decrement = 10;  // one UPDATE with a delta and a separate floor
+  double nolock = 0;             // read, app work, blind write: shows lost updates
 };
 
 struct OnlineConfig {
   // closed: `users` virtual users, each thinking between transactions;
   // open: transactions arrive as a Poisson process at `rate` per second.
   std::string model = "closed";
-  int users = 50;        // closed model's virtual users. 1..100000
-  double rate = 100;     // open model's arrivals per second. 0.001..1e6
+  int users = 50;     // closed model's virtual users. 1..100000
+  double rate = 100;  // open model's arrivals per second. 0.001..1e6
   // Think time between a closed user's transactions: its mean, and its
   // distribution (fixed, exponential or lognormal with shape think_sigma).
   milliseconds think_time = std::chrono::seconds(1);
@@ -117,10 +117,10 @@ struct OnlineConfig {
 // weekdays. The window belongs to the day it starts on; end <= start means it
 // ends the next day, end == start means 24 hours.
 struct WindowConfig {
-  std::string time_zone = "UTC";        // IANA name, validated at load
+  std::string time_zone = "UTC";                      // IANA name, validated at load
   std::vector<int> weekdays = {1, 2, 3, 4, 5, 6, 7};  // ISO: 1 = Monday .. 7 = Sunday
-  std::chrono::minutes start{60};       // "01:00"
-  std::chrono::minutes end{5 * 60};     // "05:00"
+  std::chrono::minutes start{60};                     // "01:00"
+  std::chrono::minutes end{5 * 60};                   // "05:00"
 };
 
 // `policy:` — how the batch coexists with online users (docs/policies.md).
@@ -182,12 +182,12 @@ struct OperationConfig {
 // signal reaches (>=) its threshold; 0 turns that signal's check off. The
 // signals are described in docs/pacing.md.
 struct LoadThresholds {
-  int lock_waiters = 0;                  // sessions of this database waiting on a lock. 0..100000
-  int active_sessions = 0;               // sessions of this database running a statement. 0..100000
-  milliseconds replication_lag{0};       // max replay_lag of pg_stat_replication
-  int vacuum = 0;                        // (auto)vacuums running on the target table. 0..100
-  milliseconds batch_lock_wait{0};       // the batch's own lock wait in its last chunk
-  milliseconds statement_latency{0};     // the batch's own statement latency in its last chunk
+  int lock_waiters = 0;               // sessions of this database waiting on a lock. 0..100000
+  int active_sessions = 0;            // sessions of this database running a statement. 0..100000
+  milliseconds replication_lag{0};    // max replay_lag of pg_stat_replication
+  int vacuum = 0;                     // (auto)vacuums running on the target table. 0..100
+  milliseconds batch_lock_wait{0};    // the batch's own lock wait in its last chunk
+  milliseconds statement_latency{0};  // the batch's own statement latency in its last chunk
 };
 
 // `pacing:` — how hard the batch pushes while online users are there

@@ -84,14 +84,7 @@ std::string LoadLevel(const std::map<std::string, std::string>& parameters) {
 }  // namespace
 
 Scenario LoadScenario(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw ConfigError({path, 0, 0}, "", "cannot read the file",
-                      "check the path and its permissions.");
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return LoadScenarioString(text.str(), path);
+  return LoadScenarioString(ReadFileText(path), path);
 }
 
 Scenario LoadScenarioString(const std::string& yaml, const std::string& path) {

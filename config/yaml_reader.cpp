@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "config/duration.h"
 
@@ -66,6 +68,17 @@ ConfigError::ConfigError(const Mark& mark, const std::string& key, const std::st
     : Error(ExitCode::kConfig, mark.ToString() + ": " + (key.empty() ? "" : key + ": ") + message,
             std::move(hint)),
       mark_(mark) {}
+
+std::string ReadFileText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError({path, 0, 0}, "", "cannot read the file",
+                      "check the path and its permissions.");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 YAML::Node ParseYaml(const std::string& text, const std::string& file) {
   try {

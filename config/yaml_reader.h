@@ -74,6 +74,9 @@ struct Config;
 // LoadScenario for each cell of a sweep.
 Config ReadConfig(const YAML::Node& root, const std::string& name);
 
+// The whole file; a ConfigError naming it when it cannot be read.
+std::string ReadFileText(const std::string& path);
+
 // Parses YAML text into a node; a syntax error becomes a ConfigError.
 YAML::Node ParseYaml(const std::string& text, const std::string& file);
 
