@@ -394,27 +394,32 @@ int QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector<int>&
       .as<int>();
 }
 
+namespace {
+
+// The items' ids and record keys, as the two arrays the takeover statements bind.
+std::pair<std::vector<long long>, std::vector<long long>> IdsAndKeys(
+    const std::vector<Item>& items) {
+  std::pair<std::vector<long long>, std::vector<long long>> out;
+  for (const auto& item : items) {
+    out.first.push_back(item.item_id);
+    out.second.push_back(item.key);
+  }
+  return out;
+}
+
+}  // namespace
+
 void QueueSql::TakeOver(pqxx::transaction_base& tx, long long run_id,
                         const std::vector<Item>& items) {
   if (items.empty()) return;
-  std::vector<long long> ids;
-  std::vector<long long> keys;
-  for (const auto& item : items) {
-    ids.push_back(item.item_id);
-    keys.push_back(item.key);
-  }
+  auto [ids, keys] = IdsAndKeys(items);
   tx.exec_prepared("take_over_records", ArrayLiteral(keys));
   tx.exec_prepared("insert_takeovers", run_id, ArrayLiteral(ids), ArrayLiteral(keys), target_);
 }
 
 void QueueSql::HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items) {
   if (items.empty()) return;
-  std::vector<long long> ids;
-  std::vector<long long> keys;
-  for (const auto& item : items) {
-    ids.push_back(item.item_id);
-    keys.push_back(item.key);
-  }
+  auto [ids, keys] = IdsAndKeys(items);
   tx.exec_prepared("hand_back_records", ArrayLiteral(keys));
   tx.exec_prepared("delete_takeovers", ArrayLiteral(ids));
 }
