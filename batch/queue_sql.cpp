@@ -193,6 +193,12 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
     RETURNING run_id)sql");
   conn.prepare("lock_run",
                "SELECT pg_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
+  conn.prepare("try_lock_job", "SELECT coexist.try_lock_job($1)");
+  conn.prepare("running_run", R"sql(
+    SELECT format('run %s on host %s (pid %s), started %s, last heartbeat %s', run_id, host, pid,
+                  date_trunc('second', started_at), date_trunc('second', heartbeat_at))
+      FROM coexist.runs WHERE job = $1 AND outcome = 'running'
+     ORDER BY started_at DESC LIMIT 1)sql");
   conn.prepare("abandon_runs", "SELECT r FROM coexist.abandon_stale_runs($1) AS r");
   conn.prepare("heartbeat_run", R"sql(
     UPDATE coexist.runs SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
@@ -219,6 +225,15 @@ long long QueueSql::StartRun(pqxx::transaction_base& tx, const std::string& poli
 
 void QueueSql::LockRun(pqxx::transaction_base& tx, long long run_id) {
   tx.exec_prepared("lock_run", run_id);
+}
+
+bool QueueSql::TryLockJob(pqxx::transaction_base& tx) {
+  return tx.exec_prepared1("try_lock_job", config_.batch.job)[0].as<bool>();
+}
+
+std::string QueueSql::RunningRun(pqxx::transaction_base& tx) {
+  auto rows = tx.exec_prepared("running_run", config_.batch.job);
+  return rows.empty() ? std::string() : rows[0][0].as<std::string>();
 }
 
 std::vector<long long> QueueSql::AbandonStaleRuns(pqxx::transaction_base& tx) {

@@ -84,6 +84,11 @@ class QueueSql {
                      const std::string& details_json);
   // Session-level: held by the control connection until it closes.
   void LockRun(pqxx::transaction_base& tx, long long run_id);
+  // The job's lock for this session (0004_job_lock.sql); false when another
+  // run of the job holds it. Then RunningRun describes that run, or "" when
+  // its runs row is not visible yet.
+  bool TryLockJob(pqxx::transaction_base& tx);
+  std::string RunningRun(pqxx::transaction_base& tx);
   std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
   void HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed, long long done,
                     long long deferred, long long dead);

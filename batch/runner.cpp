@@ -59,6 +59,7 @@ void Snapshot(const Counters& c, RunSummary& s) {
   s.escalated = c.escalated;
   s.revoked = c.revoked;
   s.signalled = c.signalled;
+  s.deferrals_by_reason = c.DeferralsByReason();
 }
 
 }  // namespace
@@ -74,6 +75,17 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   }
   CheckConfig(*control, config);
   QueueSql sql(*control, config);
+  {
+    // Session-level: held until `control` closes, however the run ends.
+    pqxx::nontransaction tx(*control);
+    if (!sql.TryLockJob(tx)) {
+      auto holder = sql.RunningRun(tx);
+      throw JobBusyError("job " + config.batch.job + " is already running" +
+                             (holder.empty() ? std::string() : ": " + holder),
+                         "this run did nothing and claimed nothing; the next scheduled run "
+                         "picks up what is left.");
+    }
+  }
 
   RunSummary summary;
   summary.job = config.batch.job;
@@ -183,6 +195,7 @@ std::string SummaryJson(const RunSummary& s) {
                       {"escalated", s.escalated},
                       {"revoked", s.revoked},
                       {"signalled", s.signalled},
+                      {"deferrals_by_reason", s.deferrals_by_reason},
                       {"queued_left", s.queued_left},
                       {"abandoned_runs", s.abandoned_runs},
                       {"seconds", s.seconds},

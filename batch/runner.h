@@ -10,8 +10,10 @@
 // Thread safety: Run() starts and joins its own threads; call it from one.
 
 #include <atomic>
+#include <map>
 #include <string>
 
+#include "common/error.h"
 #include "common/exit_codes.h"
 #include "config/config.h"
 
@@ -33,10 +35,19 @@ struct RunSummary {
   long long escalated = 0;
   long long revoked = 0;         // edit locks revoked (batch_priority, force)
   long long signalled = 0;       // online backends cancelled or terminated
+  std::map<std::string, long long> deferrals_by_reason;  // edit_locked, row_locked, ...
   long long queued_left = 0;     // the job's items still queued at the end
   long long abandoned_runs = 0;  // stale runs this run marked abandoned
   double seconds = 0;
   double items_per_second = 0;  // done / seconds
+};
+
+// Another run of the same job holds the job's lock: this one did nothing.
+// Exit status 4 (ExitCode::kJobBusy).
+class JobBusyError : public Error {
+ public:
+  explicit JobBusyError(const std::string& message, std::string hint = {})
+      : Error(ExitCode::kJobBusy, message, std::move(hint)) {}
 };
 
 struct RunOptions {
@@ -47,7 +58,9 @@ struct RunOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
-// Runs the job once against the server at `conninfo`. Throws ConfigError
+// Runs the job once against the server at `conninfo`. Throws JobBusyError,
+// before touching anything, when another run of the job is in progress
+// (on any host); ConfigError
 // for a configuration the database rejects (bad operation SQL, a
 // status_partition target without owner column), TempFailError when the
 // database cannot be reached, and pqxx errors for the rest; the runs row

@@ -42,6 +42,16 @@ struct Listener : pqxx::notification_receiver {
 
 }  // namespace
 
+void Counters::AddDeferral(const std::string& reason) {
+  std::lock_guard lock(reasons_mutex_);
+  ++deferrals_by_reason_[reason];
+}
+
+std::map<std::string, long long> Counters::DeferralsByReason() const {
+  std::lock_guard lock(reasons_mutex_);
+  return deferrals_by_reason_;
+}
+
 struct Worker::Db {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<pqxx::connection> aux;  // LISTEN and blocker lookups, when the policy waits
@@ -381,6 +391,7 @@ void Worker::Publish(const Outcome& out) {
   counters_.revoked += out.revoked;
   counters_.signalled += out.signalled;
   for (const auto& d : out.deferrals) {
+    counters_.AddDeferral(d.reason);
     spdlog::debug("item deferred item_id={} reason={} policy={}", d.item_id, d.reason,
                   policy_.Name());
   }

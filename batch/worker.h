@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "config/config.h"
@@ -30,6 +31,13 @@ struct Counters {
   std::atomic<long long> escalated{0};
   std::atomic<long long> revoked{0};
   std::atomic<long long> signalled{0};
+
+  void AddDeferral(const std::string& reason);
+  std::map<std::string, long long> DeferralsByReason() const;
+
+ private:
+  mutable std::mutex reasons_mutex_;
+  std::map<std::string, long long> deferrals_by_reason_;
 };
 
 class Worker {

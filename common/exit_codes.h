@@ -10,6 +10,9 @@ enum class ExitCode : int {
   // (docs/batch.md). Small numbers, below sysexits' range, as sysexits has none.
   kItemsDeferred = 2,  // some items were deferred to the next run
   kItemsDead = 3,      // some items failed max_attempts times and are dead
+  // `batch run`/`batch daemon`: another run of the same job holds the job's
+  // lock (an overlapping cron run, a second host); nothing was done.
+  kJobBusy = 4,
   kUsage = 64,        // EX_USAGE: bad command line
   kDataError = 65,    // EX_DATAERR: bad input data (enqueue files, ...)
   kNoInput = 66,      // EX_NOINPUT: an input file does not exist or is unreadable

@@ -1,5 +1,6 @@
-// The coexist executable under kill -9 and side by side with itself: every
-// item must be applied exactly once (checked in the operation's ledger).
+// The coexist executable under kill -9 and started twice for one job: every
+// item must be applied exactly once (checked in the operation's ledger), and
+// a second run of a job that is running refuses at once (exit status 4).
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -86,14 +87,26 @@ TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
             "abandoned,succeeded");
 }
 
-TEST_F(BatchCrashTest, TwoProcessesOnOneQueueNeverApplyAnItemTwice) {
-  pid_t a = StartRun("a.log");
-  pid_t b = StartRun("b.log");
-  EXPECT_EQ(WaitForExit(a), 0);
-  EXPECT_EQ(WaitForExit(b), 0);
+TEST_F(BatchCrashTest, ASecondRunOfTheSameJobRefusesWithStatusFourWhileTheFirstWorks) {
+  pid_t first = StartRun("first.log");
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (Count("SELECT count(*) FROM ledger") == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto second = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", config_,
+                            "batch", "run"});
+  EXPECT_EQ(second.status, 4) << second.output;
+  EXPECT_NE(second.output.find("job crash is already running: run "), std::string::npos)
+      << second.output;
+  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the first run ended too soon";
+
+  EXPECT_EQ(WaitForExit(first), 0);
   ExpectEveryItemAppliedOnce();
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'succeeded' AND done > 0"), 2)
-      << "both processes should have taken part";
+  EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',') FROM coexist.runs"), "succeeded")
+      << "the refused run must leave no runs row";
+  // The lock died with the first run's session: the next run goes ahead.
+  EXPECT_EQ(WaitForExit(StartRun("third.log")), 0);
 }
 
 }  // namespace
