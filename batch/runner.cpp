@@ -15,6 +15,7 @@
 #include "config/config_error.h"
 #include "db/connection.h"
 #include "db/migrations.h"
+#include "pacing/pacer.h"
 #include "policies/policy.h"
 
 namespace coexist::batch {
@@ -87,15 +88,23 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
     }
   }
 
+  // Before the runs row: a control socket already in use ends the run
+  // here, with nothing to clean up.
+  pacing::Pacer pacer(pacing::PacerOptionsFrom(config, conninfo));
+
   RunSummary summary;
   summary.job = config.batch.job;
   summary.policy = policy->Name();
+  long long total = 0;  // queued when the run started: `ctl status`'s ETA
   {
     pqxx::work tx(*control);
     auto abandoned = sql.AbandonStaleRuns(tx);
     long long handed_back = sql.HandBackAbandoned(tx, abandoned);
+    total = sql.CountQueued(tx);
     nlohmann::json details = {{"workers", config.batch.workers},
-                              {"chunk_size", config.batch.chunk_size}};
+                              {"chunk_size", config.batch.chunk_size},
+                              {"adaptive", config.pacing.adaptive},
+                              {"chunk_time_ms", config.pacing.chunk_time.count()}};
     summary.run_id = sql.StartRun(tx, policy->Name(), details.dump());
     tx.commit();
     summary.abandoned_runs = static_cast<long long>(abandoned.size());
@@ -108,6 +117,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
     pqxx::nontransaction tx(*control);
     sql.LockRun(tx, summary.run_id);  // lives as long as this connection
   }
+  pacer.SetRunId(summary.run_id);
   spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
                config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
 
@@ -118,7 +128,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < config.batch.workers; ++i) {
     workers.push_back(std::make_unique<Worker>(i, conninfo, config, *policy, summary.run_id,
-                                               counters, workers_stop));
+                                               counters, workers_stop, pacer));
   }
   std::atomic<int> running{config.batch.workers};
   {
@@ -135,11 +145,19 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
         --running;
       });
     }
-    // The control thread: heartbeat and counts once a second, and the stop flag.
+    // The control thread: heartbeat, counts and progress once a second, and
+    // the stop flag (which also wakes workers held by a pause or throttle).
     auto next = Clock::now();
+    bool pacer_stopped = false;
     while (running > 0) {
       if (options.stop != nullptr && *options.stop) workers_stop = true;
+      if (workers_stop && !pacer_stopped) {
+        pacer.RequestStop();
+        pacer_stopped = true;
+      }
       if (Clock::now() >= next) {
+        double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+        pacer.PublishStatus(counters.done, total, elapsed > 0 ? counters.done / elapsed : 0);
         pqxx::work tx(*control);
         sql.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
                          counters.dead);

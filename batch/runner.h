@@ -33,11 +33,11 @@ struct RunSummary {
   long long deferred = 0;
   long long dead = 0;
   long long escalated = 0;
-  long long revoked = 0;         // edit locks revoked (batch_priority, force)
-  long long signalled = 0;       // online backends cancelled or terminated
+  long long revoked = 0;    // edit locks revoked (batch_priority, force)
+  long long signalled = 0;  // online backends cancelled or terminated
   std::map<std::string, long long> deferrals_by_reason;  // edit_locked, row_locked, ...
-  long long queued_left = 0;     // the job's items still queued at the end
-  long long abandoned_runs = 0;  // stale runs this run marked abandoned
+  long long queued_left = 0;                             // the job's items still queued at the end
+  long long abandoned_runs = 0;                          // stale runs this run marked abandoned
   double seconds = 0;
   double items_per_second = 0;  // done / seconds
 };

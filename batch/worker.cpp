@@ -12,6 +12,8 @@
 #include "batch/queue_sql.h"
 #include "common/log.h"
 #include "db/connection.h"
+#include "db/sqlstate.h"
+#include "pacing/pacer.h"
 
 namespace coexist::batch {
 
@@ -24,13 +26,20 @@ struct Worker::Outcome {
   std::vector<long long> applied;
   std::vector<Failure> failures;
   std::vector<Deferral> deferrals;
+  std::vector<Deferral> timeouts;  // timed out again after the split: deferred
   long long dead = 0;
   long long escalated = 0;
   long long revoked = 0;
   long long signalled = 0;
+  bool timed_out = false;  // the operation hit statement_timeout or lock_timeout
+  milliseconds lock_wait{0};
 };
 
 namespace {
+
+bool IsTimeout(const std::string& sqlstate) {
+  return sqlstate == db::sqlstate::kQueryCanceled || sqlstate == db::sqlstate::kLockNotAvailable;
+}
 
 // Counts NOTIFY coexist_edit_lock_released on the aux connection.
 struct Listener : pqxx::notification_receiver {
@@ -63,14 +72,15 @@ struct Worker::Db {
 
 Worker::Worker(int index, std::string conninfo, const config::Config& config,
                const policies::Policy& policy, long long run_id, Counters& counters,
-               const std::atomic<bool>& stop)
+               const std::atomic<bool>& stop, pacing::Pacer& pacer)
     : index_(index),
       conninfo_(std::move(conninfo)),
       config_(config),
       policy_(policy),
       run_id_(run_id),
       counters_(counters),
-      stop_(stop) {}
+      stop_(stop),
+      pacer_(pacer) {}
 
 Worker::~Worker() = default;
 
@@ -104,7 +114,13 @@ void Worker::Run() {
       stop_reason_ = gate.reason;
       break;
     }
-    if (RunChunk(after)) continue;
+    // Blocks while the run is paused or throttled; nullopt: pacing says stop.
+    auto size = pacer_.BeforeChunk();
+    if (!size) {
+      stop_reason_ = stop_ ? "stopped" : pacer_.StopReason();
+      break;
+    }
+    if (RunChunk(after, *size)) continue;
     if (after > 0) {  // one pass from the start: retried items sit below `after`
       after = 0;
       continue;
@@ -115,17 +131,17 @@ void Worker::Run() {
                 stop_reason_.empty() ? "drained" : stop_reason_);
 }
 
-bool Worker::RunChunk(long long& after) {
+bool Worker::RunChunk(long long& after, int size) {
   Outcome out;
   auto now = steady_clock::now();
+  auto started = now;
   std::vector<long long> exclude;
   for (const auto& [id, w] : waiting_) {
     if (w.due > now) exclude.push_back(id);
   }
   {
     pqxx::work tx(*db_->conn);
-    auto items = db_->sql->ClaimItems(tx, run_id_, config_.batch.chunk_size, after, exclude,
-                                      policy_.TakesOver());
+    auto items = db_->sql->ClaimItems(tx, run_id_, size, after, exclude, policy_.TakesOver());
     if (items.empty()) return false;
     after = items.back().item_id;
     Decide(tx, items, out);
@@ -149,10 +165,17 @@ bool Worker::RunChunk(long long& after) {
     ApplyScanning(tx, owned, out);
     db_->sql->CompleteItems(tx, run_id_, out.applied);
     out.dead += db_->sql->FailItems(tx, run_id_, out.failures);
+    db_->sql->DeferItems(tx, run_id_, out.timeouts);
     db_->sql->HandBack(tx, out.apply);
     tx.commit();
   }
   Publish(out);
+  pacer_.AfterChunk(
+      {.items = static_cast<int>(out.applied.size() + out.failures.size() + out.deferrals.size() +
+                                 out.timeouts.size()),
+       .took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started),
+       .hit_timeout = out.timed_out,
+       .lock_wait = out.lock_wait});
   return true;
 }
 
@@ -265,7 +288,10 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
                    terminate ? "terminated" : "cancelled", item.item_id, item.key, n);
       (terminate ? terminated : cancelled) = true;
     }
-    if (LockStep(tx, item.key, d.step, facts, blockers)) {
+    auto step_started = steady_clock::now();
+    bool locked = LockStep(tx, item.key, d.step, facts, blockers);
+    out.lock_wait += std::chrono::duration_cast<milliseconds>(steady_clock::now() - step_started);
+    if (locked) {
       out.apply.push_back(item);
       waiting_.erase(item.item_id);
       return;
@@ -307,10 +333,16 @@ bool Worker::LockStep(pqxx::dbtransaction& tx, long long key, milliseconds step,
 }
 
 // Spring Batch's chunk scanning: the whole set in a savepoint; when it fails,
-// each half in its own, down to single items, which then fail alone.
-void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out) {
+// each half in its own, down to single items, which then fail alone. A
+// statement or lock timeout is not the items' fault: the set is retried once
+// in halves (pacing's split on timeout), and what times out again is
+// deferred, not failed.
+void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
+                           bool split_after_timeout) {
   if (items.empty()) return;
   std::string error;
+  bool timed_out = false;
+  auto started = steady_clock::now();
   try {
     Savepoint sub(tx, "apply");
     db_->operation->Apply(tx, items);
@@ -319,8 +351,25 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     return;
   } catch (const pqxx::sql_error& e) {
     error = e.what();
+    timed_out = IsTimeout(e.sqlstate());
   } catch (const pqxx::transaction_rollback& e) {
     error = e.what();
+  }
+  if (timed_out) {
+    out.timed_out = true;
+    auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
+    spdlog::warn("chunk timed out items={} took_ms={} retry={}", items.size(), took.count(),
+                 split_after_timeout ? "deferred" : "halves");
+    if (split_after_timeout) {
+      for (const auto& item : items) out.timeouts.push_back({item.item_id, "timeout", false});
+      return;
+    }
+    auto piece = static_cast<std::size_t>(pacing::SplitOnTimeout(static_cast<int>(items.size())));
+    for (std::size_t at = 0; at < items.size(); at += piece) {
+      auto end = items.begin() + static_cast<long>(std::min(items.size(), at + piece));
+      ApplyScanning(tx, std::vector<Item>(items.begin() + static_cast<long>(at), end), out, true);
+    }
+    return;
   }
   if (items.size() == 1) {
     while (!error.empty() && error.back() == '\n') error.pop_back();
@@ -330,14 +379,15 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     return;
   }
   auto middle = items.begin() + static_cast<long>(items.size() / 2);
-  ApplyScanning(tx, std::vector<Item>(items.begin(), middle), out);
-  ApplyScanning(tx, std::vector<Item>(middle, items.end()), out);
+  ApplyScanning(tx, std::vector<Item>(items.begin(), middle), out, split_after_timeout);
+  ApplyScanning(tx, std::vector<Item>(middle, items.end()), out, split_after_timeout);
 }
 
 void Worker::Finish(pqxx::dbtransaction& tx, Outcome& out) {
   db_->sql->CompleteItems(tx, run_id_, out.applied);
   out.dead += db_->sql->FailItems(tx, run_id_, out.failures);
   db_->sql->DeferItems(tx, run_id_, out.deferrals);
+  db_->sql->DeferItems(tx, run_id_, out.timeouts);
 }
 
 bool Worker::WaitForWaiting() {
@@ -381,19 +431,21 @@ void Worker::StartWaiting(long long item_id, steady_clock::time_point due) {
 }
 
 void Worker::Publish(const Outcome& out) {
-  long long settled =
-      static_cast<long long>(out.applied.size() + out.failures.size() + out.deferrals.size());
+  long long deferred = static_cast<long long>(out.deferrals.size() + out.timeouts.size());
+  long long settled = static_cast<long long>(out.applied.size() + out.failures.size()) + deferred;
   counters_.claimed += settled;
   counters_.done += static_cast<long long>(out.applied.size());
-  counters_.deferred += static_cast<long long>(out.deferrals.size());
+  counters_.deferred += deferred;
   counters_.dead += out.dead;
   counters_.escalated += out.escalated;
   counters_.revoked += out.revoked;
   counters_.signalled += out.signalled;
-  for (const auto& d : out.deferrals) {
-    counters_.AddDeferral(d.reason);
-    spdlog::debug("item deferred item_id={} reason={} policy={}", d.item_id, d.reason,
-                  policy_.Name());
+  for (const auto* list : {&out.deferrals, &out.timeouts}) {
+    for (const auto& d : *list) {
+      counters_.AddDeferral(d.reason);
+      spdlog::debug("item deferred item_id={} reason={} policy={}", d.item_id, d.reason,
+                    policy_.Name());
+    }
   }
 }
 

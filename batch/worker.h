@@ -18,6 +18,10 @@ namespace pqxx {
 class dbtransaction;
 }
 
+namespace coexist::pacing {
+class Pacer;
+}
+
 namespace coexist::batch {
 
 struct Item;
@@ -42,17 +46,20 @@ struct Counters {
 
 class Worker {
  public:
+  // `pacer` sizes each chunk and holds the worker while the run is paused
+  // or throttled (pacing/pacer.h); it is shared by the run's workers.
   Worker(int index, std::string conninfo, const config::Config& config,
          const policies::Policy& policy, long long run_id, Counters& counters,
-         const std::atomic<bool>& stop);
+         const std::atomic<bool>& stop, pacing::Pacer& pacer);
   ~Worker();
 
   // Runs until nothing is claimable, the policy stops claiming or `stop` is
   // set. Throws pqxx::broken_connection when the database goes away, and
   // whatever else it cannot handle; the chunk in flight then rolls back.
   void Run();
-  // Why the worker stopped claiming: "" (queue drained), "stopped", or the
-  // policy's gate reason (outside_window, drain_margin).
+  // Why the worker stopped claiming: "" (queue drained), "stopped" (signal),
+  // the policy's gate reason (outside_window, drain_margin) or pacing's
+  // (operator, stop_file, critical_load).
   const std::string& stop_reason() const { return stop_reason_; }
 
  private:
@@ -62,13 +69,14 @@ class Worker {
   };
   struct Outcome;  // what one chunk decided; worker.cpp
 
-  bool RunChunk(long long& after);
+  bool RunChunk(long long& after, int size);
   void Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
   void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
                       Outcome& out);
   bool LockStep(pqxx::dbtransaction& tx, long long key, std::chrono::milliseconds step,
                 policies::RecordFacts& facts, std::vector<int>& blockers);
-  void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
+  void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
+                     bool split_after_timeout = false);
   void Finish(pqxx::dbtransaction& tx, Outcome& out);
   bool WaitForWaiting();
   std::chrono::milliseconds Waited(long long item_id) const;
@@ -82,6 +90,7 @@ class Worker {
   long long run_id_;
   Counters& counters_;
   const std::atomic<bool>& stop_;
+  pacing::Pacer& pacer_;
   std::string stop_reason_;
 
   // Connections and what is prepared on them (libpqxx stays in worker.cpp).

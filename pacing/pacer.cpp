@@ -252,6 +252,11 @@ void Pacer::SetRunId(long long run_id) {
   impl_->options.run_id = run_id;
 }
 
+std::string Pacer::StopReason() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stop_reason;
+}
+
 void Pacer::RequestStop() { impl_->control.RequestStop(); }
 
 std::string Pacer::StatusJson() { return impl_->control.Handle("status"); }

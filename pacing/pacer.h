@@ -102,6 +102,9 @@ class Pacer {
   void PublishStatus(long long done, std::optional<long long> total, double rate);
 
   void SetRunId(long long run_id);
+  // Why BeforeChunk returned nullopt: "operator" (socket `stop` or
+  // RequestStop), "stop_file" or "critical_load"; "" while running.
+  std::string StopReason();
   // The same as the socket's `stop` (e.g. from a SIGTERM handler).
   void RequestStop();
   // The socket's `status` answer (one JSON line), also for logs and tests.

@@ -29,11 +29,13 @@ class BatchCrashTest : public testing::DatabaseTest {
     dir_ = std::filesystem::temp_directory_path() / ("cx-crash-" + database_name());
     std::filesystem::create_directories(dir_);
     config_ = (dir_ / "job.yaml").string();
+    // Fixed chunks of 20 at >= 30 ms each: the run lasts a few seconds.
     std::ofstream(config_) << "batch: {job: crash, chunk_size: 20, workers: 2}\n"
+                              "pacing: {adaptive: false}\n"
                               "policy: {name: skip_locked}\n"
                               "operation:\n"
                               "  chunk_sql: |\n"
-                              "    WITH s AS (SELECT pg_sleep(0.01)),\n"
+                              "    WITH s AS (SELECT pg_sleep(0.03)),\n"
                               "    u AS (UPDATE products SET stock = stock + 1\n"
                               "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
                               "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
