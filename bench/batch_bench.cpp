@@ -43,6 +43,8 @@ config::Config BenchConfig(const std::string& job, int workers, int chunk) {
   return config::LoadString("batch: {job: " + job + ", chunk_size: " + std::to_string(chunk) +
                                 ", workers: " + std::to_string(workers) +
                                 "}\n"
+                                // Fixed chunks, like the set-based references.
+                                "pacing: {adaptive: false}\n"
                                 "policy: {name: skip_locked}\n"
                                 "operation:\n"
                                 "  chunk_sql: UPDATE public.products SET stock = stock + 1 WHERE "
