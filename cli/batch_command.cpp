@@ -4,14 +4,19 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "batch/dry_run.h"
 #include "batch/runner.h"
 #include "cli/context.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/signals.h"
+#include "daemon/daemon.h"
+#include "daemon/run_report.h"
 
 namespace coexist::cli {
 namespace {
@@ -32,25 +37,75 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
   out << "  " << rate << "\n";
 }
 
-int RunBatch(Context& context, const std::string& json_path) {
+void WriteJson(const std::string& path, const std::string& json) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  if (!out) throw Error(ExitCode::kCantCreate, "cannot write " + path);
+  out << nlohmann::json::parse(json).dump(2) << '\n';
+}
+
+struct RunFlags {
+  std::string json_path;
+  bool dry_run = false;
+  size_t rows = 50;
+  // The owner installed the schema, triggers and windows (`db install
+  // --config`): a least-privilege role runs without creating anything.
+  bool no_install = false;
+};
+
+int RunBatch(Context& context, const RunFlags& flags) {
   if (!context.HasConfigFile()) {
     throw UsageError("batch run needs --config FILE", "the job, policy and operation live there.");
   }
   const auto& config = context.Config();
   const auto& server = context.Server();
+  if (flags.dry_run) {
+    auto report = batch::DryRun(server.conninfo(), config);
+    batch::PrintDryRun(std::cout, report, flags.rows);
+    WriteJson(flags.json_path, batch::DryRunJson(report));
+    return 0;
+  }
   std::atomic<bool> stop{false};
   // SIGTERM/SIGINT: stop claiming, let the chunks in flight commit, report.
   signals::Handler handler([&stop](int) { stop = true; });
   batch::RunOptions options;
   options.stop = &stop;
-  auto summary = batch::Run(server.conninfo(), config, options);
-  PrintSummary(std::cout, summary);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    if (!out) throw Error(ExitCode::kCantCreate, "cannot write " + json_path);
-    out << nlohmann::json::parse(batch::SummaryJson(summary)).dump(2) << '\n';
+  options.install = !flags.no_install;
+  auto started = std::chrono::steady_clock::now();
+  batch::RunSummary summary;
+  try {
+    summary = batch::Run(server.conninfo(), config, options);
+  } catch (const batch::JobBusyError&) {
+    throw;  // it did nothing: the run holding the job writes the metrics
+  } catch (const std::exception&) {
+    // The last-success time of the previous file is kept (metrics/). The
+    // run's own error is what the operator needs; a metrics error is logged.
+    try {
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      daemon::WriteRunTextfile(config, daemon::FailedRunMetrics(config, seconds));
+    } catch (const std::exception& e) {
+      spdlog::warn("metrics textfile not written path={} error={}", config.metrics.textfile,
+                   log::Value(e.what()));
+    }
+    throw;
   }
+  daemon::WriteRunTextfile(config, daemon::MetricsOf(summary));
+  PrintSummary(std::cout, summary);
+  WriteJson(flags.json_path, batch::SummaryJson(summary));
   return ToInt(batch::ExitCodeOf(summary));
+}
+
+int RunDaemon(Context& context, bool no_install) {
+  if (!context.HasConfigFile()) {
+    throw UsageError("batch daemon needs --config FILE",
+                     "the job, policy and operation live there; SIGHUP re-reads it.");
+  }
+  daemon::DaemonSettings settings;
+  settings.conninfo = context.Server().conninfo();
+  settings.config_path = context.options.config_path;
+  settings.install = !no_install;
+  return daemon::RunDaemon(settings, context.Config());
 }
 
 }  // namespace
@@ -62,9 +117,24 @@ void AddBatchCommand(CLI::App& app, Context& context, int& exit_code) {
       "run",
       "Process the job's queue once under its policy; exit 0 when every settled item is done, "
       "2 when items were deferred, 3 when items died");
-  static std::string json_path;
-  run->add_option("--json", json_path, "also write the summary as JSON to this file");
-  run->callback([&] { exit_code = RunBatch(context, json_path); });
+  static RunFlags flags;
+  run->add_option("--json", flags.json_path, "also write the summary as JSON to this file");
+  run->add_flag("--dry-run", flags.dry_run,
+                "report what would be claimed and each item's policy decision; change nothing");
+  run->add_option("--rows", flags.rows, "dry run: items shown in the table (default 50)")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  constexpr const char* kNoInstallHelp =
+      "do not install migrations, triggers or windows on start (the owner ran 'db install "
+      "--config'); for a least-privilege database role";
+  run->add_flag("--no-install", flags.no_install, kNoInstallHelp);
+  run->callback([&] { exit_code = RunBatch(context, flags); });
+  auto* daemon_cmd = batch_cmd->add_subcommand(
+      "daemon",
+      "Run the job whenever work arrives (LISTEN/NOTIFY, poll) until SIGTERM; systemd notify, "
+      "SIGHUP reloads the configuration, /metrics with metrics.listen");
+  static bool daemon_no_install = false;
+  daemon_cmd->add_flag("--no-install", daemon_no_install, kNoInstallHelp);
+  daemon_cmd->callback([&] { exit_code = RunDaemon(context, daemon_no_install); });
 }
 
 }  // namespace coexist::cli

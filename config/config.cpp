@@ -1,6 +1,8 @@
 #include "config/config.h"
 
+#include <arpa/inet.h>
 #include <date/tz.h>
+#include <netinet/in.h>
 
 #include <fstream>
 #include <sstream>
@@ -266,6 +268,71 @@ void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
   s.Finish();
 }
 
+// "127.0.0.1:9187" or "[::1]:9187" -> host and port; false when malformed.
+bool SplitHostPort(const std::string& text, std::string& host, int& port) {
+  std::string port_text;
+  if (text.starts_with("[")) {
+    auto close = text.find("]:");
+    if (close == std::string::npos) return false;
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || text.find(':') != colon) return false;
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+  }
+  if (host.empty() || port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  port = std::stoi(port_text);
+  return port <= 65535;
+}
+
+bool IsLoopback(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (host == "localhost") return true;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+void ReadMetrics(Section& s, const YAML::Node& node, MetricsConfig& out) {
+  s.String("textfile", out.textfile);
+  s.String("listen", out.listen);
+  s.Bool("allow_remote", out.allow_remote);
+  s.Finish();
+  if (out.listen.empty()) return;
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(out.listen, host, port)) {
+    s.Fail(node["listen"], "listen", "'" + out.listen + "' is not host:port",
+           "write e.g. 127.0.0.1:9187 or [::1]:9187.");
+  }
+  if (!out.allow_remote && !IsLoopback(host)) {
+    s.Fail(node["listen"], "listen", "'" + host + "' is not a loopback address",
+           "/metrics has no authentication; listen on 127.0.0.1 or ::1 and let a local agent "
+           "scrape it, or set metrics.allow_remote: true.");
+  }
+}
+
+void ReadDaemon(Section& s, const YAML::Node& node, DaemonConfig& out) {
+  s.Duration("poll_interval", out.poll_interval, milliseconds(100), hours(24));
+  s.Duration("reconnect_initial", out.reconnect_initial, milliseconds(10), hours(1));
+  s.Duration("reconnect_max", out.reconnect_max, milliseconds(10), hours(24));
+  s.Finish();
+  if (out.reconnect_max < out.reconnect_initial) {
+    bool given = node["reconnect_max"].IsDefined();
+    s.Fail(node[given ? "reconnect_max" : "reconnect_initial"],
+           given ? "reconnect_max" : "reconnect_initial",
+           "reconnect_max (" + FormatDuration(out.reconnect_max) +
+               ") is shorter than reconnect_initial (" + FormatDuration(out.reconnect_initial) +
+               ")",
+           "the backoff doubles from reconnect_initial up to reconnect_max; raise reconnect_max.");
+  }
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
@@ -283,6 +350,8 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
   if (auto s = top.Map("policy")) ReadPolicy(*s, root["policy"], name, config.policy);
   if (auto s = top.Map("operation")) ReadOperation(*s, root["operation"], config.operation);
+  if (auto s = top.Map("metrics")) ReadMetrics(*s, root["metrics"], config.metrics);
+  if (auto s = top.Map("daemon")) ReadDaemon(*s, root["daemon"], config.daemon);
   top.Finish();
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();

@@ -232,6 +232,31 @@ struct PacingConfig {
   std::string control_socket;
 };
 
+// `metrics:` — Prometheus metrics (docs/operations.md lists the names).
+struct MetricsConfig {
+  // Textfile for node_exporter's textfile collector, rewritten at the end
+  // of every `batch run` and of every daemon run (temporary file + rename).
+  // Empty: not written.
+  std::string textfile;
+  // host:port where `batch daemon` serves /metrics over HTTP, e.g.
+  // "127.0.0.1:9187" or "[::1]:9187"; port 0 picks a free port (logged).
+  // Empty: no endpoint. Only loopback hosts unless allow_remote.
+  std::string listen;
+  // Accept a non-loopback listen host (the endpoint has no authentication).
+  bool allow_remote = false;
+};
+
+// `daemon:` — `coexist batch daemon` (docs/operations.md).
+struct DaemonConfig {
+  // Longest wait for work between checks of the queue when no NOTIFY
+  // arrives (deferred items coming due, windows opening, a busy job). 100ms..24h
+  milliseconds poll_interval = std::chrono::seconds(30);
+  // Reconnect backoff when the database is gone: the first wait, doubling
+  // up to reconnect_max. 10ms..1h and reconnect_initial..24h.
+  milliseconds reconnect_initial = std::chrono::seconds(1);
+  milliseconds reconnect_max = std::chrono::seconds(60);
+};
+
 // A validated configuration. Load* functions return it whole or throw
 // ConfigError; nothing downstream re-validates.
 struct Config {
@@ -244,6 +269,8 @@ struct Config {
   OnlineConfig online;
   PolicyConfig policy;
   OperationConfig operation;
+  MetricsConfig metrics;
+  DaemonConfig daemon;
 };
 
 // Reads and validates a YAML file. Throws ConfigError (with file:line:column)

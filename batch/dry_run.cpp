@@ -1,0 +1,209 @@
+#include "batch/dry_run.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <set>
+
+#include "batch/queue_sql.h"
+#include "common/error.h"
+#include "db/connection.h"
+#include "policies/policy.h"
+
+namespace coexist::batch {
+namespace {
+
+using policies::Action;
+
+// Items are looked at in pages of this many, as a run claims them in chunks.
+constexpr int kPage = 1000;
+
+void CheckInstalled(pqxx::transaction_base& tx) {
+  auto row = tx.exec1(
+      "SELECT to_regclass('coexist.queue') IS NOT NULL, "
+      "       to_regprocedure('coexist.job_lock_class()') IS NOT NULL");
+  if (!row[0].as<bool>()) {
+    throw UnavailableError("coexist is not installed in this database",
+                           "run `coexist db install` (or a first `batch run`) first; a dry run "
+                           "installs nothing.");
+  }
+}
+
+// Whether a session holds the job's advisory lock (0004_job_lock.sql),
+// read from pg_locks: trying the lock would make a real run starting at
+// this moment exit as busy.
+std::string BusyHolder(pqxx::transaction_base& tx, QueueSql& sql, const config::Config& config) {
+  if (!tx.exec1("SELECT to_regprocedure('coexist.job_lock_class()') IS NOT NULL")[0].as<bool>()) {
+    return "";
+  }
+  bool held = tx.exec_params1(R"sql(
+    SELECT EXISTS (
+      SELECT 1 FROM pg_locks
+       WHERE locktype = 'advisory' AND granted AND objsubid = 2
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid))sql",
+                              config.batch.job)[0]
+                  .as<bool>();
+  if (!held) return "";
+  auto holder = sql.RunningRun(tx);
+  return holder.empty() ? "a run whose runs row is not visible yet" : holder;
+}
+
+std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& job,
+                                 long long after) {
+  std::vector<Item> items;
+  for (const auto& row : tx.exec_params(R"sql(
+    SELECT item_id, record_key, attempts, deferrals FROM coexist.queue
+     WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() AND item_id > $2
+     ORDER BY item_id
+     LIMIT $3)sql",
+                                        job, after, kPage)) {
+    items.push_back(
+        {row[0].as<long long>(), row[1].as<long long>(), "", row[2].as<int>(), row[3].as<int>()});
+  }
+  return items;
+}
+
+std::set<long long> AsSet(const std::vector<long long>& keys) {
+  return std::set<long long>(keys.begin(), keys.end());
+}
+
+DryRunItem Decide(const policies::Policy& policy, const Item& item,
+                  const policies::RecordFacts& facts) {
+  auto d = policy.Decide(facts);
+  DryRunItem out{item.item_id,       item.key, item.attempts, item.deferrals,
+                 ToString(d.action), d.reason, d.escalated};
+  if (out.reason.empty() && d.action != Action::kApply) {
+    out.reason = facts.edit_locked ? "edit_locked" : facts.row_locked ? "row_locked" : "";
+  }
+  return out;
+}
+
+// The decisions for one page, as Worker::Decide would take them at first
+// sight (nothing waited yet). `probe` is rolled back by the caller.
+void DecidePage(pqxx::transaction_base& read, QueueSql& sql, pqxx::transaction_base& probe,
+                QueueSql& probe_sql, const policies::Policy& policy, const std::vector<Item>& items,
+                DryRunReport& report) {
+  std::vector<long long> keys;
+  for (const auto& item : items) keys.push_back(item.key);
+  std::set<long long> edit_locked;
+  for (const auto& lock : sql.LiveEditLocks(read, keys)) edit_locked.insert(lock.key);
+  std::vector<long long> candidates;
+  for (long long key : keys) {
+    if (!edit_locked.count(key)) candidates.push_back(key);
+  }
+  auto locked = AsSet(probe_sql.LockRecords(probe, candidates));
+  std::vector<long long> unlocked;
+  for (long long key : candidates) {
+    if (!locked.count(key)) unlocked.push_back(key);
+  }
+  auto existing = AsSet(sql.ExistingRecords(read, unlocked));
+  std::set<long long> owned;
+  if (policy.TakesOver()) {
+    owned = AsSet(sql.BatchOwnedRecords(read, {locked.begin(), locked.end()}));
+  }
+  for (const auto& item : items) {
+    policies::RecordFacts facts;
+    facts.deferrals = item.deferrals;
+    facts.edit_locked = edit_locked.count(item.key) > 0;
+    if (!facts.edit_locked) {
+      facts.row_locked = !locked.count(item.key) && existing.count(item.key);
+      facts.owned_by_batch = owned.count(item.key) > 0;
+    }
+    report.items.push_back(Decide(policy, item, facts));
+  }
+}
+
+}  // namespace
+
+DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
+  auto policy = policies::Create(config.policy);
+  DryRunReport report;
+  report.job = config.batch.job;
+  report.policy = policy->Name();
+  auto gate = policy->MayClaim(std::chrono::system_clock::now());
+  report.may_claim = gate.allowed;
+  report.refused_reason = gate.reason;
+
+  auto conn = db::Connect(conninfo, config.database.application_name + " dry-run");
+  auto probe_conn = db::Connect(conninfo, config.database.application_name + " dry-run");
+  {
+    pqxx::read_transaction tx(*conn);
+    CheckInstalled(tx);
+  }
+  QueueSql sql(*conn, config);
+  QueueSql probe_sql(*probe_conn, config);
+  pqxx::read_transaction read(*conn);
+  report.busy = BusyHolder(read, sql, config);
+  long long after = 0;
+  while (true) {
+    auto items = ClaimableItems(read, config.batch.job, after);
+    if (items.empty()) break;
+    after = items.back().item_id;
+    if (!report.may_claim) {
+      for (const auto& item : items) {
+        report.items.push_back({item.item_id, item.key, item.attempts, item.deferrals,
+                                "not_claimed", gate.reason, false});
+      }
+      continue;
+    }
+    pqxx::work probe(*probe_conn);
+    DecidePage(read, sql, probe, probe_sql, *policy, items, report);
+    probe.abort();  // the row locks go; nothing was written
+  }
+  for (const auto& item : report.items) ++report.by_decision[item.decision];
+  return report;
+}
+
+void PrintDryRun(std::ostream& out, const DryRunReport& report, size_t max_rows) {
+  out << "dry run of job " << report.job << " (policy " << report.policy
+      << "): nothing was changed\n";
+  if (!report.busy.empty()) {
+    out << "  the job is busy: " << report.busy << "; a run now would exit with status 4\n";
+  }
+  if (!report.may_claim) {
+    out << "  claiming is not allowed now (" << report.refused_reason
+        << "): a run now would claim nothing\n";
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line), "%12s %12s %8s %9s  %-18s %s\n", "item_id", "key", "attempts",
+                "deferrals", "decision", "reason");
+  out << line;
+  for (size_t i = 0; i < report.items.size() && i < max_rows; ++i) {
+    const auto& item = report.items[i];
+    std::string reason = item.reason + (item.escalated ? " (escalated)" : "");
+    std::snprintf(line, sizeof(line), "%12lld %12lld %8d %9d  %-18s %s\n", item.item_id, item.key,
+                  item.attempts, item.deferrals, item.decision.c_str(), reason.c_str());
+    out << line;
+  }
+  if (report.items.size() > max_rows) {
+    out << "  ... " << report.items.size() - max_rows << " more (--rows N, or --json FILE)\n";
+  }
+  out << "items " << report.items.size();
+  for (const auto& [decision, n] : report.by_decision) out << ", " << decision << " " << n;
+  out << "\n";
+}
+
+std::string DryRunJson(const DryRunReport& report) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& item : report.items) {
+    items.push_back({{"item_id", item.item_id},
+                     {"key", item.key},
+                     {"attempts", item.attempts},
+                     {"deferrals", item.deferrals},
+                     {"decision", item.decision},
+                     {"reason", item.reason},
+                     {"escalated", item.escalated}});
+  }
+  nlohmann::json j = {{"job", report.job},
+                      {"policy", report.policy},
+                      {"may_claim", report.may_claim},
+                      {"refused_reason", report.refused_reason},
+                      {"busy", report.busy},
+                      {"total", report.items.size()},
+                      {"by_decision", report.by_decision},
+                      {"items", items}};
+  return j.dump(2);
+}
+
+}  // namespace coexist::batch

@@ -1,0 +1,306 @@
+#include "daemon/daemon.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <optional>
+#include <pqxx/except>
+
+#include "batch/runner.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "config/config_error.h"
+#include "config/duration.h"
+#include "daemon/daemon_metrics.h"
+#include "daemon/run_progress.h"
+#include "daemon/run_report.h"
+#include "daemon/systemd_notifier.h"
+#include "daemon/work_waiter.h"
+#include "policies/policy.h"
+
+namespace coexist::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Errors after which the database is probably gone: reconnect with backoff.
+bool IsConnectionLoss(const std::exception& e) {
+  if (dynamic_cast<const TempFailError*>(&e) != nullptr) return true;
+  if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) return true;
+  // The outcome of a commit is unknown: the queue's states tell, next run.
+  if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) return true;
+  if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
+    // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now.
+    const std::string& state = sql->sqlstate();
+    return state.starts_with("08") || state.starts_with("57P");
+  }
+  return false;
+}
+
+struct Totals {
+  long long runs = 0;
+  long long done = 0;
+  long long deferred = 0;
+  long long dead = 0;
+  long long queued = 0;
+};
+
+class Daemon {
+ public:
+  Daemon(const DaemonSettings& settings, config::Config config)
+      : settings_(settings),
+        config_(std::move(config)),
+        policy_(policies::Create(config_.policy)),
+        install_pending_(settings.install),
+        backoff_(config_.daemon.reconnect_initial),
+        metrics_(config_.batch.job, config_.metrics.listen) {}
+
+  int Run();
+
+ private:
+  void OnSignal(int signo);
+  void Reload();
+  void Connect();
+  void Cycle();
+  void RunOnce();
+  void Recover(const std::exception& e);
+  void Wait(milliseconds timeout);
+  void Status(const std::string& state, const RunCounts& live = {});
+  void WriteTextfile(const metrics::RunMetrics& run);
+
+  DaemonSettings settings_;
+  config::Config config_;
+  std::optional<config::Config> previous_;  // before the last reload, until a run accepts it
+  std::unique_ptr<policies::Policy> policy_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> reload_{false};
+  bool ready_ = false;
+  bool run_pending_ = true;  // run once at start and after a reload, work or not
+  bool install_pending_;
+  bool refused_logged_ = false;
+  milliseconds backoff_;
+  Totals totals_;
+  WorkWaiter waiter_;
+  SystemdNotifier notifier_;
+  DaemonMetrics metrics_;
+};
+
+int Daemon::Run() {
+  signals::Handler handler([this](int signo) { OnSignal(signo); });
+  if (metrics_.port() > 0) {
+    spdlog::info("metrics endpoint listening address={} port={}", config_.metrics.listen,
+                 metrics_.port());
+  }
+  spdlog::info("daemon started job={} policy={} poll_interval={} pid={}", config_.batch.job,
+               policy_->Name(), config::FormatDuration(config_.daemon.poll_interval), getpid());
+  while (!stop_) {
+    if (reload_.exchange(false)) Reload();
+    try {
+      Connect();
+      Cycle();
+      if (!stop_) Wait(config_.daemon.poll_interval);
+    } catch (const batch::JobBusyError& e) {
+      spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
+                   config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
+      Status("waiting: another run holds the job");
+      Wait(config_.daemon.poll_interval);
+    } catch (const config::ConfigError& e) {
+      if (!previous_) throw;  // the starting configuration: exit 78
+      spdlog::error(
+          "reloaded configuration rejected by the database, previous one restored "
+          "error={}",
+          log::Value(e.what()));
+      metrics_.RecordReload(false);
+      config_ = std::move(*previous_);
+      previous_.reset();
+      policy_ = policies::Create(config_.policy);
+      install_pending_ = settings_.install;
+    } catch (const std::exception& e) {
+      Recover(e);
+    }
+  }
+  spdlog::info("daemon stopped runs={} done={} deferred={} dead={}", totals_.runs, totals_.done,
+               totals_.deferred, totals_.dead);
+  return 0;
+}
+
+// On the signal watcher thread: set a flag, wake the main thread, never block.
+void Daemon::OnSignal(int signo) {
+  if (signo == SIGHUP) {
+    reload_ = true;
+  } else {
+    if (!stop_.exchange(true)) {
+      spdlog::info("daemon stopping, draining signal={}", signo);
+      notifier_.Stopping();
+    }
+  }
+  waiter_.Wake();
+}
+
+void Daemon::Reload() {
+  config::Config fresh;
+  try {
+    fresh = config::LoadFile(settings_.config_path);
+  } catch (const config::ConfigError& e) {
+    spdlog::error("configuration reload rejected, old configuration kept error={}",
+                  log::Value(e.what()));
+    metrics_.RecordReload(false);
+    return;
+  }
+  for (const auto& [changed, key] :
+       {std::pair{fresh.batch.job != config_.batch.job, "batch.job"},
+        {fresh.database.url != config_.database.url, "database.url"},
+        {fresh.metrics.listen != config_.metrics.listen, "metrics.listen"}}) {
+    if (changed) {
+      spdlog::error(
+          "configuration reload rejected, old configuration kept file={} key={} "
+          "error={}",
+          settings_.config_path, key, log::Value("changing it needs a restart"));
+      metrics_.RecordReload(false);
+      return;
+    }
+  }
+  previous_ = std::move(config_);
+  config_ = std::move(fresh);
+  policy_ = policies::Create(config_.policy);
+  run_pending_ = true;  // the database checks the operation at once
+  install_pending_ = settings_.install;
+  refused_logged_ = false;
+  backoff_ = config_.daemon.reconnect_initial;
+  metrics_.RecordReload(true);
+  spdlog::info("configuration reloaded file={} policy={}", settings_.config_path, policy_->Name());
+}
+
+void Daemon::Connect() {
+  if (waiter_.connected()) return;
+  waiter_.Connect(settings_.conninfo, config_.database.application_name);
+  metrics_.SetConnected(true);
+  backoff_ = config_.daemon.reconnect_initial;
+  spdlog::info("database connected job={}", config_.batch.job);
+  if (!ready_) {
+    ready_ = true;
+    notifier_.Ready();
+  }
+}
+
+// One look at the queue: run when there is claimable work and the policy
+// lets the batch claim now. One run per wake, so items deferred by a run
+// wait for the next notification or poll instead of spinning.
+void Daemon::Cycle() {
+  if (!run_pending_) {
+    auto counts = waiter_.Counts(config_.batch.job);
+    totals_.queued = counts.queued;
+    metrics_.SetQueued(counts.queued);
+    if (counts.queued + counts.deferred == 0) {
+      Status("idle");
+      return;
+    }
+    auto gate = policy_->MayClaim(std::chrono::system_clock::now());
+    if (!gate.allowed) {
+      if (!refused_logged_) {
+        spdlog::info("claiming not allowed now, waiting reason={} queued={}", gate.reason,
+                     counts.queued);
+        refused_logged_ = true;
+      }
+      Status("waiting: " + gate.reason);
+      return;
+    }
+    refused_logged_ = false;
+  }
+  RunOnce();
+}
+
+void Daemon::RunOnce() {
+  Status("running");
+  batch::RunOptions options;
+  options.install = install_pending_;
+  options.stop = &stop_;
+  auto started = Clock::now();
+  batch::RunSummary summary;
+  try {
+    std::optional<RunProgress> progress;
+    if (notifier_.enabled()) {  // live counts for `systemctl status`
+      progress.emplace(settings_.conninfo, config_.batch.job, std::chrono::seconds(2),
+                       [this](const RunCounts& live) { Status("running", live); });
+    }
+    summary = batch::Run(settings_.conninfo, config_, options);
+  } catch (const batch::JobBusyError&) {
+    metrics_.RecordRunWithoutSummary("busy");
+    throw;
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::exception&) {
+    metrics_.RecordRunWithoutSummary("failed");
+    WriteTextfile(
+        FailedRunMetrics(config_, std::chrono::duration<double>(Clock::now() - started).count()));
+    throw;
+  }
+  run_pending_ = false;
+  install_pending_ = false;
+  previous_.reset();  // the database accepted the reloaded configuration
+  ++totals_.runs;
+  totals_.done += summary.done;
+  totals_.deferred += summary.deferred;
+  totals_.dead += summary.dead;
+  totals_.queued = summary.queued_left;
+  metrics_.RecordRun(summary);
+  WriteTextfile(MetricsOf(summary));
+  Status("idle");
+}
+
+// After an error: a lost database is retried with capped exponential
+// backoff; anything else is logged and retried the same way, so a daemon
+// never spins on a failure and never dies of a transient one.
+void Daemon::Recover(const std::exception& e) {
+  bool lost = IsConnectionLoss(e);
+  waiter_.Disconnect();
+  metrics_.SetConnected(false);
+  if (lost) {
+    spdlog::warn("database unavailable, retrying retry_in={} error={}",
+                 config::FormatDuration(backoff_), log::Value(e.what()));
+  } else {
+    spdlog::error("daemon run failed, retrying retry_in={} error={}",
+                  config::FormatDuration(backoff_), log::Value(e.what()));
+  }
+  Status("retrying in " + config::FormatDuration(backoff_) +
+         (lost ? ": database unavailable" : ": run failed"));
+  Wait(backoff_);
+  backoff_ = std::min(backoff_ * 2, config_.daemon.reconnect_max);
+}
+
+void Daemon::Wait(milliseconds timeout) {
+  auto why = waiter_.Wait(timeout, config_.batch.job);
+  if (why == WorkWaiter::Reason::kNotified) {
+    spdlog::debug("woken by enqueue job={}", config_.batch.job);
+  }
+}
+
+// Cumulative counts since start, plus those of the run in progress
+// (`live`, from the progress thread: totals_ do not change during a run).
+void Daemon::Status(const std::string& state, const RunCounts& live) {
+  notifier_.Status(state + "; runs " + std::to_string(totals_.runs + (live.run_id > 0)) +
+                   ", done " + std::to_string(totals_.done + live.done) + ", deferred " +
+                   std::to_string(totals_.deferred + live.deferred) + ", dead " +
+                   std::to_string(totals_.dead + live.dead) + ", queued " +
+                   std::to_string(totals_.queued));
+}
+
+void Daemon::WriteTextfile(const metrics::RunMetrics& run) {
+  try {
+    WriteRunTextfile(config_, run);
+  } catch (const std::exception& e) {
+    spdlog::warn("metrics textfile not written path={} error={}", config_.metrics.textfile,
+                 log::Value(e.what()));
+  }
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonSettings& settings, config::Config config) {
+  Daemon daemon(settings, std::move(config));
+  return daemon.Run();
+}
+
+}  // namespace coexist::daemon

@@ -1,0 +1,37 @@
+#include "daemon/run_report.h"
+
+namespace coexist::daemon {
+
+metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
+  metrics::RunMetrics run;
+  run.job = summary.job;
+  run.policy = summary.policy;
+  run.succeeded = summary.outcome != "failed";
+  run.finished_at = std::chrono::system_clock::now();
+  run.seconds = summary.seconds;
+  run.done = summary.done;
+  run.deferred = summary.deferred;
+  run.dead = summary.dead;
+  run.revoked = summary.revoked;
+  run.escalated = summary.escalated;
+  run.queued_left = summary.queued_left;
+  run.deferrals_by_reason = summary.deferrals_by_reason;
+  return run;
+}
+
+metrics::RunMetrics FailedRunMetrics(const config::Config& config, double seconds) {
+  metrics::RunMetrics run;
+  run.job = config.batch.job;
+  run.policy = config.policy.name;
+  run.succeeded = false;
+  run.finished_at = std::chrono::system_clock::now();
+  run.seconds = seconds;
+  return run;
+}
+
+void WriteRunTextfile(const config::Config& config, const metrics::RunMetrics& run) {
+  if (config.metrics.textfile.empty()) return;
+  metrics::WriteTextfile(config.metrics.textfile, run);
+}
+
+}  // namespace coexist::daemon

@@ -1,0 +1,274 @@
+// `coexist batch run` as operators schedule it: the metrics textfile after
+// every run, the job lock (exit 4), SIGTERM mid-run, and --dry-run.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <sstream>
+
+#include "db/connection.h"
+#include "tests/ops_test_support.h"
+#include "tests/support/database_test.h"
+
+namespace coexist {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using ops_test::ParseExposition;
+using ops_test::Slurp;
+
+// Every item is applied through a ledger, so "exactly once" is checkable.
+constexpr const char* kLedgerOperation =
+    "operation:\n"
+    "  chunk_sql: |\n"
+    "    WITH s AS (SELECT pg_sleep($SLEEP)),\n"
+    "    u AS (UPDATE products SET stock = stock + 1\n"
+    "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
+    "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
+
+class OpsTest : public testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    // Qualified: the test superuser is "coexist", so "$user" in the search
+    // path would put an unqualified table into the coexist schema.
+    QueryValue("CREATE TABLE public.ledger (key bigint NOT NULL)");
+    dir_ = fs::temp_directory_path() / ("cx-ops-" + database_name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+    DatabaseTest::TearDown();
+  }
+
+  // A skip_locked job "ops" over products; `sleep` seconds per chunk.
+  std::string WriteConfig(const std::string& extra, const std::string& sleep = "0",
+                          int chunk = 10) {
+    std::string op = kLedgerOperation;
+    op.replace(op.find("$SLEEP"), 6, sleep);
+    auto path = (dir_ / "job.yaml").string();
+    std::ofstream(path) << "batch: {job: ops, chunk_size: " << chunk
+                        << "}\npolicy: {name: skip_locked}\n"
+                        << op << extra;
+    return path;
+  }
+  void Enqueue(int first, int last) {
+    QueryValue("INSERT INTO coexist.queue (job, record_key) SELECT 'ops', g FROM generate_series(" +
+               std::to_string(first) + ", " + std::to_string(last) + ") g");
+  }
+  CommandResult Coexist(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {COEXIST_BINARY, "--database-url", conninfo()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
+  // Everything a dry run could change, row versions included (ctid, xmin).
+  std::string Snapshot() {
+    return QueryValue(
+               "SELECT md5(string_agg(q::text || q.ctid::text || q.xmin::text, ',' "
+               "ORDER BY item_id)) FROM coexist.queue q") +
+           QueryValue(
+               "SELECT md5(string_agg(p::text || p.ctid::text || p.xmin::text, ',' "
+               "ORDER BY id)) FROM products p") +
+           QueryValue("SELECT count(*) FROM coexist.runs") + "/" +
+           QueryValue("SELECT count(*) FROM coexist.events") + "/" +
+           QueryValue(
+               "SELECT md5(coalesce(string_agg(e::text, ',' ORDER BY record_key), '')) "
+               "FROM coexist.edit_locks e");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(OpsTest, BatchRunWritesTheMetricsTextfileAndAFailedRunKeepsTheLastSuccess) {
+  auto prom = dir_ / "coexist_ops.prom";
+  auto config = WriteConfig("metrics: {textfile: " + prom.string() + "}\n");
+  Enqueue(1, 30);
+  auto first = Coexist({"--config", config, "batch", "run"});
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto samples = ParseExposition(Slurp(prom));
+  EXPECT_EQ(
+      samples.at(R"(coexist_batch_last_run_items{job="ops",outcome="done",policy="skip_locked"})"),
+      30);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_run_success{job="ops",policy="skip_locked"})"), 1);
+  double success = samples.at(R"(coexist_batch_last_success_timestamp_seconds{job="ops"})");
+  EXPECT_GT(success, 0);
+  EXPECT_EQ(samples.at(R"(coexist_batch_queued_items{job="ops"})"), 0);
+
+  // The operation's table is gone: the run fails (the database rejects the
+  // operation, 78); the file says so and keeps the last success time.
+  QueryValue("DROP TABLE ledger");
+  std::this_thread::sleep_for(1100ms);  // a later run timestamp, whole seconds apart
+  auto second = Coexist({"--config", config, "batch", "run"});
+  EXPECT_EQ(second.status, 78) << second.output;
+  samples = ParseExposition(Slurp(prom));
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_run_success{job="ops",policy="skip_locked"})"), 0);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_success_timestamp_seconds{job="ops"})"), success);
+  EXPECT_GT(samples.at(R"(coexist_batch_last_run_timestamp_seconds{job="ops"})"), success);
+}
+
+TEST_F(OpsTest, ARunWhileAnotherHoldsTheJobExitsFourAndClaimsNothing) {
+  auto config = WriteConfig("");
+  Enqueue(1, 20);
+  auto holder = Connect("other-run");
+  pqxx::nontransaction(*holder).exec("SELECT coexist.try_lock_job('ops')");
+  auto result = Coexist({"--config", config, "batch", "run"});
+  EXPECT_EQ(result.status, 4) << result.output;
+  EXPECT_NE(result.output.find("job ops is already running"), std::string::npos) << result.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued' AND attempts = 0 "
+                  "AND run_id IS NULL"),
+            20);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
+
+  holder.reset();  // the lock goes with the session
+  result = Coexist({"--config", config, "batch", "run"});
+  EXPECT_EQ(result.status, 0) << result.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
+}
+
+TEST_F(OpsTest, SigtermMidRunFinishesTheChunkAndLeavesNothingClaimed) {
+  // Fixed chunks of 5 items, 50 ms each: the signal comes mid-queue.
+  auto config = WriteConfig("pacing: {adaptive: false}\n", "0.05", 5);
+  Enqueue(1, 100);
+  auto log = dir_ / "run.log";
+  pid_t pid = ops_test::StartCoexist(
+      {}, {"--database-url", conninfo(), "--config", config, "batch", "run"}, log);
+  ASSERT_TRUE(ops_test::WaitFor([&] { return Count("SELECT count(*) FROM ledger") >= 10; }, 30s));
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = WaitForExit(pid);
+  EXPECT_EQ(status, 0) << Slurp(log);
+  long long applied = Count("SELECT count(*) FROM ledger");
+  EXPECT_LT(applied, 100) << "the run ended before the signal; make it slower";
+  // Every applied item is done, exactly once; the rest is still queued,
+  // untouched; the run is recorded as finished.
+  EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), applied);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), applied);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued' AND attempts = 0"),
+            100 - applied);
+  EXPECT_EQ(QueryValue("SELECT outcome || ' ' || (ended_at IS NOT NULL) FROM coexist.runs"),
+            "incomplete true");
+  EXPECT_NE(Slurp(log).find("claiming stopped: stopped"), std::string::npos) << Slurp(log);
+}
+
+TEST_F(OpsTest, DryRunReportsEachDecisionAndChangesNothing) {
+  auto config = WriteConfig("");
+  Enqueue(1, 30);
+  // Item 3's record is edit-locked by an online user, item 5's row is locked
+  // by an open online transaction, item 7 was deferred once before.
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 3, 'alice', '10 minutes')");
+  QueryValue(
+      "UPDATE coexist.queue SET state = 'deferred', deferrals = 1, "
+      "defer_reason = 'row_locked' WHERE record_key = 7");
+  auto online = Connect("coexist-online");
+  pqxx::work row_lock(*online);
+  row_lock.exec("SELECT 1 FROM products WHERE id = 5 FOR UPDATE");
+
+  auto before = Snapshot();
+  auto json_path = dir_ / "dry.json";
+  auto result = Coexist({"--config", config, "batch", "run", "--dry-run", "--rows", "5", "--json",
+                         json_path.string()});
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_EQ(Snapshot(), before) << "the dry run changed something";
+
+  auto report = nlohmann::json::parse(Slurp(json_path));
+  EXPECT_EQ(report["total"], 30);
+  EXPECT_EQ(report["by_decision"]["apply"], 28);
+  EXPECT_EQ(report["by_decision"]["defer"], 2);
+  std::map<long long, std::string> reasons;
+  for (const auto& item : report["items"]) {
+    if (item["decision"] == "defer") reasons[item["key"]] = item["reason"];
+  }
+  EXPECT_EQ(reasons, (std::map<long long, std::string>{{3, "edit_locked"}, {5, "row_locked"}}));
+  EXPECT_EQ(report["busy"], "");
+  // The table shows 5 items, then the totals.
+  EXPECT_NE(result.output.find("... 25 more"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("items 30, apply 28, defer 2"), std::string::npos) << result.output;
+
+  // The online transaction never waited for the dry run: it still holds
+  // its lock and can write.
+  row_lock.exec("UPDATE products SET stock = stock - 1 WHERE id = 5");
+  row_lock.commit();
+
+  // A real run then takes exactly what the dry run predicted.
+  auto run = Coexist({"--config", config, "batch", "run"});
+  EXPECT_EQ(run.status, 2) << run.output;  // item 3 deferred: edit-locked
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 29);
+}
+
+TEST_F(OpsTest, DryRunSaysWhenTheJobIsBusy) {
+  auto config = WriteConfig("");
+  Enqueue(1, 3);
+  auto holder = Connect("other-run");
+  pqxx::nontransaction(*holder).exec("SELECT coexist.try_lock_job('ops')");
+  auto result = Coexist({"--config", config, "batch", "run", "--dry-run"});
+  EXPECT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("the job is busy"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("items 3, apply 3"), std::string::npos) << result.output;
+}
+
+// The GRANTs of docs/operations.md ("Database roles"), run as written with
+// the role names made unique: the batch role runs a job (--no-install, after
+// the owner's `db install --config`), the online role uses the edit-lock API
+// and writes the target through the guard trigger.
+std::string DocumentedGrants(const std::string& online_role, const std::string& batch_role) {
+  std::istringstream doc(Slurp(fs::path(COEXIST_SOURCE_DIR) / "docs" / "operations.md"));
+  std::string sql;
+  bool in_section = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.starts_with("## ")) in_section = line == "## Database roles (least privilege)";
+    if (in_section && line.starts_with("    ")) sql += line.substr(4) + "\n";
+  }
+  for (auto [from, to] : {std::pair{std::string("app_online"), online_role},
+                          std::pair{std::string("coexist_batch"), batch_role}}) {
+    for (size_t at; (at = sql.find(from)) != std::string::npos;) sql.replace(at, from.size(), to);
+  }
+  return sql;
+}
+
+TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
+  std::string online_role = "online_" + database_name();
+  std::string batch_role = "batch_" + database_name();
+  auto grants = DocumentedGrants(online_role, batch_role);
+  ASSERT_NE(grants.find("GRANT pg_signal_backend TO " + batch_role), std::string::npos) << grants;
+  auto config = WriteConfig("");
+  auto install = Coexist({"--config", config, "db", "install"});  // the owner
+  ASSERT_EQ(install.status, 0) << install.output;
+  QueryValue(grants + "GRANT INSERT ON ledger TO " + batch_role + ";");
+  Enqueue(1, 20);
+
+  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                         "--config", config, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 20);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
+
+  // Without --no-install the run would create objects it may not: refused.
+  auto installing =
+      RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role, "--config",
+                  config, "batch", "run"});
+  EXPECT_NE(installing.status, 0);
+  EXPECT_NE(installing.output.find("permission denied"), std::string::npos) << installing.output;
+
+  auto online = db::Connect(conninfo() + " user=" + online_role, "coexist-online");
+  pqxx::work tx(*online);
+  auto token = tx.exec1("SELECT coexist.acquire_edit_lock('products', 50, 'alice', '1 minute')")[0]
+                   .as<std::string>();
+  tx.exec_params("SELECT coexist.check_edit_lock('products', 50, $1::uuid)", token);
+  tx.exec("UPDATE products SET stock = stock - 1 WHERE id = 50");
+  tx.exec_params("SELECT coexist.release_edit_lock('products', 50, $1::uuid)", token);
+  tx.commit();
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 50"), "999");
+  // What the online role must not do: touch the batch's tables.
+  // (libpqxx 6.4 throws insufficient_privilege without its sqlstate().)
+  pqxx::work other(*online);
+  EXPECT_THROW(other.exec("DELETE FROM coexist.queue"), pqxx::insufficient_privilege);
+}
+
+}  // namespace
+}  // namespace coexist

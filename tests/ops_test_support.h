@@ -1,0 +1,78 @@
+#pragma once
+
+// Helpers shared by the operations tests (ops_test.cpp, daemon_test.cpp):
+// the coexist executable as a subprocess with its own environment, polling
+// for a condition with a deadline, and a strict Prometheus text parser.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/subprocess.h"
+
+namespace coexist::ops_test {
+
+using namespace std::chrono_literals;
+
+inline std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Starts `coexist args...` with `env` (NAME=value) added to the environment;
+// stdout and stderr go to `log`. The child dies with the test (SIGKILL).
+inline pid_t StartCoexist(const std::vector<std::string>& env, const std::vector<std::string>& args,
+                          const std::filesystem::path& log) {
+  SpawnOptions options;
+  options.argv = {"/usr/bin/env"};
+  options.argv.insert(options.argv.end(), env.begin(), env.end());
+  options.argv.push_back(COEXIST_BINARY);
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.output_path = log.string();
+  options.parent_death_signal = SIGKILL;
+  return Spawn(options);
+}
+
+// Polls `done` every 20 ms until it holds or `timeout` passes.
+inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// A strict reading of the Prometheus text format 0.0.4: # HELP / # TYPE
+// lines, then `name{label="value",...} number`. NaN and Inf in any case,
+// as Prometheus's parser (Go's ParseFloat) takes them: prometheus-cpp
+// writes "Nan" for an empty summary. Returns sample -> value; any other
+// line fails the test.
+inline std::map<std::string, double> ParseExposition(const std::string& text) {
+  std::map<std::string, double> samples;
+  std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*$)");
+  std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})?) ([-+0-9.eE]+|[Nn][Aa][Nn]|[+-][Ii][Nn][Ff])( [0-9]+)?$)");
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || std::regex_match(line, comment)) continue;
+    std::smatch match;
+    EXPECT_TRUE(std::regex_match(line, match, sample)) << "not exposition format: " << line;
+    if (!match.empty()) samples[match[1]] = std::stod(match[5]);
+  }
+  return samples;
+}
+
+}  // namespace coexist::ops_test
