@@ -80,6 +80,7 @@ class Daemon {
   bool run_pending_ = true;  // run once at start and after a reload, work or not
   bool install_pending_;
   bool refused_logged_ = false;
+  bool busy_logged_ = false;
   milliseconds backoff_;
   Totals totals_;
   WorkWaiter waiter_;
@@ -102,8 +103,13 @@ int Daemon::Run() {
       Cycle();
       if (!stop_) Wait(config_.daemon.poll_interval);
     } catch (const batch::JobBusyError& e) {
-      spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
-                   config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
+      // Once per busy spell: a standby daemon on a second host waits quietly.
+      if (!busy_logged_) {
+        spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
+                     config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
+        busy_logged_ = true;
+      }
+      metrics_.RecordRunWithoutSummary("busy");
       Status("waiting: another run holds the job");
       Wait(config_.daemon.poll_interval);
     } catch (const config::ConfigError& e) {
@@ -209,6 +215,11 @@ void Daemon::Cycle() {
     }
     refused_logged_ = false;
   }
+  // Read from pg_locks, so a standby daemon does not connect, install and
+  // start a run every poll only to be refused.
+  if (waiter_.JobLockHeld(config_.batch.job)) {
+    throw batch::JobBusyError("job " + config_.batch.job + " is held by another session");
+  }
   RunOnce();
 }
 
@@ -227,7 +238,6 @@ void Daemon::RunOnce() {
     }
     summary = batch::Run(settings_.conninfo, config_, options);
   } catch (const batch::JobBusyError&) {
-    metrics_.RecordRunWithoutSummary("busy");
     throw;
   } catch (const config::ConfigError&) {
     throw;
@@ -239,6 +249,7 @@ void Daemon::RunOnce() {
   }
   run_pending_ = false;
   install_pending_ = false;
+  busy_logged_ = false;
   previous_.reset();  // the database accepted the reloaded configuration
   ++totals_.runs;
   totals_.done += summary.done;

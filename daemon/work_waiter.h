@@ -43,6 +43,9 @@ class WorkWaiter {
   };
   // The job's claimable items, read on the listening connection.
   QueueCounts Counts(const std::string& job);
+  // Whether a session holds the job's lock (0004_job_lock.sql), read from
+  // pg_locks without trying it; false when 0004 is not installed yet.
+  bool JobLockHeld(const std::string& job);
 
  private:
   struct Impl;
