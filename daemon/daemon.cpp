@@ -62,6 +62,8 @@ class Daemon {
  private:
   void OnSignal(int signo);
   void Reload();
+  void OnBusy(const batch::JobBusyError& e);
+  void RestorePrevious(const config::ConfigError& e);
   void Connect();
   void Cycle();
   void RunOnce();
@@ -96,33 +98,25 @@ int Daemon::Run() {
   }
   spdlog::info("daemon started job={} policy={} poll_interval={} pid={}", config_.batch.job,
                policy_->Name(), config::FormatDuration(config_.daemon.poll_interval), getpid());
+  bool wait_first = false;  // wait for work before the next look at the queue
   while (!stop_) {
     if (reload_.exchange(false)) Reload();
     try {
+      if (wait_first) {
+        // Inside the try: a connection that breaks while idle is recovered.
+        wait_first = false;
+        Wait(config_.daemon.poll_interval);
+        continue;  // a signal may have woken it: stop and reload come first
+      }
       Connect();
       Cycle();
-      if (!stop_) Wait(config_.daemon.poll_interval);
+      wait_first = true;
     } catch (const batch::JobBusyError& e) {
-      // Once per busy spell: a standby daemon on a second host waits quietly.
-      if (!busy_logged_) {
-        spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
-                     config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
-        busy_logged_ = true;
-      }
-      metrics_.RecordRunWithoutSummary("busy");
-      Status("waiting: another run holds the job");
-      Wait(config_.daemon.poll_interval);
+      OnBusy(e);
+      wait_first = true;
     } catch (const config::ConfigError& e) {
       if (!previous_) throw;  // the starting configuration: exit 78
-      spdlog::error(
-          "reloaded configuration rejected by the database, previous one restored "
-          "error={}",
-          log::Value(e.what()));
-      metrics_.RecordReload(false);
-      config_ = std::move(*previous_);
-      previous_.reset();
-      policy_ = policies::Create(config_.policy);
-      install_pending_ = settings_.install;
+      RestorePrevious(e);
     } catch (const std::exception& e) {
       Recover(e);
     }
@@ -130,6 +124,28 @@ int Daemon::Run() {
   spdlog::info("daemon stopped runs={} done={} deferred={} dead={}", totals_.runs, totals_.done,
                totals_.deferred, totals_.dead);
   return 0;
+}
+
+// Once per busy spell: a standby daemon on a second host waits quietly.
+void Daemon::OnBusy(const batch::JobBusyError& e) {
+  if (!busy_logged_) {
+    spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
+                 config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
+    busy_logged_ = true;
+  }
+  metrics_.RecordRunWithoutSummary("busy");
+  Status("waiting: another run holds the job");
+}
+
+// A reloaded configuration the database rejected (bad operation SQL).
+void Daemon::RestorePrevious(const config::ConfigError& e) {
+  spdlog::error("reloaded configuration rejected by the database, previous one restored error={}",
+                log::Value(e.what()));
+  metrics_.RecordReload(false);
+  config_ = std::move(*previous_);
+  previous_.reset();
+  policy_ = policies::Create(config_.policy);
+  install_pending_ = settings_.install;
 }
 
 // On the signal watcher thread: set a flag, wake the main thread, never block.

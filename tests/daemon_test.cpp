@@ -201,6 +201,22 @@ TEST_F(DaemonTest, FinishesItsQueueAcrossAPostgresqlRestart) {
   ExpectEachAppliedOnce(100);
   EXPECT_TRUE(LogHas("database unavailable, retrying")) << Log();
   EXPECT_GE(Count("SELECT count(*) FROM coexist.runs"), 2) << "a new run after the restart";
+
+  // Again while it waits for work: the listening connection breaks, the
+  // daemon reconnects and LISTENs again, and the next enqueue wakes it.
+  cluster.StopServer();
+  std::this_thread::sleep_for(500ms);
+  cluster.StartServer();
+  auto connects = [&] {
+    std::string log = Log();
+    int n = 0;
+    for (size_t at = 0; (at = log.find("database connected", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  ASSERT_TRUE(WaitFor([&] { return connects() >= 3; }, 20s)) << Log();
+  Enqueue(101, 110);
+  ASSERT_TRUE(WaitFor([&] { return Done() == 110; }, 20s)) << Log();
+  ExpectEachAppliedOnce(110);
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
