@@ -270,5 +270,35 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   EXPECT_THROW(other.exec("DELETE FROM coexist.queue"), pqxx::insufficient_privilege);
 }
 
+TEST_F(OpsTest, TheDocumentedBatchRoleMaySignalAnOnlineRolesBlocker) {
+  std::string online_role = "online_" + database_name();
+  std::string batch_role = "batch_" + database_name();
+  auto path = (dir_ / "priority.yaml").string();
+  std::ofstream(path) << "batch: {job: ops, chunk_size: 10}\n"
+                         "policy: {name: batch_priority, cancel_after: 100ms, "
+                         "terminate_after: 300ms}\n"
+                         "operation:\n"
+                         "  chunk_sql: UPDATE products SET stock = stock - 1 "
+                         "WHERE id = ANY ($1::bigint[])\n";
+  auto install = Coexist({"--config", path, "db", "install"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  QueryValue(DocumentedGrants(online_role, batch_role));
+  Enqueue(60, 62);
+  // An online user's transaction holds record 61's row lock, idle (so the
+  // cancel finds no statement and the batch terminates it).
+  auto online = db::Connect(conninfo() + " user=" + online_role, "coexist-online");
+  pqxx::work held(*online);
+  held.exec("SELECT 1 FROM products WHERE id = 61 FOR UPDATE");
+
+  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                         "--config", path, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 3);
+  EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT subject, ',') FROM coexist.events "
+                       "WHERE kind = 'backend_terminated'"),
+            "coexist-online");
+  EXPECT_THROW(held.exec("SELECT 1"), pqxx::broken_connection);
+}
+
 }  // namespace
 }  // namespace coexist
