@@ -302,8 +302,9 @@ TEST_F(DaemonTest, ServesCumulativeMetricsOnLoopback) {
       std::regex_search(log, match, std::regex("metrics endpoint listening .*port=([0-9]+)")));
   int port = std::stoi(match[1]);
   ASSERT_TRUE(WaitUntilIdle()) << Log();
-  Enqueue(1, 25);
-  ASSERT_TRUE(WaitFor([&] { return Done() == 25; }, 20s)) << Log();
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 3, 'alice', '10 minutes')");
+  Enqueue(1, 25);  // item 3 is deferred: edit-locked
+  ASSERT_TRUE(WaitFor([&] { return Done() == 24; }, 20s)) << Log();
   std::map<std::string, double> samples;
   // The counters are updated when the run returns, a moment after commit.
   ASSERT_TRUE(WaitFor(
@@ -313,12 +314,16 @@ TEST_F(DaemonTest, ServesCumulativeMetricsOnLoopback) {
         if (response.find(" 200 ") == std::string::npos || body == std::string::npos) return false;
         samples = ops_test::ParseExposition(response.substr(body + 4));
         auto it = samples.find(R"(coexist_daemon_items_total{job="d",outcome="done"})");
-        return it != samples.end() && it->second == 25;
+        return it != samples.end() && it->second == 24;
       },
       10s))
       << Log();
-  EXPECT_GE(samples.at(R"(coexist_daemon_runs_total{job="d",outcome="succeeded"})"), 2);
+  // The startup run found nothing to do; the enqueue's run deferred one item.
+  EXPECT_EQ(samples.at(R"(coexist_daemon_runs_total{job="d",outcome="succeeded"})"), 1);
+  EXPECT_EQ(samples.at(R"(coexist_daemon_runs_total{job="d",outcome="incomplete"})"), 1);
   EXPECT_EQ(samples.at(R"(coexist_daemon_runs_total{job="d",outcome="failed"})"), 0);
+  EXPECT_EQ(samples.at(R"(coexist_daemon_deferrals_total{job="d",reason="edit_locked"})"), 1);
+  EXPECT_EQ(samples.at(R"(coexist_daemon_items_total{job="d",outcome="deferred"})"), 1);
   EXPECT_EQ(samples.at(R"(coexist_daemon_database_connected{job="d"})"), 1);
   EXPECT_GT(samples.at(R"(coexist_daemon_last_success_timestamp_seconds{job="d"})"), 0);
   EXPECT_EQ(Stop(), 0) << Log();

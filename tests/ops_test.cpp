@@ -89,12 +89,18 @@ TEST_F(OpsTest, BatchRunWritesTheMetricsTextfileAndAFailedRunKeepsTheLastSuccess
   auto prom = dir_ / "coexist_ops.prom";
   auto config = WriteConfig("metrics: {textfile: " + prom.string() + "}\n");
   Enqueue(1, 30);
+  // Record 3 is edit-locked: its item is deferred (exit 2), by reason.
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 3, 'alice', '10 minutes')");
   auto first = Coexist({"--config", config, "batch", "run"});
-  ASSERT_EQ(first.status, 0) << first.output;
+  ASSERT_EQ(first.status, 2) << first.output;
   auto samples = ParseExposition(Slurp(prom));
   EXPECT_EQ(
       samples.at(R"(coexist_batch_last_run_items{job="ops",outcome="done",policy="skip_locked"})"),
-      30);
+      29);
+  EXPECT_EQ(
+      samples.at(
+          R"(coexist_batch_last_run_deferrals{job="ops",policy="skip_locked",reason="edit_locked"})"),
+      1);
   EXPECT_EQ(samples.at(R"(coexist_batch_last_run_success{job="ops",policy="skip_locked"})"), 1);
   double success = samples.at(R"(coexist_batch_last_success_timestamp_seconds{job="ops"})");
   EXPECT_GT(success, 0);
