@@ -234,28 +234,12 @@ TEST_F(DaemonTest, WaitsWhileAnotherRunHoldsTheJob) {
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
-// A time_window policy whose window starts `from_now` hours from now and
-// lasts `hours` (UTC, every day, no drain margin).
-std::string WindowPolicy(int from_now, int hours) {
-  auto now = std::chrono::system_clock::now();
-  int hour = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::hours>(now.time_since_epoch()).count() % 24);
-  auto clock = [](int h) {
-    char text[8];
-    std::snprintf(text, sizeof(text), "%02d:00", ((h % 24) + 24) % 24);
-    return std::string(text);
-  };
-  return "policy:\n  name: time_window\n  drain_margin: 0s\n  windows:\n    - {time_zone: UTC, "
-         "start: \"" +
-         clock(hour + from_now) + "\", end: \"" + clock(hour + from_now + hours) + "\"}\n";
-}
-
 TEST_F(DaemonTest, WaitsOutsideTheWindowAndRunsWhenOneIsActive) {
   auto config = [](const std::string& policy) {
     return "batch: {job: d, chunk_size: 10}\n" + policy + Operation("a") +
            "daemon: {poll_interval: 200ms}\n";
   };
-  WriteConfig(config(WindowPolicy(2, 1)));  // opens in two hours
+  WriteConfig(config(ops_test::WindowPolicy(2, 1)));  // opens in two hours
   Enqueue(1, 10);
   Start();
   ASSERT_TRUE(WaitForLog("claiming not allowed now, waiting reason=outside_window")) << Log();
@@ -264,7 +248,7 @@ TEST_F(DaemonTest, WaitsOutsideTheWindowAndRunsWhenOneIsActive) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'claim_refused'"), 1)
       << "only the startup run asks; the polls check the window without a run";
 
-  WriteConfig(config(WindowPolicy(-1, 3)));  // active now
+  WriteConfig(config(ops_test::WindowPolicy(-1, 3)));  // active now
   kill(pid_, SIGHUP);
   ASSERT_TRUE(WaitFor([&] { return Done() == 10; }, 20s)) << Log();
   ExpectEachAppliedOnce(10);

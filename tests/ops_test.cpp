@@ -207,6 +207,19 @@ TEST_F(OpsTest, DryRunReportsEachDecisionAndChangesNothing) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 29);
 }
 
+TEST_F(OpsTest, DryRunOutsideTheWindowClaimsNothing) {
+  auto path = (dir_ / "window.yaml").string();
+  std::ofstream(path) << "batch: {job: ops}\n"
+                      << ops_test::WindowPolicy(2, 1)  // opens in two hours
+                      << "operation:\n  chunk_sql: SELECT $1::bigint[]\n";
+  Enqueue(1, 4);
+  auto result = Coexist({"--config", path, "batch", "run", "--dry-run"});
+  EXPECT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("claiming is not allowed now (outside_window)"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("items 4, not_claimed 4"), std::string::npos) << result.output;
+}
+
 TEST_F(OpsTest, DryRunSaysWhenTheJobIsBusy) {
   auto config = WriteConfig("");
   Enqueue(1, 3);

@@ -75,4 +75,20 @@ inline std::map<std::string, double> ParseExposition(const std::string& text) {
   return samples;
 }
 
+// A time_window policy whose window starts `from_now` hours from now and
+// lasts `hours` (UTC, every day, no drain margin).
+inline std::string WindowPolicy(int from_now, int hours) {
+  auto now = std::chrono::system_clock::now();
+  int hour = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::hours>(now.time_since_epoch()).count() % 24);
+  auto clock = [](int h) {
+    char text[8];
+    std::snprintf(text, sizeof(text), "%02d:00", ((h % 24) + 24) % 24);
+    return std::string(text);
+  };
+  return "policy:\n  name: time_window\n  drain_margin: 0s\n  windows:\n    - {time_zone: UTC, "
+         "start: \"" +
+         clock(hour + from_now) + "\", end: \"" + clock(hour + from_now + hours) + "\"}\n";
+}
+
 }  // namespace coexist::ops_test
