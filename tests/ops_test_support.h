@@ -2,12 +2,14 @@
 
 // Helpers shared by the operations tests (ops_test.cpp, daemon_test.cpp):
 // the coexist executable as a subprocess with its own environment, polling
-// for a condition with a deadline, and a strict Prometheus text parser.
+// for a condition with a deadline, a strict Prometheus text parser, and a
+// time_window policy relative to the current hour.
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
