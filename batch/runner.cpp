@@ -122,13 +122,14 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
                config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
 
   Counters counters;
+  KeysInFlight keys;
   std::atomic<bool> workers_stop{false};
   std::mutex error_mutex;
   std::exception_ptr error;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < config.batch.workers; ++i) {
     workers.push_back(std::make_unique<Worker>(i, conninfo, config, *policy, summary.run_id,
-                                               counters, workers_stop, pacer));
+                                               counters, workers_stop, pacer, keys));
   }
   std::atomic<int> running{config.batch.workers};
   {

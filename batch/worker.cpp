@@ -61,6 +61,31 @@ std::map<std::string, long long> Counters::DeferralsByReason() const {
   return deferrals_by_reason_;
 }
 
+std::vector<Item> KeysInFlight::Take(int worker, const std::vector<Item>& items) {
+  std::lock_guard lock(mutex_);
+  std::vector<Item> taken;
+  for (const auto& item : items) {
+    auto [it, inserted] = holder_.try_emplace(item.key, worker);
+    if (inserted || it->second == worker) taken.push_back(item);
+  }
+  return taken;
+}
+
+void KeysInFlight::Release(int worker) {
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(holder_, [worker](const auto& entry) { return entry.second == worker; });
+    ++releases_;
+  }
+  released_.notify_all();
+}
+
+void KeysInFlight::WaitForRelease(milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  auto seen = releases_;
+  released_.wait_for(lock, timeout, [&] { return releases_ != seen; });
+}
+
 struct Worker::Db {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<pqxx::connection> aux;  // LISTEN and blocker lookups, when the policy waits
@@ -72,7 +97,7 @@ struct Worker::Db {
 
 Worker::Worker(int index, std::string conninfo, const config::Config& config,
                const policies::Policy& policy, long long run_id, Counters& counters,
-               const std::atomic<bool>& stop, pacing::Pacer& pacer)
+               const std::atomic<bool>& stop, pacing::Pacer& pacer, KeysInFlight& keys)
     : index_(index),
       conninfo_(std::move(conninfo)),
       config_(config),
@@ -80,7 +105,8 @@ Worker::Worker(int index, std::string conninfo, const config::Config& config,
       run_id_(run_id),
       counters_(counters),
       stop_(stop),
-      pacer_(pacer) {}
+      pacer_(pacer),
+      keys_(keys) {}
 
 Worker::~Worker() = default;
 
@@ -132,6 +158,12 @@ void Worker::Run() {
 }
 
 bool Worker::RunChunk(long long& after, int size) {
+  // However the chunk ends, its keys are free for the siblings afterwards.
+  struct ReleaseKeys {
+    KeysInFlight& keys;
+    int worker;
+    ~ReleaseKeys() { keys.Release(worker); }
+  } release{keys_, index_};
   Outcome out;
   auto now = steady_clock::now();
   auto started = now;
@@ -141,9 +173,17 @@ bool Worker::RunChunk(long long& after, int size) {
   }
   {
     pqxx::work tx(*db_->conn);
-    auto items = db_->sql->ClaimItems(tx, run_id_, size, after, exclude, policy_.TakesOver());
-    if (items.empty()) return false;
-    after = items.back().item_id;
+    auto claimed = db_->sql->ClaimItems(tx, run_id_, size, after, exclude, policy_.TakesOver());
+    if (claimed.empty()) return false;
+    after = claimed.back().item_id;
+    // Items whose key a sibling worker holds stay queued (this transaction
+    // only locked their queue rows) for a later chunk.
+    auto items = keys_.Take(index_, claimed);
+    if (items.empty()) {
+      tx.abort();
+      keys_.WaitForRelease(milliseconds(50));
+      return true;
+    }
     Decide(tx, items, out);
     if (policy_.TakesOver()) {
       // status_partition, step 1: the records become the batch's (CX004
@@ -170,12 +210,13 @@ bool Worker::RunChunk(long long& after, int size) {
     tx.commit();
   }
   Publish(out);
+  int settled = static_cast<int>(out.applied.size() + out.failures.size() + out.deferrals.size() +
+                                 out.timeouts.size());
+  auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
+  spdlog::debug("chunk finished worker={} size={} settled={} took_ms={} lock_wait_ms={}", index_,
+                size, settled, took.count(), out.lock_wait.count());
   pacer_.AfterChunk(
-      {.items = static_cast<int>(out.applied.size() + out.failures.size() + out.deferrals.size() +
-                                 out.timeouts.size()),
-       .took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started),
-       .hit_timeout = out.timed_out,
-       .lock_wait = out.lock_wait});
+      {.items = settled, .took = took, .hit_timeout = out.timed_out, .lock_wait = out.lock_wait});
   return true;
 }
 

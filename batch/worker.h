@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "policies/policy.h"
@@ -44,13 +46,33 @@ struct Counters {
   std::map<std::string, long long> deferrals_by_reason_;
 };
 
+// The target keys the run's workers hold in their open chunks. Two workers
+// whose chunks share a key would otherwise see each other's row locks as an
+// online user's and wait for (or defer) them; a key held by a sibling is
+// instead left queued for a later chunk.
+class KeysInFlight {
+ public:
+  // Takes the keys of `items` that no other worker holds; returns the items
+  // whose keys this worker now holds (a key may repeat within one chunk).
+  std::vector<Item> Take(int worker, const std::vector<Item>& items);
+  void Release(int worker);
+  // Blocks until some worker releases its keys, or `timeout`.
+  void WaitForRelease(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_;
+  std::map<long long, int> holder_;  // key -> worker
+  long long releases_ = 0;
+};
+
 class Worker {
  public:
   // `pacer` sizes each chunk and holds the worker while the run is paused
   // or throttled (pacing/pacer.h); it is shared by the run's workers.
   Worker(int index, std::string conninfo, const config::Config& config,
          const policies::Policy& policy, long long run_id, Counters& counters,
-         const std::atomic<bool>& stop, pacing::Pacer& pacer);
+         const std::atomic<bool>& stop, pacing::Pacer& pacer, KeysInFlight& keys);
   ~Worker();
 
   // Runs until nothing is claimable, the policy stops claiming or `stop` is
@@ -91,6 +113,7 @@ class Worker {
   Counters& counters_;
   const std::atomic<bool>& stop_;
   pacing::Pacer& pacer_;
+  KeysInFlight& keys_;
   std::string stop_reason_;
 
   // Connections and what is prepared on them (libpqxx stays in worker.cpp).

@@ -199,6 +199,30 @@ TEST_F(BatchRunnerTest, SeveralWorkersNeverApplyAnItemTwice) {
   EXPECT_EQ(QueryValue("SELECT outcome || ' ' || done FROM coexist.runs"), "succeeded 3000");
 }
 
+TEST_F(BatchRunnerTest, WorkersWhoseChunksShareKeysLeaveThemForLaterInsteadOfDeferring) {
+  // Keys 1..40 queued three times: two workers' chunks of 30 overlap in
+  // keys while both are open (each chunk sleeps), and no online user holds
+  // anything. A sibling's row lock is not an online user's: nothing may be
+  // deferred or waited for.
+  for (int round = 0; round < 3; ++round) EnqueueRange(1, 40);
+  auto config = config::LoadString(
+      "batch: {job: j, chunk_size: 30, workers: 2}\n"
+      "pacing: {adaptive: false}\n"
+      "policy: {name: skip_locked}\n"
+      "operation:\n"
+      "  chunk_sql: |\n"
+      "    WITH s AS (SELECT pg_sleep(0.05)),\n"
+      "    u AS (UPDATE products SET stock = stock + 1\n"
+      "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
+      "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n",
+      "test.yaml");
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.done, 120);
+  EXPECT_EQ(summary.deferred, 0) << "a worker took its sibling's lock for an online user's";
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 120);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 0);
+}
+
 TEST_F(BatchRunnerTest, GuardTriggerRefusesWritesToRowsAnotherOwnerEditLocks) {
   batch::Run(conninfo(), Config("  name: skip_locked\n"));  // installs the guard
   auto token = QueryValue("SELECT coexist.acquire_edit_lock('products', 5, 'alice', '1 hour')");
