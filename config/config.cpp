@@ -124,9 +124,11 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.Double("shrink_after", out.shrink_after, 1.0, 100.0);
   s.Double("rate_weight", out.rate_weight, 0.01, 1.0);
   s.Duration("check_interval", out.check_interval, milliseconds(10), std::chrono::minutes(10));
-  if (auto t = s.Map("max_load")) ReadThresholds(*t, out.max_load);
+  // A map that is written is the whole set: keys it leaves out are off, so
+  // `max_load: {}` turns the throttle off instead of keeping the defaults.
+  if (auto t = s.Map("max_load")) ReadThresholds(*t, out.max_load = {});
   s.Duration("hold_time", out.hold_time, milliseconds(0), hours(1));
-  if (auto t = s.Map("critical_load")) ReadThresholds(*t, out.critical_load);
+  if (auto t = s.Map("critical_load")) ReadThresholds(*t, out.critical_load = {});
   s.Duration("critical_recheck", out.critical_recheck, milliseconds(0), std::chrono::minutes(10));
   s.Enum("critical_action", out.critical_action, {"hibernate", "stop"});
   s.Duration("hibernate_time", out.hibernate_time, milliseconds(1), hours(24));

@@ -304,7 +304,7 @@ TEST(PacingConfig, DefaultsAndAFullSection) {
   EXPECT_EQ(p.max_load.replication_lag, 2s);
   EXPECT_EQ(p.max_load.vacuum, 1);
   EXPECT_EQ(p.critical_load.active_sessions, 80);
-  EXPECT_EQ(p.critical_load.lock_waiters, 100);  // untouched default
+  EXPECT_EQ(p.critical_load.lock_waiters, 0);  // a written map is the whole set
   EXPECT_EQ(p.critical_action, "stop");
   EXPECT_EQ(p.throttle_query, "SELECT 0");
   EXPECT_EQ(p.control_socket, "/run/coexist/ctl.sock");
