@@ -37,6 +37,8 @@ struct Worker::Outcome {
 
 namespace {
 
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 bool IsTimeout(const std::string& sqlstate) {
   return sqlstate == db::sqlstate::kQueryCanceled || sqlstate == db::sqlstate::kLockNotAvailable;
 }
@@ -323,10 +325,20 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
     bool terminate = d.action == Action::kTerminateBlocker && !terminated;
     bool cancel = d.action == Action::kCancelBlocker && !cancelled;
     if ((terminate || cancel) && !blockers.empty()) {
-      int n = db_->sql->SignalBlockers(tx, blockers, terminate, run_id_, item.item_id, item.key);
-      out.signalled += n;
-      spdlog::info("online backends {} item_id={} key={} count={}",
-                   terminate ? "terminated" : "cancelled", item.item_id, item.key, n);
+      // Without pg_signal_backend, or against a superuser's session, the
+      // signal is refused: the batch then waits like online_priority and
+      // defers at the end of its wait, instead of failing the run.
+      try {
+        Savepoint sub(tx, "signal");
+        int n = db_->sql->SignalBlockers(tx, blockers, terminate, run_id_, item.item_id, item.key);
+        sub.Release();
+        out.signalled += n;
+        spdlog::info("online backends {} item_id={} key={} count={}",
+                     terminate ? "terminated" : "cancelled", item.item_id, item.key, n);
+      } catch (const pqxx::sql_error& e) {
+        spdlog::warn("online backends not signalled item_id={} key={} error={}", item.item_id,
+                     item.key, log::Value(FirstLine(e.what())));
+      }
       (terminate ? terminated : cancelled) = true;
     }
     auto step_started = steady_clock::now();

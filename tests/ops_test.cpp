@@ -319,5 +319,37 @@ TEST_F(OpsTest, TheDocumentedBatchRoleMaySignalAnOnlineRolesBlocker) {
   EXPECT_THROW(held.exec("SELECT 1"), pqxx::broken_connection);
 }
 
+TEST_F(OpsTest, ABatchRoleWithoutSignalRightsDefersTheBlockedItemInsteadOfFailing) {
+  std::string online_role = "online_" + database_name();
+  std::string batch_role = "batch_" + database_name();
+  auto path = (dir_ / "priority.yaml").string();
+  std::ofstream(path) << "batch: {job: ops, chunk_size: 10}\n"
+                         "policy: {name: batch_priority, cancel_after: 100ms, "
+                         "terminate_after: 300ms}\n"
+                         "operation:\n"
+                         "  chunk_sql: UPDATE products SET stock = stock - 1 "
+                         "WHERE id = ANY ($1::bigint[])\n";
+  auto install = Coexist({"--config", path, "db", "install"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  QueryValue(DocumentedGrants(online_role, batch_role) + "REVOKE pg_signal_backend FROM " +
+             batch_role + ";");
+  Enqueue(60, 62);
+  // An online user's transaction holds record 61's row lock, idle (so the
+  // cancel finds no statement and the batch terminates it).
+  auto online = db::Connect(conninfo() + " user=" + online_role, "coexist-online");
+  pqxx::work held(*online);
+  held.exec("SELECT 1 FROM products WHERE id = 61 FOR UPDATE");
+
+  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                         "--config", path, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 2) << run.output;  // deferred, not 70
+  EXPECT_NE(run.output.find("online backends not signalled"), std::string::npos) << run.output;
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text || ':' || state, ',' ORDER BY "
+                       "record_key) FROM coexist.queue"),
+            "60:done,61:deferred,62:done");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind LIKE 'backend_%'"), 0);
+  EXPECT_NO_THROW(held.exec("SELECT 1")) << "the online user's session must live";
+}
+
 }  // namespace
 }  // namespace coexist
