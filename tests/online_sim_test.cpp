@@ -2,6 +2,7 @@
 // outcomes, the atomic floor, the lost-update check, the reserve scenario,
 // and the command's exit statuses on bad input.
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/subprocess.h"
 #include "online-sim/reserve.h"
 #include "online-sim/simulator.h"
 #include "tests/support/database_test.h"
@@ -360,6 +362,36 @@ TEST_F(OnlineSimTest, CommandExitStatusesOnBadInput) {
   std::filesystem::remove(config);
   EXPECT_EQ(RunCli(url + " online-sim --duration 1s --users 0"), 64);
   EXPECT_EQ(RunCli(url + " online-sim --duration 1s --quiet --users 4 --pool 4"), 0);
+}
+
+TEST_F(OnlineSimTest, CtrlCPrintsThePartialResultAndExits130) {
+  auto dir = std::filesystem::temp_directory_path() / ("online-sim-int-" + database_name());
+  std::filesystem::create_directories(dir);
+  auto output = (dir / "out.txt").string();
+  auto json = (dir / "report.json").string();
+  pid_t pid = Spawn({.argv = {COEXIST_BINARY, "--database-url", conninfo(), "online-sim",
+                              "--duration", "60s", "--users", "4", "--pool", "4", "--json", json},
+                     .output_path = output,
+                     .parent_death_signal = SIGKILL});
+  auto read = [&] {
+    std::ifstream in(output);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  // Wait for the load to run: a progress line comes once a second.
+  for (int i = 0; i < 300 && read().find("tps") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  EXPECT_EQ(WaitForExit(pid), 128 + SIGINT);
+  auto text = read();
+  EXPECT_NE(text.find("(interrupted: partial result)"), std::string::npos) << text;
+  EXPECT_NE(text.find("all kinds"), std::string::npos) << text;
+  std::ifstream in(json);
+  auto report = nlohmann::json::parse(in);
+  EXPECT_EQ(report["interrupted"], true);
+  EXPECT_LT(report["elapsed_seconds"].get<double>(), 30) << "Ctrl-C did not stop the run";
+  EXPECT_GT(report["transactions"].get<long long>(), 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
