@@ -42,7 +42,8 @@ struct Engine {
   const config::OnlineConfig& config;
   const db::TargetTable& target;
   std::string target_regclass;  // "public.products", quoted, for ::regclass
-  asio::io_context io;
+  // One thread runs it: the hint lets Asio skip waking other threads.
+  asio::io_context io{1};
   Catalog catalog;
   StatementIds sql{};
   Stats stats;

@@ -31,6 +31,31 @@ constexpr const char* kLedgerOperation =
     "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
     "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
 
+// The GRANTs of docs/operations.md ("Database roles"), run as written with
+// the role names made unique: the batch role runs a job (--no-install, after
+// the owner's `db install --config`), the online role uses the edit-lock API
+// and writes the target through the guard trigger.
+std::string DocumentedGrants(const std::string& online_role, const std::string& batch_role) {
+  std::istringstream doc(Slurp(fs::path(COEXIST_SOURCE_DIR) / "docs" / "operations.md"));
+  std::string sql;
+  bool in_section = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.starts_with("## ")) in_section = line == "## Database roles (least privilege)";
+    if (in_section && line.starts_with("    ")) sql += line.substr(4) + "\n";
+  }
+  for (auto [from, to] : {std::pair{std::string("app_online"), online_role},
+                          std::pair{std::string("coexist_batch"), batch_role}}) {
+    for (size_t at; (at = sql.find(from)) != std::string::npos;) sql.replace(at, from.size(), to);
+  }
+  return sql;
+}
+
+struct PriorityRun {
+  std::unique_ptr<pqxx::connection> online;
+  std::unique_ptr<pqxx::work> held;
+  CommandResult run;
+};
+
 class OpsTest : public testing::DatabaseTest {
  protected:
   void SetUp() override {
@@ -80,6 +105,34 @@ class OpsTest : public testing::DatabaseTest {
            QueryValue(
                "SELECT md5(coalesce(string_agg(e::text, ',' ORDER BY record_key), '')) "
                "FROM coexist.edit_locks e");
+  }
+
+  // batch_priority as the documented batch role (with or without
+  // pg_signal_backend) while an online role's idle transaction holds record
+  // 61's row lock (so a cancel finds no statement and the batch terminates
+  // it). Records 60..62 are queued. `held` is the online transaction.
+  PriorityRun RunPriorityAsBatchRole(bool may_signal) {
+    std::string online_role = "online_" + database_name();
+    std::string batch_role = "batch_" + database_name();
+    auto path = (dir_ / "priority.yaml").string();
+    std::ofstream(path) << "batch: {job: ops, chunk_size: 10}\n"
+                           "policy: {name: batch_priority, cancel_after: 100ms, "
+                           "terminate_after: 300ms}\n"
+                           "operation:\n"
+                           "  chunk_sql: UPDATE products SET stock = stock - 1 "
+                           "WHERE id = ANY ($1::bigint[])\n";
+    auto install = Coexist({"--config", path, "db", "install"});
+    EXPECT_EQ(install.status, 0) << install.output;
+    QueryValue(DocumentedGrants(online_role, batch_role) +
+               (may_signal ? "" : "REVOKE pg_signal_backend FROM " + batch_role + ";"));
+    Enqueue(60, 62);
+    PriorityRun out;
+    out.online = db::Connect(conninfo() + " user=" + online_role, "coexist-online");
+    out.held = std::make_unique<pqxx::work>(*out.online);
+    out.held->exec("SELECT 1 FROM products WHERE id = 61 FOR UPDATE");
+    out.run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                          "--config", path, "batch", "run", "--no-install"});
+    return out;
   }
 
   fs::path dir_;
@@ -231,25 +284,6 @@ TEST_F(OpsTest, DryRunSaysWhenTheJobIsBusy) {
   EXPECT_NE(result.output.find("items 3, apply 3"), std::string::npos) << result.output;
 }
 
-// The GRANTs of docs/operations.md ("Database roles"), run as written with
-// the role names made unique: the batch role runs a job (--no-install, after
-// the owner's `db install --config`), the online role uses the edit-lock API
-// and writes the target through the guard trigger.
-std::string DocumentedGrants(const std::string& online_role, const std::string& batch_role) {
-  std::istringstream doc(Slurp(fs::path(COEXIST_SOURCE_DIR) / "docs" / "operations.md"));
-  std::string sql;
-  bool in_section = false;
-  for (std::string line; std::getline(doc, line);) {
-    if (line.starts_with("## ")) in_section = line == "## Database roles (least privilege)";
-    if (in_section && line.starts_with("    ")) sql += line.substr(4) + "\n";
-  }
-  for (auto [from, to] : {std::pair{std::string("app_online"), online_role},
-                          std::pair{std::string("coexist_batch"), batch_role}}) {
-    for (size_t at; (at = sql.find(from)) != std::string::npos;) sql.replace(at, from.size(), to);
-  }
-  return sql;
-}
-
 TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   std::string online_role = "online_" + database_name();
   std::string batch_role = "batch_" + database_name();
@@ -290,65 +324,24 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
 }
 
 TEST_F(OpsTest, TheDocumentedBatchRoleMaySignalAnOnlineRolesBlocker) {
-  std::string online_role = "online_" + database_name();
-  std::string batch_role = "batch_" + database_name();
-  auto path = (dir_ / "priority.yaml").string();
-  std::ofstream(path) << "batch: {job: ops, chunk_size: 10}\n"
-                         "policy: {name: batch_priority, cancel_after: 100ms, "
-                         "terminate_after: 300ms}\n"
-                         "operation:\n"
-                         "  chunk_sql: UPDATE products SET stock = stock - 1 "
-                         "WHERE id = ANY ($1::bigint[])\n";
-  auto install = Coexist({"--config", path, "db", "install"});
-  ASSERT_EQ(install.status, 0) << install.output;
-  QueryValue(DocumentedGrants(online_role, batch_role));
-  Enqueue(60, 62);
-  // An online user's transaction holds record 61's row lock, idle (so the
-  // cancel finds no statement and the batch terminates it).
-  auto online = db::Connect(conninfo() + " user=" + online_role, "coexist-online");
-  pqxx::work held(*online);
-  held.exec("SELECT 1 FROM products WHERE id = 61 FOR UPDATE");
-
-  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
-                         "--config", path, "batch", "run", "--no-install"});
-  EXPECT_EQ(run.status, 0) << run.output;
+  auto p = RunPriorityAsBatchRole(true);
+  EXPECT_EQ(p.run.status, 0) << p.run.output;
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 3);
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT subject, ',') FROM coexist.events "
                        "WHERE kind = 'backend_terminated'"),
             "coexist-online");
-  EXPECT_THROW(held.exec("SELECT 1"), pqxx::broken_connection);
+  EXPECT_THROW(p.held->exec("SELECT 1"), pqxx::broken_connection);
 }
 
 TEST_F(OpsTest, ABatchRoleWithoutSignalRightsDefersTheBlockedItemInsteadOfFailing) {
-  std::string online_role = "online_" + database_name();
-  std::string batch_role = "batch_" + database_name();
-  auto path = (dir_ / "priority.yaml").string();
-  std::ofstream(path) << "batch: {job: ops, chunk_size: 10}\n"
-                         "policy: {name: batch_priority, cancel_after: 100ms, "
-                         "terminate_after: 300ms}\n"
-                         "operation:\n"
-                         "  chunk_sql: UPDATE products SET stock = stock - 1 "
-                         "WHERE id = ANY ($1::bigint[])\n";
-  auto install = Coexist({"--config", path, "db", "install"});
-  ASSERT_EQ(install.status, 0) << install.output;
-  QueryValue(DocumentedGrants(online_role, batch_role) + "REVOKE pg_signal_backend FROM " +
-             batch_role + ";");
-  Enqueue(60, 62);
-  // An online user's transaction holds record 61's row lock, idle (so the
-  // cancel finds no statement and the batch terminates it).
-  auto online = db::Connect(conninfo() + " user=" + online_role, "coexist-online");
-  pqxx::work held(*online);
-  held.exec("SELECT 1 FROM products WHERE id = 61 FOR UPDATE");
-
-  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
-                         "--config", path, "batch", "run", "--no-install"});
-  EXPECT_EQ(run.status, 2) << run.output;  // deferred, not 70
-  EXPECT_NE(run.output.find("online backends not signalled"), std::string::npos) << run.output;
+  auto p = RunPriorityAsBatchRole(false);
+  EXPECT_EQ(p.run.status, 2) << p.run.output;  // deferred, not 70
+  EXPECT_NE(p.run.output.find("online backends not signalled"), std::string::npos) << p.run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text || ':' || state, ',' ORDER BY "
                        "record_key) FROM coexist.queue"),
             "60:done,61:deferred,62:done");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind LIKE 'backend_%'"), 0);
-  EXPECT_NO_THROW(held.exec("SELECT 1")) << "the online user's session must live";
+  EXPECT_NO_THROW(p.held->exec("SELECT 1")) << "the online user's session must live";
 }
 
 }  // namespace
