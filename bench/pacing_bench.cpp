@@ -107,10 +107,20 @@ capacity::CellResult RunCell(const std::string& conninfo, const std::string& yam
 
 void PrintCell(const char* label, const capacity::CellResult& c) {
   std::printf(
-      "  %-8s online p99 alone %7.1f ms, during batch %7.1f ms (%.2fx); batch %6.2f s, "
-      "%8.0f items/s, done %lld deferred %lld, lost %lld\n",
-      label, c.before.p99_ms, c.during.p99_ms, c.during.p99_ms / c.before.p99_ms, c.batch_seconds,
-      c.items_per_second, c.done, c.deferred, c.lost_updates);
+      "  %-8s online %4.0f tps, p99 alone %6.1f ms, during batch %6.1f ms (%.2fx); batch "
+      "%5.2f s, %6.0f items/s, done %lld deferred %lld, lost %lld\n",
+      label, c.before.tps, c.before.p99_ms, c.during.p99_ms, c.during.p99_ms / c.before.p99_ms,
+      c.batch_seconds, c.items_per_second, c.done, c.deferred, c.lost_updates);
+  // The online p99 second by second around the batch: a spike at its start
+  // and a steady rise tell different stories.
+  std::printf("           p99 ms per second:");
+  for (const auto& t : c.timeline) {
+    if (t.at_seconds < c.batch_start_seconds - 2 || t.at_seconds > c.batch_end_seconds + 2)
+      continue;
+    bool during = t.at_seconds >= c.batch_start_seconds && t.at_seconds <= c.batch_end_seconds + 1;
+    std::printf(" %s%.0f", during ? "*" : "", t.p99_ms);
+  }
+  std::printf("  (* = during the batch)\n");
 }
 
 Options Parse(int argc, char** argv) {
