@@ -13,7 +13,7 @@
 //   paced batch rate           >= 0.50x the unpaced rate.
 //
 //   build/bench/pacing_bench [--rounds 3] [--records 20000] [--items 40000]
-//                            [--users 8] [--chunk 2000] [--chunk-time 30ms] [--max-load 3]
+//                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 
 #include <spdlog/spdlog.h>
 
@@ -37,7 +37,7 @@ struct Options {
   long long items = 40000;
   int users = 8;
   int chunk = 2000;
-  std::string chunk_time = "30ms";
+  std::string chunk_time = "5ms";
   int max_load = 3;  // lock waiters; 0: no throttle
 };
 
