@@ -12,7 +12,7 @@
 //   paced p99 during the batch <= 1.25x the p99 without the batch;
 //   paced batch rate           >= 0.50x the unpaced rate.
 //
-//   build/bench/pacing_bench [--rounds 3] [--records 20000] [--items 40000]
+//   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 
 #include <spdlog/spdlog.h>
@@ -33,8 +33,8 @@ using namespace coexist;
 
 struct Options {
   int rounds = 3;
-  long long records = 20000;
-  long long items = 40000;
+  long long records = 50000;
+  long long items = 200000;
   int users = 8;
   int chunk = 2000;
   std::string chunk_time = "5ms";
