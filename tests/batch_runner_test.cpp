@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "batch/enqueue.h"
+#include "batch/guard.h"
 #include "batch/runner.h"
 #include "common/error.h"
 #include "config/config.h"
@@ -221,6 +222,20 @@ TEST_F(BatchRunnerTest, WorkersWhoseChunksShareKeysLeaveThemForLaterInsteadOfDef
   EXPECT_EQ(summary.deferred, 0) << "a worker took its sibling's lock for an online user's";
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 120);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 0);
+}
+
+TEST_F(BatchRunnerTest, InstallingAnUnchangedGuardLeavesTheFunctionInUseAlone) {
+  // Replacing the function would make every online session recompile it
+  // at the start of every run (0006).
+  auto config = Config("  name: skip_locked\n");
+  auto conn = Connect();
+  InstallGuard(*conn, config);
+  std::string version =
+      "SELECT xmin::text FROM pg_proc WHERE oid = "
+      "to_regproc('coexist.\"guard:public.products\"')";
+  auto before = QueryValue(version);
+  InstallGuard(*conn, config);
+  EXPECT_EQ(QueryValue(version), before);
 }
 
 TEST_F(BatchRunnerTest, GuardTriggerRefusesWritesToRowsAnotherOwnerEditLocks) {
