@@ -6,32 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "common/error.h"
 #include "metrics/run_metrics.h"
+#include "tests/support/exposition.h"
 
 namespace coexist::metrics {
 namespace {
-
-// A strict reading of the text format: # HELP / # TYPE lines, then samples
-// name{label="value",...} number. Returns sample -> value; fails the test on
-// any other line.
-std::map<std::string, double> Parse(const std::string& text) {
-  std::map<std::string, double> samples;
-  std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*$)");
-  std::regex sample(
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})?) ([-+0-9.eE]+|NaN|[+-]Inf)$)");
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || std::regex_match(line, comment)) continue;
-    std::smatch match;
-    EXPECT_TRUE(std::regex_match(line, match, sample)) << "not exposition format: " << line;
-    if (!match.empty()) samples[match[1]] = std::stod(match[5]);
-  }
-  return samples;
-}
 
 RunMetrics SampleRun(bool succeeded, double finished) {
   RunMetrics run;
@@ -50,7 +32,7 @@ RunMetrics SampleRun(bool succeeded, double finished) {
 }
 
 TEST(Metrics, ExpositionParsesAndCarriesTheRun) {
-  auto samples = Parse(Exposition(
+  auto samples = testing::ParseExposition(Exposition(
       SampleRun(true, 1000), std::chrono::system_clock::time_point(std::chrono::seconds(1000))));
   EXPECT_EQ(
       samples.at(
@@ -73,7 +55,7 @@ TEST(Metrics, AFailedRunKeepsThePreviousSuccessTime) {
   WriteTextfile(path, SampleRun(false, 2000));
   std::stringstream text;
   text << std::ifstream(path).rdbuf();
-  auto samples = Parse(text.str());
+  auto samples = testing::ParseExposition(text.str());
   EXPECT_EQ(samples.at(R"(coexist_batch_last_success_timestamp_seconds{job="nightly"})"), 1000);
   EXPECT_EQ(samples.at(R"(coexist_batch_last_run_timestamp_seconds{job="nightly"})"), 2000);
   EXPECT_EQ(samples.at(R"(coexist_batch_last_run_success{job="nightly",policy="skip_locked"})"), 0);

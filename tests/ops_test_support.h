@@ -2,8 +2,8 @@
 
 // Helpers shared by the operations tests (ops_test.cpp, daemon_test.cpp):
 // the coexist executable as a subprocess with its own environment, polling
-// for a condition with a deadline, a strict Prometheus text parser, and a
-// time_window policy relative to the current hour.
+// for a condition with a deadline, and a time_window policy relative to the
+// current hour. The Prometheus parser is tests/support/exposition.h.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -21,8 +21,11 @@
 #include <vector>
 
 #include "common/subprocess.h"
+#include "tests/support/exposition.h"
 
 namespace coexist::ops_test {
+
+using testing::ParseExposition;
 
 using namespace std::chrono_literals;
 
@@ -55,26 +58,6 @@ inline bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds
     std::this_thread::sleep_for(20ms);
   }
   return true;
-}
-
-// A strict reading of the Prometheus text format 0.0.4: # HELP / # TYPE
-// lines, then `name{label="value",...} number`. NaN and Inf in any case,
-// as Prometheus's parser (Go's ParseFloat) takes them: prometheus-cpp
-// writes "Nan" for an empty summary. Returns sample -> value; any other
-// line fails the test.
-inline std::map<std::string, double> ParseExposition(const std::string& text) {
-  std::map<std::string, double> samples;
-  std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .*$)");
-  std::regex sample(
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})?) ([-+0-9.eE]+|[Nn][Aa][Nn]|[+-][Ii][Nn][Ff])( [0-9]+)?$)");
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || std::regex_match(line, comment)) continue;
-    std::smatch match;
-    EXPECT_TRUE(std::regex_match(line, match, sample)) << "not exposition format: " << line;
-    if (!match.empty()) samples[match[1]] = std::stod(match[5]);
-  }
-  return samples;
 }
 
 // A time_window policy whose window starts `from_now` hours from now and
