@@ -169,7 +169,37 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
   BadInput{"top_level_not_a_map", "- a\n- b\n",
            "bad.yaml:1:1: the file must be a map of sections (database:, target:, batch:, ...)", ""},
   BadInput{"boolean_expected_owner_null_ok_but_required_name_null", "target:\n  key_column: ~\n",
-           "bad.yaml:2:15: target.key_column: a name is required here", ""}
+           "bad.yaml:2:15: target.key_column: a name is required here", ""},
+  // metrics: and daemon: (operations)
+  BadInput{"metrics_listen_any_address",
+           "metrics:\n  listen: 0.0.0.0:9187\n",
+           "bad.yaml:2:11: metrics.listen: '0.0.0.0' is not a loopback address",
+           "metrics.allow_remote: true"},
+  BadInput{"metrics_listen_private_address",
+           "metrics:\n  listen: \"192.168.1.5:9187\"\n",
+           "bad.yaml:2:11: metrics.listen: '192.168.1.5' is not a loopback address", "127.0.0.1"},
+  BadInput{"metrics_listen_host_name",
+           "metrics:\n  listen: metrics.example.com:9187\n",
+           "bad.yaml:2:11: metrics.listen: 'metrics.example.com' is not a loopback address", ""},
+  BadInput{"metrics_listen_port_only",
+           "metrics:\n  listen: 9187\n",
+           "bad.yaml:2:11: metrics.listen: '9187' is not host:port", "127.0.0.1:9187"},
+  BadInput{"metrics_listen_port_out_of_range",
+           "metrics:\n  listen: \"127.0.0.1:99999\"\n",
+           "bad.yaml:2:11: metrics.listen: '127.0.0.1:99999' is not host:port", ""},
+  BadInput{"metrics_listen_bare_ipv6",
+           "metrics:\n  listen: \"::1:9187\"\n",
+           "bad.yaml:2:11: metrics.listen: '::1:9187' is not host:port", "[::1]:9187"},
+  BadInput{"metrics_unknown_key",
+           "metrics:\n  texfile: x.prom\n",
+           "bad.yaml:2:3: metrics.texfile: unknown key", "did you mean 'textfile'?"},
+  BadInput{"daemon_poll_interval_too_short",
+           "daemon:\n  poll_interval: 10ms\n",
+           "bad.yaml:2:18: daemon.poll_interval: '10ms' is out of range", ""},
+  BadInput{"daemon_reconnect_max_below_initial",
+           "daemon:\n  reconnect_initial: 5s\n  reconnect_max: 1s\n",
+           "bad.yaml:3:18: daemon.reconnect_max: reconnect_max (1s) is shorter than "
+           "reconnect_initial (5s)", "raise reconnect_max"}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
