@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <ctime>
 #include <map>
@@ -18,6 +19,8 @@ struct Registry {
   std::map<int, Callback> handlers;
   std::map<int, std::function<void()>> cleanups;
   bool handling = false;
+  int dispatching = -1;  // the handler whose callback runs now, outside the lock
+  std::condition_variable dispatched;
 };
 
 Registry& TheRegistry() {
@@ -45,18 +48,24 @@ sigset_t WatchedSignals() {
 }
 
 void Dispatch(int signo) {
+  auto& registry = TheRegistry();
   Callback handler;
   {
-    auto& registry = TheRegistry();
     std::lock_guard lock(registry.mutex);
     bool repeated = registry.handling && signo != SIGHUP;
     if (!registry.handlers.empty() && !repeated) {
       handler = registry.handlers.rbegin()->second;
+      registry.dispatching = registry.handlers.rbegin()->first;
       if (signo != SIGHUP) registry.handling = true;
     }
   }
   if (handler) {
     handler(signo);
+    // Notified under the lock: a waiting ~Handler may be the last use of
+    // the registry before the process exits.
+    std::lock_guard lock(registry.mutex);
+    registry.dispatching = -1;
+    registry.dispatched.notify_all();
   } else if (signo != SIGHUP) {
     RunCleanupsAndExit(signo);
   }
@@ -77,6 +86,9 @@ void Watch(std::stop_token stop) {
 void Install() {
   sigset_t set = WatchedSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // The registry first: statics die in reverse order, so the watcher is
+  // stopped and joined before the registry it uses is destroyed.
+  TheRegistry();
   static std::jthread watcher(Watch);
 }
 
@@ -89,9 +101,12 @@ Handler::Handler(Callback callback) {
 
 Handler::~Handler() {
   auto& registry = TheRegistry();
-  std::lock_guard lock(registry.mutex);
+  std::unique_lock lock(registry.mutex);
   registry.handlers.erase(id_);
   if (registry.handlers.empty()) registry.handling = false;
+  // The callback uses its owner's state, which goes away with this object:
+  // one that is running on the watcher thread must finish first.
+  registry.dispatched.wait(lock, [&registry, this] { return registry.dispatching != id_; });
 }
 
 Cleanup::Cleanup(std::function<void()> cleanup) {

@@ -22,7 +22,9 @@ using Callback = std::function<void(int signo)>;
 
 // Registers a graceful handler for the lifetime of the object: a command
 // that can stop cleanly (print partial results, drain) sets a flag here.
-// The callback runs on the watcher thread; it must not block.
+// The callback runs on the watcher thread; it must not block. The
+// destructor waits for a callback that is running, so the callback may use
+// whatever outlives the Handler (declare the Handler after it).
 class Handler {
  public:
   explicit Handler(Callback callback);
