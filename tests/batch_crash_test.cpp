@@ -11,6 +11,7 @@
 
 #include "common/subprocess.h"
 #include "tests/support/database_test.h"
+#include "tests/support/ledger_operation.h"
 
 namespace coexist {
 namespace {
@@ -33,12 +34,7 @@ class BatchCrashTest : public testing::DatabaseTest {
     std::ofstream(config_) << "batch: {job: crash, chunk_size: 20, workers: 2}\n"
                               "pacing: {adaptive: false}\n"
                               "policy: {name: skip_locked}\n"
-                              "operation:\n"
-                              "  chunk_sql: |\n"
-                              "    WITH s AS (SELECT pg_sleep(0.03)),\n"
-                              "    u AS (UPDATE products SET stock = stock + 1\n"
-                              "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
-                              "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
+                           << testing::LedgerOperation("0.03");
     auto status = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", config_,
                               "enqueue", "--select", "SELECT id FROM products"});
     ASSERT_EQ(status.status, 0) << status.output;
@@ -92,12 +88,11 @@ TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
 TEST_F(BatchCrashTest, ASecondRunOfTheSameJobRefusesWithStatusFourWhileTheFirstWorks) {
   pid_t first = StartRun("first.log");
   auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (Count("SELECT count(*) FROM ledger") == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (Count("SELECT count(*) FROM ledger") == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }
-  auto second = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", config_,
-                            "batch", "run"});
+  auto second = RunCommand(
+      {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "batch", "run"});
   EXPECT_EQ(second.status, 4) << second.output;
   EXPECT_NE(second.output.find("job crash is already running: run "), std::string::npos)
       << second.output;

@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "pacing/control_socket.h"
 #include "tests/support/database_test.h"
+#include "tests/support/ledger_operation.h"
 
 namespace coexist::batch {
 namespace {
@@ -59,15 +60,7 @@ class BatchPacingTest : public testing::DatabaseTest {
                        "  max_load: {lock_waiters: 2}\n"
                        "  critical_load: {}\n"
                        "  control_socket: " +
-                       socket_ + "\n" + extra +
-                       "operation:\n"
-                       "  chunk_sql: |\n"
-                       "    WITH s AS (SELECT pg_sleep(" +
-                       sleep +
-                       ")),\n"
-                       "    u AS (UPDATE products SET stock = stock + 1\n"
-                       "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
-                       "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
+                       socket_ + "\n" + extra + testing::LedgerOperation(sleep);
     return config::LoadString(yaml, "test.yaml");
   }
 

@@ -16,6 +16,7 @@
 #include "config/config_error.h"
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
+#include "tests/support/ledger_operation.h"
 
 namespace coexist::batch {
 namespace {
@@ -209,13 +210,8 @@ TEST_F(BatchRunnerTest, WorkersWhoseChunksShareKeysLeaveThemForLaterInsteadOfDef
   auto config = config::LoadString(
       "batch: {job: j, chunk_size: 30, workers: 2}\n"
       "pacing: {adaptive: false}\n"
-      "policy: {name: skip_locked}\n"
-      "operation:\n"
-      "  chunk_sql: |\n"
-      "    WITH s AS (SELECT pg_sleep(0.05)),\n"
-      "    u AS (UPDATE products SET stock = stock + 1\n"
-      "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
-      "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n",
+      "policy: {name: skip_locked}\n" +
+          testing::LedgerOperation("0.05"),
       "test.yaml");
   auto summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.done, 120);

@@ -17,6 +17,7 @@
 
 #include "tests/ops_test_support.h"
 #include "tests/support/database_test.h"
+#include "tests/support/ledger_operation.h"
 
 namespace coexist {
 namespace {
@@ -25,19 +26,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ops_test::Slurp;
 using ops_test::WaitFor;
-
-// `tag` marks which configuration applied an item (SIGHUP tests).
-std::string Operation(const std::string& tag, const std::string& sleep = "0") {
-  return "operation:\n"
-         "  chunk_sql: |\n"
-         "    WITH s AS (SELECT pg_sleep(" +
-         sleep +
-         ")),\n"
-         "    u AS (UPDATE products SET stock = stock + 1\n"
-         "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
-         "    INSERT INTO ledger (key, tag) SELECT k, '" +
-         tag + "' FROM unnest($1::bigint[]) AS k\n";
-}
 
 class DaemonTest : public testing::DatabaseTest {
  protected:
@@ -109,7 +97,7 @@ class DaemonTest : public testing::DatabaseTest {
 };
 
 TEST_F(DaemonTest, EnqueueWakesTheDaemonLongBeforeThePoll) {
-  WriteConfig(Config("daemon: {poll_interval: 60s}\n", Operation("a")));
+  WriteConfig(Config("daemon: {poll_interval: 60s}\n", testing::LedgerOperation("0", "a")));
   Start();
   ASSERT_TRUE(WaitUntilIdle()) << Log();
   auto enqueued = std::chrono::steady_clock::now();
@@ -125,7 +113,7 @@ TEST_F(DaemonTest, EnqueueWakesTheDaemonLongBeforeThePoll) {
 TEST_F(DaemonTest, SigtermMidRunDrainsAndLeavesNothingClaimed) {
   // Fixed chunks of 5 items, 50 ms each: the signal comes mid-queue.
   WriteConfig(Config("daemon: {poll_interval: 60s}\npacing: {adaptive: false}\n",
-                     Operation("a", "0.05"), 5));
+                     testing::LedgerOperation("0.05", "a"), 5));
   Enqueue(1, 100);
   Start();
   ASSERT_TRUE(WaitFor([&] { return Count("SELECT count(*) FROM ledger") >= 10; }, 20s)) << Log();
@@ -141,11 +129,12 @@ TEST_F(DaemonTest, SigtermMidRunDrainsAndLeavesNothingClaimed) {
 }
 
 TEST_F(DaemonTest, SighupWithABrokenFileKeepsTheOldConfigAndAGoodFileApplies) {
-  WriteConfig(Config("daemon: {poll_interval: 60s}\n", Operation("old")));
+  WriteConfig(Config("daemon: {poll_interval: 60s}\n", testing::LedgerOperation("0", "old")));
   Start();
   ASSERT_TRUE(WaitUntilIdle()) << Log();
 
-  WriteConfig(Config("daemon: {poll_interval: 60s, pol_interval: 1s}\n", Operation("bad")));
+  WriteConfig(Config("daemon: {poll_interval: 60s, pol_interval: 1s}\n",
+                     testing::LedgerOperation("0", "bad")));
   kill(pid_, SIGHUP);
   ASSERT_TRUE(WaitForLog("configuration reload rejected, old configuration kept")) << Log();
   EXPECT_TRUE(LogHas(config_ + ":9:30: daemon.pol_interval: unknown key")) << Log();
@@ -153,7 +142,7 @@ TEST_F(DaemonTest, SighupWithABrokenFileKeepsTheOldConfigAndAGoodFileApplies) {
   ASSERT_TRUE(WaitFor([&] { return Done() == 10; }, 20s)) << Log();
   EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE tag = 'old'"), 10);
 
-  WriteConfig(Config("daemon: {poll_interval: 60s}\n", Operation("new")));
+  WriteConfig(Config("daemon: {poll_interval: 60s}\n", testing::LedgerOperation("0", "new")));
   kill(pid_, SIGHUP);
   ASSERT_TRUE(WaitForLog("configuration reloaded")) << Log();
   Enqueue(11, 20);
@@ -172,7 +161,7 @@ TEST_F(DaemonTest, AnOperationTheDatabaseRejectsExits78AtStartAndIsRolledBackOnR
   pid_ = -1;
   EXPECT_TRUE(LogHas("operation.chunk_sql: the database rejects it")) << Log();
 
-  WriteConfig(Config("daemon: {poll_interval: 60s}\n", Operation("old")));
+  WriteConfig(Config("daemon: {poll_interval: 60s}\n", testing::LedgerOperation("0", "old")));
   Start();
   ASSERT_TRUE(WaitUntilIdle()) << Log();
   WriteConfig(Config("daemon: {poll_interval: 60s}\n", missing));
@@ -189,7 +178,7 @@ TEST_F(DaemonTest, FinishesItsQueueAcrossAPostgresqlRestart) {
   WriteConfig(
       Config("daemon: {poll_interval: 1s, reconnect_initial: 100ms, reconnect_max: 1s}\n"
              "pacing: {adaptive: false}\n",
-             Operation("a", "0.05"), 5));
+             testing::LedgerOperation("0.05", "a"), 5));
   Enqueue(1, 100);
   Start();
   ASSERT_TRUE(WaitFor([&] { return Count("SELECT count(*) FROM ledger") >= 10; }, 20s)) << Log();
@@ -223,7 +212,7 @@ TEST_F(DaemonTest, FinishesItsQueueAcrossAPostgresqlRestart) {
 TEST_F(DaemonTest, WaitsWhileAnotherRunHoldsTheJob) {
   auto holder = Connect("other-run");
   pqxx::nontransaction(*holder).exec("SELECT coexist.try_lock_job('d')");
-  WriteConfig(Config("daemon: {poll_interval: 200ms}\n", Operation("a")));
+  WriteConfig(Config("daemon: {poll_interval: 200ms}\n", testing::LedgerOperation("0", "a")));
   Enqueue(1, 10);
   Start();
   ASSERT_TRUE(WaitForLog("job busy, waiting")) << Log();
@@ -236,7 +225,7 @@ TEST_F(DaemonTest, WaitsWhileAnotherRunHoldsTheJob) {
 
 TEST_F(DaemonTest, WaitsOutsideTheWindowAndRunsWhenOneIsActive) {
   auto config = [](const std::string& policy) {
-    return "batch: {job: d, chunk_size: 10}\n" + policy + Operation("a") +
+    return "batch: {job: d, chunk_size: 10}\n" + policy + testing::LedgerOperation("0", "a") +
            "daemon: {poll_interval: 200ms}\n";
   };
   WriteConfig(config(ops_test::WindowPolicy(2, 1)));  // opens in two hours
@@ -276,8 +265,8 @@ std::string HttpGet(int port, const std::string& path) {
 }
 
 TEST_F(DaemonTest, ServesCumulativeMetricsOnLoopback) {
-  WriteConfig(
-      Config("daemon: {poll_interval: 60s}\nmetrics: {listen: \"127.0.0.1:0\"}\n", Operation("a")));
+  WriteConfig(Config("daemon: {poll_interval: 60s}\nmetrics: {listen: \"127.0.0.1:0\"}\n",
+                     testing::LedgerOperation("0", "a")));
   Start();
   ASSERT_TRUE(WaitForLog("metrics endpoint listening")) << Log();
   std::smatch match;
@@ -359,7 +348,7 @@ TEST_F(DaemonTest, SpeaksSystemdsNotifyProtocol) {
   NotifySocket notify(dir_ / "notify.sock");
   // 10 fixed chunks of 0.3 s: long enough for a live STATUS during the run.
   WriteConfig(Config("daemon: {poll_interval: 60s}\npacing: {adaptive: false}\n",
-                     Operation("a", "0.3"), 5));
+                     testing::LedgerOperation("0.3", "a"), 5));
   Enqueue(1, 50);
   Start({"NOTIFY_SOCKET=" + (dir_ / "notify.sock").string(), "WATCHDOG_USEC=200000"});
   std::regex live("STATUS=running; runs 1, done [1-9][0-9]*, .*");

@@ -13,6 +13,7 @@
 #include "db/connection.h"
 #include "tests/ops_test_support.h"
 #include "tests/support/database_test.h"
+#include "tests/support/ledger_operation.h"
 
 namespace coexist {
 namespace {
@@ -21,15 +22,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ops_test::ParseExposition;
 using ops_test::Slurp;
-
-// Every item is applied through a ledger, so "exactly once" is checkable.
-constexpr const char* kLedgerOperation =
-    "operation:\n"
-    "  chunk_sql: |\n"
-    "    WITH s AS (SELECT pg_sleep($SLEEP)),\n"
-    "    u AS (UPDATE products SET stock = stock + 1\n"
-    "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
-    "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n";
 
 // The GRANTs of docs/operations.md ("Database roles"), run as written with
 // the role names made unique: the batch role runs a job (--no-install, after
@@ -74,12 +66,10 @@ class OpsTest : public testing::DatabaseTest {
   // A skip_locked job "ops" over products; `sleep` seconds per chunk.
   std::string WriteConfig(const std::string& extra, const std::string& sleep = "0",
                           int chunk = 10) {
-    std::string op = kLedgerOperation;
-    op.replace(op.find("$SLEEP"), 6, sleep);
     auto path = (dir_ / "job.yaml").string();
     std::ofstream(path) << "batch: {job: ops, chunk_size: " << chunk
                         << "}\npolicy: {name: skip_locked}\n"
-                        << op << extra;
+                        << testing::LedgerOperation(sleep) << extra;
     return path;
   }
   void Enqueue(int first, int last) {
