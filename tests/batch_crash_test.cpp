@@ -52,7 +52,6 @@ class BatchCrashTest : public testing::DatabaseTest {
     options.parent_death_signal = SIGKILL;
     return Spawn(options);
   }
-  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
   void ExpectEveryItemAppliedOnce() {
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), kItems);
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), kItems);

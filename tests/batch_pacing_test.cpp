@@ -70,7 +70,6 @@ class BatchPacingTest : public testing::DatabaseTest {
     EnqueueItems(conninfo(), "j", items);
   }
 
-  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
   long long Applied() { return Count("SELECT count(*) FROM ledger"); }
 
   void WaitUntil(const std::function<bool()>& done, const char* what) {

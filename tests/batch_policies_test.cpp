@@ -45,8 +45,6 @@ class BatchPoliciesTest : public testing::DatabaseTest {
     EnqueueItems(conninfo(), "j", items);
   }
 
-  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
-
   void ExpectAppliedOnce() {
     EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key"
                     " HAVING count(*) > 1) d"),

@@ -51,8 +51,6 @@ class BatchRunnerTest : public testing::DatabaseTest {
     EnqueueItems(conninfo(), "j", items);
   }
 
-  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
-
   // Every item ends in exactly one state, and each done item's key is in the
   // ledger exactly once, and no other key is.
   void ExpectAppliedOnce() {

@@ -83,7 +83,6 @@ class DaemonTest : public testing::DatabaseTest {
     QueryValue("INSERT INTO coexist.queue (job, record_key) SELECT 'd', g FROM generate_series(" +
                std::to_string(first) + ", " + std::to_string(last) + ") g");
   }
-  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
   long long Done() { return Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"); }
   void ExpectEachAppliedOnce(long long items) {
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), items);

@@ -81,7 +81,6 @@ class OpsTest : public testing::DatabaseTest {
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv);
   }
-  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
   // Everything a dry run could change, row versions included (ctid, xmin).
   std::string Snapshot() {
     return QueryValue(

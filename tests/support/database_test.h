@@ -46,6 +46,8 @@ class DatabaseTest : public ::testing::Test {
   std::unique_ptr<pqxx::connection> Connect(const std::string& application_name = "coexist-test");
   // Runs one statement in its own transaction and returns the first field.
   std::string QueryValue(const std::string& sql);
+  // QueryValue for a count (or any integer).
+  long long Count(const std::string& sql) { return std::stoll(QueryValue(sql)); }
 
  private:
   std::string database_;
