@@ -33,6 +33,11 @@ struct Worker::Outcome {
   long long signalled = 0;
   bool timed_out = false;  // the operation hit statement_timeout or lock_timeout
   milliseconds lock_wait{0};
+
+  long long deferred() const { return static_cast<long long>(deferrals.size() + timeouts.size()); }
+  long long settled() const {
+    return static_cast<long long>(applied.size() + failures.size()) + deferred();
+  }
 };
 
 namespace {
@@ -212,8 +217,7 @@ bool Worker::RunChunk(long long& after, int size) {
     tx.commit();
   }
   Publish(out);
-  int settled = static_cast<int>(out.applied.size() + out.failures.size() + out.deferrals.size() +
-                                 out.timeouts.size());
+  int settled = static_cast<int>(out.settled());
   auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
   spdlog::debug("chunk finished worker={} size={} settled={} took_ms={} lock_wait_ms={}", index_,
                 size, settled, took.count(), out.lock_wait.count());
@@ -484,11 +488,9 @@ void Worker::StartWaiting(long long item_id, steady_clock::time_point due) {
 }
 
 void Worker::Publish(const Outcome& out) {
-  long long deferred = static_cast<long long>(out.deferrals.size() + out.timeouts.size());
-  long long settled = static_cast<long long>(out.applied.size() + out.failures.size()) + deferred;
-  counters_.claimed += settled;
+  counters_.claimed += out.settled();
   counters_.done += static_cast<long long>(out.applied.size());
-  counters_.deferred += deferred;
+  counters_.deferred += out.deferred();
   counters_.dead += out.dead;
   counters_.escalated += out.escalated;
   counters_.revoked += out.revoked;
