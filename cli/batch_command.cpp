@@ -1,7 +1,5 @@
 // coexist batch run: one run of the configured job (docs/batch.md).
 
-#include <spdlog/spdlog.h>
-
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -13,7 +11,6 @@
 #include "batch/runner.h"
 #include "cli/context.h"
 #include "common/error.h"
-#include "common/log.h"
 #include "common/signals.h"
 #include "daemon/daemon.h"
 #include "daemon/run_report.h"
@@ -80,14 +77,9 @@ int RunBatch(Context& context, const RunFlags& flags) {
   } catch (const std::exception&) {
     // The last-success time of the previous file is kept (metrics/). The
     // run's own error is what the operator needs; a metrics error is logged.
-    try {
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      daemon::WriteRunTextfile(config, daemon::FailedRunMetrics(config, seconds));
-    } catch (const std::exception& e) {
-      spdlog::warn("metrics textfile not written path={} error={}", config.metrics.textfile,
-                   log::Value(e.what()));
-    }
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    daemon::WriteRunTextfileOrWarn(config, daemon::FailedRunMetrics(config, seconds));
     throw;
   }
   daemon::WriteRunTextfile(config, daemon::MetricsOf(summary));

@@ -70,7 +70,6 @@ class Daemon {
   void Recover(const std::exception& e);
   void Wait(milliseconds timeout);
   void Status(const std::string& state, const RunCounts& live = {});
-  void WriteTextfile(const metrics::RunMetrics& run);
 
   DaemonSettings settings_;
   config::Config config_;
@@ -259,7 +258,8 @@ void Daemon::RunOnce() {
     throw;
   } catch (const std::exception&) {
     metrics_.RecordRunWithoutSummary("failed");
-    WriteTextfile(
+    WriteRunTextfileOrWarn(
+        config_,
         FailedRunMetrics(config_, std::chrono::duration<double>(Clock::now() - started).count()));
     throw;
   }
@@ -273,7 +273,7 @@ void Daemon::RunOnce() {
   totals_.dead += summary.dead;
   totals_.queued = summary.queued_left;
   metrics_.RecordRun(summary);
-  WriteTextfile(MetricsOf(summary));
+  WriteRunTextfileOrWarn(config_, MetricsOf(summary));
   Status("idle");
 }
 
@@ -312,15 +312,6 @@ void Daemon::Status(const std::string& state, const RunCounts& live) {
                    std::to_string(totals_.deferred + live.deferred) + ", dead " +
                    std::to_string(totals_.dead + live.dead) + ", queued " +
                    std::to_string(totals_.queued));
-}
-
-void Daemon::WriteTextfile(const metrics::RunMetrics& run) {
-  try {
-    WriteRunTextfile(config_, run);
-  } catch (const std::exception& e) {
-    spdlog::warn("metrics textfile not written path={} error={}", config_.metrics.textfile,
-                 log::Value(e.what()));
-  }
 }
 
 }  // namespace

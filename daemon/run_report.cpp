@@ -1,5 +1,9 @@
 #include "daemon/run_report.h"
 
+#include <spdlog/spdlog.h>
+
+#include "common/log.h"
+
 namespace coexist::daemon {
 
 metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
@@ -32,6 +36,15 @@ metrics::RunMetrics FailedRunMetrics(const config::Config& config, double second
 void WriteRunTextfile(const config::Config& config, const metrics::RunMetrics& run) {
   if (config.metrics.textfile.empty()) return;
   metrics::WriteTextfile(config.metrics.textfile, run);
+}
+
+void WriteRunTextfileOrWarn(const config::Config& config, const metrics::RunMetrics& run) {
+  try {
+    WriteRunTextfile(config, run);
+  } catch (const std::exception& e) {
+    spdlog::warn("metrics textfile not written path={} error={}", config.metrics.textfile,
+                 log::Value(e.what()));
+  }
 }
 
 }  // namespace coexist::daemon

@@ -26,4 +26,8 @@ metrics::RunMetrics FailedRunMetrics(const config::Config& config, double second
 // coexist::Error (EX_CANTCREAT) when the file cannot be written.
 void WriteRunTextfile(const config::Config& config, const metrics::RunMetrics& run);
 
+// The same, logging a failure instead of throwing: where the run's own
+// error, or the daemon's next run, matters more than the file.
+void WriteRunTextfileOrWarn(const config::Config& config, const metrics::RunMetrics& run);
+
 }  // namespace coexist::daemon
