@@ -29,22 +29,10 @@ void CheckInstalled(pqxx::transaction_base& tx) {
   }
 }
 
-// Whether a session holds the job's advisory lock (0004_job_lock.sql),
-// read from pg_locks: trying the lock would make a real run starting at
-// this moment exit as busy.
+// Who holds the job's lock, if anyone: a real run starting now would exit
+// as busy.
 std::string BusyHolder(pqxx::transaction_base& tx, QueueSql& sql, const config::Config& config) {
-  if (!tx.exec1("SELECT to_regprocedure('coexist.job_lock_class()') IS NOT NULL")[0].as<bool>()) {
-    return "";
-  }
-  bool held = tx.exec_params1(R"sql(
-    SELECT EXISTS (
-      SELECT 1 FROM pg_locks
-       WHERE locktype = 'advisory' AND granted AND objsubid = 2
-         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid))sql",
-                              config.batch.job)[0]
-                  .as<bool>();
-  if (!held) return "";
+  if (!JobLockHeld(tx, config.batch.job)) return "";
   auto holder = sql.RunningRun(tx);
   return holder.empty() ? "a run whose runs row is not visible yet" : holder;
 }

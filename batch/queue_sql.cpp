@@ -447,4 +447,19 @@ long long QueueSql::HandBackAbandoned(pqxx::transaction_base& tx,
   return static_cast<long long>(keys.size());
 }
 
+bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job) {
+  if (!tx.exec1("SELECT to_regprocedure('coexist.job_lock_class()') IS NOT NULL")[0].as<bool>()) {
+    return false;
+  }
+  return tx
+      .exec_params1(R"sql(
+    SELECT EXISTS (
+      SELECT 1 FROM pg_locks
+       WHERE locktype = 'advisory' AND granted AND objsubid = 2
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid))sql",
+                    job)[0]
+      .as<bool>();
+}
+
 }  // namespace coexist::batch

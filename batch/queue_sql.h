@@ -71,6 +71,11 @@ class Savepoint {
 std::string ArrayLiteral(const std::vector<long long>& values);
 std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values);
 
+// Whether some session holds `job`'s lock (0004_job_lock.sql), read from
+// pg_locks without trying it: trying would make a run starting at this
+// moment exit as busy. False while 0004 is not installed.
+bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job);
+
 class QueueSql {
  public:
   // Prepares every statement on `conn`, which must outlive this object.

@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 #include <system_error>
 
+#include "batch/queue_sql.h"
 #include "db/connection.h"
 
 namespace coexist::daemon {
@@ -120,18 +121,7 @@ WorkWaiter::QueueCounts WorkWaiter::Counts(const std::string& job) {
 
 bool WorkWaiter::JobLockHeld(const std::string& job) {
   pqxx::read_transaction tx(*impl_->conn);
-  if (!tx.exec1("SELECT to_regprocedure('coexist.job_lock_class()') IS NOT NULL")[0].as<bool>()) {
-    return false;  // 0004 not installed yet: the first run installs it
-  }
-  return tx
-      .exec_params1(R"sql(
-    SELECT EXISTS (
-      SELECT 1 FROM pg_locks
-       WHERE locktype = 'advisory' AND granted AND objsubid = 2
-         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid))sql",
-                    job)[0]
-      .as<bool>();
+  return batch::JobLockHeld(tx, job);
 }
 
 }  // namespace coexist::daemon
