@@ -37,13 +37,13 @@ sigset_t WatchedSignals() {
   return set;
 }
 
+// Runs under the registry lock and never releases it: a ~Cleanup on another
+// thread then blocks until the process exits, so no cleanup's state is freed
+// while the cleanup uses it.
 [[noreturn]] void RunCleanupsAndExit(int signo) {
-  std::map<int, std::function<void()>> cleanups;
-  {
-    std::lock_guard lock(TheRegistry().mutex);
-    cleanups = TheRegistry().cleanups;
-  }
-  for (auto it = cleanups.rbegin(); it != cleanups.rend(); ++it) it->second();
+  auto& registry = TheRegistry();
+  registry.mutex.lock();
+  for (auto it = registry.cleanups.rbegin(); it != registry.cleanups.rend(); ++it) it->second();
   std::_Exit(128 + signo);
 }
 

@@ -38,7 +38,11 @@ class Handler {
 
 // Registers an emergency cleanup for the lifetime of the object. It runs on
 // the watcher thread just before the process exits on a signal, so it must
-// not depend on other threads making progress.
+// not depend on other threads making progress, nor create or destroy a
+// Handler or Cleanup. Once cleanups run, a ~Cleanup on another thread blocks
+// until the process exits, so a cleanup may use what its Cleanup guards; the
+// owner's other threads keep running, though, so state they change too needs
+// the owner's own lock.
 class Cleanup {
  public:
   explicit Cleanup(std::function<void()> cleanup);

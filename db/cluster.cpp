@@ -191,6 +191,8 @@ std::unique_ptr<TempCluster> TempCluster::Start(const ClusterOptions& options) {
   std::unique_ptr<TempCluster> cluster(new TempCluster(pattern, bindir, run_as, options));
   TempCluster* raw = cluster.get();
   cluster->cleanup_ = std::make_unique<CleanupGuard>([raw] {
+    std::lock_guard lock(raw->mutex_);
+    if (raw->dir_.empty()) return;
     if (raw->server_pid_ > 0) KillServer(raw->server_pid_);
     RemoveFolder(raw->dir_);
   });
@@ -223,12 +225,17 @@ void TempCluster::StartServer() {
       argv.insert(argv.end(), {"-c", setting});
     }
   }
-  server_pid_ = Spawn({.argv = argv,
-                       .run_as = run_as_,
-                       .output_path = (dir_ / "server.log").string(),
-                       .parent_death_signal = SIGQUIT});
-  if (!WaitUntilReady(ConnectionString("postgres"), server_pid_, 60s)) {
+  pid_t pid = Spawn({.argv = argv,
+                     .run_as = run_as_,
+                     .output_path = (dir_ / "server.log").string(),
+                     .parent_death_signal = SIGQUIT});
+  {
+    std::lock_guard lock(mutex_);
+    server_pid_ = pid;
+  }
+  if (!WaitUntilReady(ConnectionString("postgres"), pid, 60s)) {
     std::string tail = Tail(dir_ / "server.log");
+    std::lock_guard lock(mutex_);
     StopChild(server_pid_, SIGQUIT, 5s);
     server_pid_ = -1;
     throw UnavailableError("the throwaway PostgreSQL server did not start; its log ends with:" +
@@ -237,6 +244,11 @@ void TempCluster::StartServer() {
 }
 
 void TempCluster::StopServer() {
+  std::lock_guard lock(mutex_);
+  StopServerLocked();
+}
+
+void TempCluster::StopServerLocked() {
   if (server_pid_ <= 0) return;
   // SIGINT is PostgreSQL's fast shutdown; SIGQUIT (immediate) if it lingers.
   if (!StopChild(server_pid_, SIGINT, 20s)) KillServer(server_pid_);
@@ -244,8 +256,9 @@ void TempCluster::StopServer() {
 }
 
 void TempCluster::Remove() {
+  std::lock_guard lock(mutex_);
   if (dir_.empty()) return;
-  StopServer();
+  StopServerLocked();
   RemoveFolder(dir_);
   spdlog::debug("throwaway cluster removed dir={}", log::Value(dir_.string()));
   dir_.clear();

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -32,7 +33,8 @@ struct ClusterOptions {
 // so at most an inert folder is left, which the next Start() removes.
 //
 // Start it from the main thread: the death signal follows the starting thread.
-// Not thread-safe; share the connection string, not the object.
+// Not thread-safe (beyond the signal cleanup); share the connection string,
+// not the object.
 class TempCluster {
  public:
   // initdb, start, wait until it accepts connections, create database
@@ -59,11 +61,16 @@ class TempCluster {
  private:
   TempCluster(std::filesystem::path dir, std::filesystem::path bindir, std::optional<RunAs> run_as,
               ClusterOptions options);
+  void StopServerLocked();
 
   std::filesystem::path dir_;
   std::filesystem::path bindir_;
   std::optional<RunAs> run_as_;
   ClusterOptions options_;
+  // The emergency cleanup reads dir_ and server_pid_ on the signal watcher
+  // thread while this thread may be stopping the server or removing the
+  // folder: both sides change or use them only under this lock.
+  std::mutex mutex_;
   pid_t server_pid_ = -1;
   struct CleanupGuard;
   std::unique_ptr<CleanupGuard> cleanup_;

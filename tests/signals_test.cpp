@@ -9,6 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <thread>
 
 namespace coexist::signals {
@@ -43,6 +46,30 @@ TEST(Handler, DestructorWaitsForItsRunningCallback) {
   });
   handler.reset();
   EXPECT_TRUE(finished) << "~Handler returned while its callback was still running";
+}
+
+// A throwaway cluster's cleanup kills the server and removes the folder on
+// the watcher thread, while the main thread, whose connection just broke,
+// unwinds and destroys the cluster. ~Cleanup must not return (and free what
+// the cleanup uses) before the process exits.
+TEST(Cleanup, DestructorDoesNotReturnWhileCleanupsRun) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Install();
+        std::atomic<bool> entered{false};
+        auto cleanup = std::make_unique<Cleanup>([&entered] {
+          entered = true;
+          std::this_thread::sleep_for(200ms);
+          fputs("cleanup finished\n", stderr);
+        });
+        kill(getpid(), SIGTERM);
+        WaitFor(entered, 5000ms);
+        cleanup.reset();
+        fputs("~Cleanup returned\n", stderr);
+        std::_Exit(1);
+      },
+      testing::ExitedWithCode(128 + SIGTERM), "^cleanup finished\n$");
 }
 
 }  // namespace
