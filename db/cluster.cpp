@@ -195,6 +195,10 @@ std::unique_ptr<TempCluster> TempCluster::Start(const ClusterOptions& options) {
     if (raw->dir_.empty()) return;
     if (raw->server_pid_ > 0) KillServer(raw->server_pid_);
     RemoveFolder(raw->dir_);
+    // The main thread may get the lock before the process exits: nothing
+    // left for its Remove() to do.
+    raw->server_pid_ = -1;
+    raw->dir_.clear();
   });
   std::ofstream(cluster->dir_ / "owner.pid") << getpid() << '\n';
   Chown(cluster->dir_, run_as);
