@@ -204,15 +204,17 @@ TEST_F(CliTest, DemoUsesAThrowawayClusterAndLeavesNothingBehind) {
 // folder goes, and the exit status says which signal it was.
 TEST_F(CliTest, SignalsRemoveTheThrowawayCluster) {
   for (int signo : {SIGTERM, SIGINT}) {
+    // Kept for the failure message: a sanitizer's report lands there too.
+    const fs::path log = scratch_ / ("signal-" + std::to_string(signo) + ".log");
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       setenv("TMPDIR", scratch_.c_str(), 1);
       unsetenv("COEXIST_DATABASE_URL");
       setenv("XDG_STATE_HOME", scratch_.c_str(), 1);
-      int null_fd = open("/dev/null", O_WRONLY);
-      dup2(null_fd, STDOUT_FILENO);
-      dup2(null_fd, STDERR_FILENO);
+      int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
       // Large enough that seeding is still running when the signal comes.
       execl(COEXIST_BINARY, COEXIST_BINARY, "demo", "--records", "9000000", nullptr);
       _exit(127);
@@ -232,8 +234,8 @@ TEST_F(CliTest, SignalsRemoveTheThrowawayCluster) {
     kill(pid, signo);
     int status = 0;
     waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 128 + signo);
+    ASSERT_TRUE(WIFEXITED(status)) << Slurp(log);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + signo) << Slurp(log);
     EXPECT_EQ(ThrowawayFolders(), 0) << "signal " << signo;
   }
 }
