@@ -191,14 +191,13 @@ std::unique_ptr<TempCluster> TempCluster::Start(const ClusterOptions& options) {
   std::unique_ptr<TempCluster> cluster(new TempCluster(pattern, bindir, run_as, options));
   TempCluster* raw = cluster.get();
   cluster->cleanup_ = std::make_unique<CleanupGuard>([raw] {
-    std::lock_guard lock(raw->mutex_);
+    std::unique_lock lock(raw->mutex_);
     if (raw->dir_.empty()) return;
     if (raw->server_pid_ > 0) KillServer(raw->server_pid_);
     RemoveFolder(raw->dir_);
-    // The main thread may get the lock before the process exits: nothing
-    // left for its Remove() to do.
-    raw->server_pid_ = -1;
-    raw->dir_.clear();
+    // Kept locked until the process exits: the main thread, whose connection
+    // just broke, must not stop or remove the cluster a second time.
+    lock.release();
   });
   std::ofstream(cluster->dir_ / "owner.pid") << getpid() << '\n';
   Chown(cluster->dir_, run_as);

@@ -67,9 +67,10 @@ class TempCluster {
   std::filesystem::path bindir_;
   std::optional<RunAs> run_as_;
   ClusterOptions options_;
-  // The emergency cleanup reads dir_ and server_pid_ on the signal watcher
-  // thread while this thread may be stopping the server or removing the
-  // folder: both sides change or use them only under this lock.
+  // Held by Remove(), StopServer() and the server's start, and by the
+  // emergency cleanup on the signal watcher thread, which never releases it:
+  // the two never stop the server or remove the folder at the same time or
+  // twice. Only the owning thread writes dir_ and server_pid_.
   std::mutex mutex_;
   pid_t server_pid_ = -1;
   struct CleanupGuard;
