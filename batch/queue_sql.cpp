@@ -82,6 +82,9 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
      WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
        AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
+       AND NOT EXISTS (SELECT 1 FROM coexist.queue e  -- an earlier item of the key goes first
+                        WHERE e.job = q.job AND e.record_key = q.record_key
+                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))
      ORDER BY q.item_id
      LIMIT $3
        FOR UPDATE SKIP LOCKED)sql");
@@ -91,6 +94,9 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
      WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
        AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
+       AND NOT EXISTS (SELECT 1 FROM coexist.queue e  -- an earlier item of the key goes first
+                        WHERE e.job = q.job AND e.record_key = q.record_key
+                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))
        AND NOT EXISTS (SELECT 1 FROM coexist.takeovers t WHERE t.item_id = q.item_id)
      ORDER BY q.item_id
      LIMIT $3

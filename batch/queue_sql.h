@@ -107,7 +107,9 @@ class QueueSql {
   // --- items -------------------------------------------------------------
   // Up to `limit` claimable items with item_id > after, skipping items other
   // transactions hold (SKIP LOCKED), items this run deferred, the ids in
-  // `exclude`, and (untaken_only) items another worker has taken over.
+  // `exclude`, (untaken_only) items another worker has taken over, and items
+  // behind an earlier pending item of their key (one item per key at a time,
+  // in item_id order: 0007_queue_key_order.sql).
   std::vector<Item> ClaimItems(pqxx::transaction_base& tx, long long run_id, int limit,
                                long long after, const std::vector<long long>& exclude,
                                bool untaken_only);

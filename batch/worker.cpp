@@ -72,8 +72,10 @@ std::vector<Item> KeysInFlight::Take(int worker, const std::vector<Item>& items)
   std::lock_guard lock(mutex_);
   std::vector<Item> taken;
   for (const auto& item : items) {
-    auto [it, inserted] = holder_.try_emplace(item.key, worker);
-    if (inserted || it->second == worker) taken.push_back(item);
+    // A key this worker already took for this chunk is refused too: two
+    // items of one key never share a statement (the claim already orders
+    // them, docs/batch.md; this keeps the chunk's keys unique regardless).
+    if (holder_.try_emplace(item.key, worker).second) taken.push_back(item);
   }
   return taken;
 }

@@ -52,8 +52,8 @@ struct Counters {
 // instead left queued for a later chunk.
 class KeysInFlight {
  public:
-  // Takes the keys of `items` that no other worker holds; returns the items
-  // whose keys this worker now holds (a key may repeat within one chunk).
+  // Takes the keys of `items` that no worker holds yet; returns the items
+  // whose keys this worker now holds, at most one item per key.
   std::vector<Item> Take(int worker, const std::vector<Item>& items);
   void Release(int worker);
   // Blocks until some worker releases its keys, or `timeout`.

@@ -41,7 +41,8 @@ class WorkWaiter {
     long long queued = 0;    // state queued
     long long deferred = 0;  // deferred and due (not_before has passed)
   };
-  // The job's claimable items, read on the listening connection.
+  // The job's claimable items, read on the listening connection: due, and
+  // not behind an earlier pending item of their key (claim_items' rule).
   QueueCounts Counts(const std::string& job);
   // Whether a session holds the job's lock (0004_job_lock.sql), read from
   // pg_locks without trying it; false when 0004 is not installed yet.

@@ -1,0 +1,139 @@
+// Several queued items of one target key, in every documented operation
+// style and under every policy: each item is one application. A set-based
+// statement (`UPDATE ... FROM unnest(...)`, `WHERE id = ANY($1)`) touches a
+// row once however often its key repeats in the arrays, so a chunk that
+// carried two items of one key into one statement would apply one and mark
+// both done. The LEDGER the operation writes in the same statement, one row
+// per item with the item's own uid, is what "applied once" is checked on.
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "batch/enqueue.h"
+#include "batch/runner.h"
+#include "config/config.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::batch {
+namespace {
+
+struct Style {
+  const char* name;
+  const char* operation;  // the `operation:` section
+  bool adds_qty;          // true: stock grows by qty; false: by 1 per item
+};
+
+// The styles of docs/batch.md, each also writing one ledger row per item.
+const Style kStyles[] = {
+    {"unnest",
+     "operation:\n"
+     "  chunk_sql: |\n"
+     "    WITH u AS (UPDATE products p SET stock = p.stock + u.qty\n"
+     "                 FROM unnest($1::bigint[], $2::integer[]) AS u(id, qty)\n"
+     "                WHERE p.id = u.id)\n"
+     "    INSERT INTO ledger (key, uid) SELECT * FROM unnest($1::bigint[], $3::text[])\n"
+     "  params: [qty, uid]\n",
+     true},
+    {"any",
+     "operation:\n"
+     "  chunk_sql: |\n"
+     "    WITH u AS (UPDATE products SET stock = stock + 1 WHERE id = ANY ($1::bigint[]))\n"
+     "    INSERT INTO ledger (key, uid) SELECT * FROM unnest($1::bigint[], $2::text[])\n"
+     "  params: [uid]\n",
+     false},
+    {"item_sql",
+     "operation:\n"
+     "  item_sql: |\n"
+     "    WITH u AS (UPDATE products SET stock = stock + $2::integer WHERE id = $1)\n"
+     "    INSERT INTO ledger (key, uid) VALUES ($1, $3)\n"
+     "  params: [qty, uid]\n",
+     true},
+};
+
+const char* const kPolicies[] = {
+    "  name: skip_locked\n",
+    "  name: online_priority\n  max_wait: 1s\n",
+    "  name: batch_priority\n",
+    "  name: status_partition\n",
+    // start == end: a 24-hour window, active whenever the test runs.
+    "  name: time_window\n  mode: allow\n  drain_margin: 0s\n  windows:\n"
+    "    - {time_zone: UTC, start: \"00:00\", end: \"00:00\"}\n",
+};
+
+struct Case {
+  int style;
+  int policy;
+  int workers;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string policy = kPolicies[info.param.policy];
+  policy = policy.substr(policy.find(": ") + 2);
+  policy = policy.substr(0, policy.find('\n'));
+  return std::string(kStyles[info.param.style].name) + "_" + policy + "_" +
+         std::to_string(info.param.workers) + "workers";
+}
+
+class SameKeyTest : public testing::DatabaseTest, public ::testing::WithParamInterface<Case> {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    QueryValue("CREATE TABLE ledger (key bigint NOT NULL, uid text NOT NULL)");
+  }
+};
+
+TEST_P(SameKeyTest, EveryItemOfARepeatedKeyIsAppliedOnceInItsOwnStatement) {
+  const Style& style = kStyles[GetParam().style];
+  // Keys 1..5 three times each, 6..20 once; all in one claim (chunk 100).
+  std::vector<EnqueueItem> items;
+  std::map<long long, long long> expected_growth;
+  int uid = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (long long key = 1; key <= 20; ++key) {
+      if (round > 0 && key > 5) continue;
+      int qty = 3 + round + static_cast<int>(key);
+      ++uid;
+      items.push_back(
+          {key, "{\"qty\": " + std::to_string(qty) + ", \"uid\": \"u" + std::to_string(uid) + "\"}",
+           std::nullopt});
+      expected_growth[key] += style.adds_qty ? qty : 1;
+    }
+  }
+  EnqueueItems(conninfo(), "j", items);
+  auto config = config::LoadString(
+      "batch: {job: j, chunk_size: 100, workers: " + std::to_string(GetParam().workers) +
+          ", max_attempts: 2}\n"
+          "policy:\n" +
+          std::string(kPolicies[GetParam().policy]) + style.operation,
+      "test.yaml");
+  auto summary = batch::Run(conninfo(), config);
+
+  EXPECT_EQ(summary.done, static_cast<long long>(items.size()));
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  // One ledger row per item: none applied twice, none done but not applied.
+  EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM ledger"), static_cast<long long>(items.size()));
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), static_cast<long long>(items.size()));
+  for (const auto& [key, growth] : expected_growth) {
+    EXPECT_EQ(Count("SELECT stock - 1000 FROM products WHERE id = " + std::to_string(key)), growth)
+        << "key " << key;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (int s = 0; s < static_cast<int>(std::size(kStyles)); ++s) {
+    for (int p = 0; p < static_cast<int>(std::size(kPolicies)); ++p) {
+      cases.push_back({s, p, 1});
+    }
+    cases.push_back({s, 0, 4});  // siblings share keys too
+  }
+  cases.push_back({0, 3, 4});  // status_partition's two transactions, four workers
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(StylesAndPolicies, SameKeyTest, ::testing::ValuesIn(AllCases()), CaseName);
+
+}  // namespace
+}  // namespace coexist::batch
