@@ -111,7 +111,7 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2))sql");
   conn.prepare("complete_items", R"sql(
     UPDATE coexist.queue
-       SET state = 'done', attempts = attempts + 1, run_id = $2, done_at = now(),
+       SET state = 'done', attempts = attempts + 1, run_id = $2, done_at = clock_timestamp(),
            updated_at = now(), last_error = NULL, defer_reason = NULL
      WHERE item_id = ANY ($1::bigint[]))sql");
   conn.prepare("fail_items", R"sql(
@@ -165,8 +165,15 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
     SELECT $1, i, $4::regclass, k FROM unnest($2::bigint[], $3::bigint[]) AS u(i, k))sql");
   conn.prepare("delete_takeovers",
                "DELETE FROM coexist.takeovers WHERE item_id = ANY ($1::bigint[])");
-  conn.prepare("delete_run_takeovers", R"sql(
-    DELETE FROM coexist.takeovers WHERE run_id = ANY ($1::bigint[]) RETURNING record_key)sql");
+  // Takeovers no running run holds any more: the run ended, failed, was
+  // killed (and marked abandoned) or its row is gone.
+  conn.prepare("delete_orphaned_takeovers", R"sql(
+    DELETE FROM coexist.takeovers t
+     WHERE t.target = $1::regclass
+       AND NOT EXISTS (SELECT 1 FROM coexist.runs r
+                        WHERE r.run_id = t.run_id AND r.outcome = 'running')
+    RETURNING t.record_key)sql");
+  conn.prepare("act_as_batch", "SELECT set_config('coexist.actor', 'batch', true)");
   conn.prepare("find_edit_locks", R"sql(
     SELECT record_key, owner,
            (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
@@ -194,6 +201,8 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
       RETURNING 1)
     SELECT count(*) FROM k WHERE ok)sql");
 
+  conn.prepare("hold_run", R"sql(
+    SELECT outcome FROM coexist.runs WHERE run_id = $1 FOR KEY SHARE)sql");
   conn.prepare("insert_run", R"sql(
     INSERT INTO coexist.runs (job, policy, host, pid, details) VALUES ($1, $2, $3, $4, $5::jsonb)
     RETURNING run_id)sql");
@@ -240,6 +249,11 @@ bool QueueSql::TryLockJob(pqxx::transaction_base& tx) {
 std::string QueueSql::RunningRun(pqxx::transaction_base& tx) {
   auto rows = tx.exec_prepared("running_run", config_.batch.job);
   return rows.empty() ? std::string() : rows[0][0].as<std::string>();
+}
+
+bool QueueSql::HoldRun(pqxx::transaction_base& tx, long long run_id) {
+  auto rows = tx.exec_prepared("hold_run", run_id);
+  return !rows.empty() && rows[0][0].as<std::string>() == "running";
 }
 
 std::vector<long long> QueueSql::AbandonStaleRuns(pqxx::transaction_base& tx) {
@@ -445,11 +459,15 @@ void QueueSql::HandBack(pqxx::transaction_base& tx, const std::vector<Item>& ite
   tx.exec_prepared("delete_takeovers", ArrayLiteral(ids));
 }
 
-long long QueueSql::HandBackAbandoned(pqxx::transaction_base& tx,
-                                      const std::vector<long long>& run_ids) {
-  if (run_ids.empty()) return 0;
-  auto keys = Keys(tx.exec_prepared("delete_run_takeovers", ArrayLiteral(run_ids)));
-  if (!keys.empty() && has_owner_) tx.exec_prepared("hand_back_records", ArrayLiteral(keys));
+long long QueueSql::HandBackOrphaned(pqxx::transaction_base& tx) {
+  auto keys = Keys(tx.exec_prepared("delete_orphaned_takeovers", target_));
+  if (keys.empty()) return 0;
+  if (has_owner_) {
+    // The guard refuses anyone but the batch to write a batch-owned row
+    // (CX004), this hand-back included: this transaction speaks as the batch.
+    tx.exec_prepared("act_as_batch");
+    tx.exec_prepared("hand_back_records", ArrayLiteral(keys));
+  }
   return static_cast<long long>(keys.size());
 }
 

@@ -94,6 +94,12 @@ class QueueSql {
   // its runs row is not visible yet.
   bool TryLockJob(pqxx::transaction_base& tx);
   std::string RunningRun(pqxx::transaction_base& tx);
+  // Holds the run's row (FOR KEY SHARE) for the rest of `tx`; false when
+  // the run is no longer 'running' (marked abandoned: its control connection
+  // died). Every chunk transaction starts with it (0008_run_fencing.sql).
+  bool HoldRun(pqxx::transaction_base& tx, long long run_id);
+  // Marks the job's running runs whose lock is free as abandoned, waiting for
+  // their chunks in flight to end first. Call it holding the job's lock.
   std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
   void HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed, long long done,
                     long long deferred, long long dead);
@@ -155,8 +161,10 @@ class QueueSql {
   // status_partition: owner := 'batch' + takeovers rows; and back.
   void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
   void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);
-  // Hands back the rows that runs in `run_ids` (abandoned) had taken over.
-  long long HandBackAbandoned(pqxx::transaction_base& tx, const std::vector<long long>& run_ids);
+  // Hands back the target's rows that no running run holds any more (their
+  // run was abandoned, failed or finished without handing back), whoever
+  // killed it; returns how many. Marks this transaction as the batch's.
+  long long HandBackOrphaned(pqxx::transaction_base& tx);
 
  private:
   pqxx::connection_base& conn_;

@@ -12,6 +12,7 @@
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
 #include "batch/worker.h"
+#include "common/log.h"
 #include "config/config_error.h"
 #include "db/connection.h"
 #include "db/migrations.h"
@@ -99,7 +100,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   {
     pqxx::work tx(*control);
     auto abandoned = sql.AbandonStaleRuns(tx);
-    long long handed_back = sql.HandBackAbandoned(tx, abandoned);
+    long long handed_back = sql.HandBackOrphaned(tx);
     total = sql.CountQueued(tx);
     nlohmann::json details = {{"workers", config.batch.workers},
                               {"chunk_size", config.batch.chunk_size},
@@ -126,6 +127,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   std::atomic<bool> workers_stop{false};
   std::mutex error_mutex;
   std::exception_ptr error;
+  bool control_lost = false;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < config.batch.workers; ++i) {
     workers.push_back(std::make_unique<Worker>(i, conninfo, config, *policy, summary.run_id,
@@ -148,6 +150,9 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
     }
     // The control thread: heartbeat, counts and progress once a second, and
     // the stop flag (which also wakes workers held by a pause or throttle).
+    // The control connection holds the job's and the run's locks: when it
+    // fails, another run may take the job, so the workers stop at once (a
+    // chunk in flight commits or rolls back, none starts) and the run fails.
     auto next = Clock::now();
     bool pacer_stopped = false;
     while (running > 0) {
@@ -156,18 +161,30 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
         pacer.RequestStop();
         pacer_stopped = true;
       }
-      if (Clock::now() >= next) {
+      if (Clock::now() >= next && !control_lost) {
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
         pacer.PublishStatus(counters.done, total, elapsed > 0 ? counters.done / elapsed : 0);
-        pqxx::work tx(*control);
-        sql.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
-                         counters.dead);
-        tx.commit();
+        try {
+          pqxx::work tx(*control);
+          sql.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
+                           counters.dead);
+          tx.commit();
+        } catch (const std::exception& e) {
+          spdlog::error("control connection failed, stopping the workers run_id={} error={}",
+                        summary.run_id, log::Value(e.what()));
+          std::lock_guard lock(error_mutex);
+          error = std::current_exception();  // the cause, not a worker's later broken chunk
+          control_lost = true;
+          workers_stop = true;
+        }
         next = Clock::now() + std::chrono::seconds(1);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  // The runs row cannot be written without the control connection; the next
+  // run marks it abandoned (its lock went with the connection).
+  if (control_lost) std::rethrow_exception(error);
   Snapshot(counters, summary);
   summary.stop_reason = "drained";
   for (const auto& w : workers) {
@@ -177,11 +194,11 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   summary.items_per_second = summary.seconds > 0 ? summary.done / summary.seconds : 0;
   {
     pqxx::work tx(*control);
-    sql.HandBackAbandoned(tx, {summary.run_id});  // a failed worker's takeovers
     summary.queued_left = sql.CountQueued(tx);
     summary.outcome = error ? "failed" : Outcome(summary);
     sql.FinishRun(tx, summary.run_id, summary.outcome, summary.claimed, summary.done,
                   summary.deferred, summary.dead, SummaryJson(summary));
+    sql.HandBackOrphaned(tx);  // a failed worker's takeovers, now that the run has ended
     if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
       sql.AddEvent(tx, "claim_refused", summary.run_id,
                    nlohmann::json{{"reason", summary.stop_reason}}.dump());

@@ -182,6 +182,7 @@ bool Worker::RunChunk(long long& after, int size) {
   }
   {
     pqxx::work tx(*db_->conn);
+    HoldRun(tx);
     auto claimed = db_->sql->ClaimItems(tx, run_id_, size, after, exclude, policy_.TakesOver());
     if (claimed.empty()) return false;
     after = claimed.back().item_id;
@@ -208,6 +209,7 @@ bool Worker::RunChunk(long long& after, int size) {
   if (policy_.TakesOver() && !out.apply.empty()) {
     // Step 2: process what we own, complete, hand back, in one transaction.
     pqxx::work tx(*db_->conn);
+    HoldRun(tx);
     std::vector<long long> ids;
     for (const auto& item : out.apply) ids.push_back(item.item_id);
     auto owned = db_->sql->RelockItems(tx, ids);
@@ -226,6 +228,14 @@ bool Worker::RunChunk(long long& after, int size) {
   pacer_.AfterChunk(
       {.items = settled, .took = took, .hit_timeout = out.timed_out, .lock_wait = out.lock_wait});
   return true;
+}
+
+void Worker::HoldRun(pqxx::dbtransaction& tx) {
+  if (!db_->sql->HoldRun(tx, run_id_)) {
+    throw RunFencedError("run " + std::to_string(run_id_) +
+                         " was marked abandoned while it worked (its control connection was "
+                         "lost); its workers stop and the chunk in flight rolls back");
+  }
 }
 
 void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "config/config.h"
 #include "policies/policy.h"
 
@@ -66,6 +67,15 @@ class KeysInFlight {
   long long releases_ = 0;
 };
 
+// The run was marked abandoned by the next run while this one still worked
+// (it had lost its control connection): nothing more may be completed.
+// Exit status 75: the next run goes on with the items.
+class RunFencedError : public TempFailError {
+ public:
+  explicit RunFencedError(const std::string& message)
+      : TempFailError(message, "the next run picks up the items this one did not complete.") {}
+};
+
 class Worker {
  public:
   // `pacer` sizes each chunk and holds the worker while the run is paused
@@ -92,6 +102,9 @@ class Worker {
   struct Outcome;  // what one chunk decided; worker.cpp
 
   bool RunChunk(long long& after, int size);
+  // Every chunk transaction starts here: throws RunFencedError when the run
+  // is no longer 'running' (0008_run_fencing.sql).
+  void HoldRun(pqxx::dbtransaction& tx);
   void Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
   void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
                       Outcome& out);

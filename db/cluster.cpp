@@ -246,15 +246,17 @@ void TempCluster::StartServer() {
   }
 }
 
-void TempCluster::StopServer() {
+void TempCluster::StopServer(StopMode mode) {
   std::lock_guard lock(mutex_);
-  StopServerLocked();
+  StopServerLocked(mode);
 }
 
-void TempCluster::StopServerLocked() {
+void TempCluster::StopServerLocked(StopMode mode) {
   if (server_pid_ <= 0) return;
-  // SIGINT is PostgreSQL's fast shutdown; SIGQUIT (immediate) if it lingers.
-  if (!StopChild(server_pid_, SIGINT, 20s)) KillServer(server_pid_);
+  // SIGINT is PostgreSQL's fast shutdown, SIGQUIT its immediate one (also
+  // used when a fast shutdown lingers).
+  int signo = mode == StopMode::kImmediate ? SIGQUIT : SIGINT;
+  if (!StopChild(server_pid_, signo, 20s)) KillServer(server_pid_);
   server_pid_ = -1;
 }
 

@@ -50,9 +50,13 @@ class TempCluster {
   const std::filesystem::path& dir() const { return dir_; }
   pid_t server_pid() const { return server_pid_; }
 
-  // Stops the server (fast shutdown) and keeps the data; StartServer()
-  // brings it back on the same socket. For tests of reconnect behaviour.
-  void StopServer();
+  // Stops the server and keeps the data; StartServer() brings it back on
+  // the same socket. For tests of reconnect and crash behaviour: fast is
+  // `pg_ctl stop -m fast` (sessions are terminated, the server checkpoints),
+  // immediate is `-m immediate` (no checkpoint: the start recovers, as
+  // after a crash).
+  enum class StopMode { kFast, kImmediate };
+  void StopServer(StopMode mode = StopMode::kFast);
   void StartServer();
 
   // Stops the server and removes the folder. Idempotent.
@@ -61,7 +65,7 @@ class TempCluster {
  private:
   TempCluster(std::filesystem::path dir, std::filesystem::path bindir, std::optional<RunAs> run_as,
               ClusterOptions options);
-  void StopServerLocked();
+  void StopServerLocked(StopMode mode = StopMode::kFast);
 
   std::filesystem::path dir_;
   std::filesystem::path bindir_;

@@ -1,15 +1,19 @@
-// The coexist executable under kill -9 and started twice for one job: every
-// item must be applied exactly once (checked in the operation's ledger), and
-// a second run of a job that is running refuses at once (exit status 4).
+// The coexist executable under kill -9, under a PostgreSQL restart, and
+// started twice for one job, under every policy: every item must be applied
+// exactly once (checked in the operation's ledger), nothing may stay owned by
+// the batch or taken over, the next run must go ahead, and a second run of a
+// job that is running refuses at once (exit status 4).
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "common/subprocess.h"
+#include "db/cluster.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
 
@@ -17,6 +21,22 @@ namespace coexist {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The exit status of `pid`, or nullopt when it is still running after `timeout`.
+std::optional<int> WaitForExitWithin(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      return 255;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return std::nullopt;
+}
 
 class BatchCrashTest : public testing::DatabaseTest {
  protected:
@@ -30,11 +50,7 @@ class BatchCrashTest : public testing::DatabaseTest {
     dir_ = std::filesystem::temp_directory_path() / ("cx-crash-" + database_name());
     std::filesystem::create_directories(dir_);
     config_ = (dir_ / "job.yaml").string();
-    // Fixed chunks of 20 at >= 30 ms each: the run lasts a few seconds.
-    std::ofstream(config_) << "batch: {job: crash, chunk_size: 20, workers: 2}\n"
-                              "pacing: {adaptive: false}\n"
-                              "policy: {name: skip_locked}\n"
-                           << testing::LedgerOperation("0.03");
+    WriteConfig("{name: skip_locked}", 2);
     auto status = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", config_,
                               "enqueue", "--select", "SELECT id FROM products"});
     ASSERT_EQ(status.status, 0) << status.output;
@@ -42,6 +58,16 @@ class BatchCrashTest : public testing::DatabaseTest {
   void TearDown() override {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
     DatabaseTest::TearDown();
+  }
+
+  // Fixed chunks of 20 at >= 30 ms each: the run lasts a few seconds.
+  void WriteConfig(const std::string& policy, int workers) {
+    std::ofstream(config_) << "batch: {job: crash, chunk_size: 20, workers: " << workers
+                           << "}\n"
+                              "pacing: {adaptive: false}\n"
+                              "policy: "
+                           << policy << "\n"
+                           << testing::LedgerOperation("0.03");
   }
 
   pid_t StartRun(const std::string& log) {
@@ -57,6 +83,19 @@ class BatchCrashTest : public testing::DatabaseTest {
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), kItems);
     EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), kItems);
     EXPECT_EQ(Count("SELECT sum(stock) FROM products WHERE id > 100"), kItems - 100);
+    EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner <> 'online'"), 0);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+  }
+  void WaitForLedger(long long rows) {
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (Count("SELECT count(*) FROM ledger") < rows &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  std::string Log(const std::string& name) {
+    std::ifstream in(dir_ / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
   std::filesystem::path dir_;
@@ -104,6 +143,115 @@ TEST_F(BatchCrashTest, ASecondRunOfTheSameJobRefusesWithStatusFourWhileTheFirstW
   // The lock died with the first run's session: the next run goes ahead.
   EXPECT_EQ(WaitForExit(StartRun("third.log")), 0);
 }
+
+// The control connection (it holds the job's and the run's locks) is
+// terminated mid-run and a second run starts at once. The first run's
+// workers must stop promptly instead of working on unlocked, the second must
+// not mark it abandoned while a chunk of it is in flight, and the first must
+// complete nothing after it was marked abandoned.
+TEST_F(BatchCrashTest, LosingTheControlConnectionStopsTheWorkersAndFencesTheRun) {
+  std::ofstream(config_) << "batch: {job: crash, chunk_size: 20, workers: 4}\n"
+                            "pacing: {adaptive: false}\n"
+                            "policy: {name: skip_locked}\n"
+                         << testing::LedgerOperation("0.2");
+  pid_t first = StartRun("first.log");
+  WaitForLedger(100);
+  auto run_id = QueryValue("SELECT max(run_id) FROM coexist.runs");
+  auto terminated = QueryValue(
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND "
+      "granted AND classid = coexist.run_lock_class()::oid AND objid = " +
+      run_id);
+  ASSERT_EQ(terminated, "1");
+  pid_t second = StartRun("second.log");
+  auto first_status = WaitForExitWithin(first, 10s);
+  if (!first_status) {
+    kill(first, SIGKILL);
+    WaitForExit(first);
+    ADD_FAILURE() << "the first run kept working without its control connection\n"
+                  << Log("first.log");
+  } else {
+    EXPECT_EQ(*first_status, 75) << Log("first.log");
+  }
+  EXPECT_EQ(WaitForExit(second), 0) << Log("second.log");
+  ExpectEveryItemAppliedOnce();
+  EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',' ORDER BY run_id) FROM coexist.runs"),
+            "abandoned,succeeded");
+  // Nothing completed by the first run after it was marked abandoned, and
+  // the two runs never completed items at the same time.
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
+                  " WHERE r.run_id = " +
+                  run_id + " AND q.done_at > r.ended_at"),
+            0);
+  EXPECT_EQ(
+      QueryValue("SELECT (SELECT max(done_at) FROM coexist.queue WHERE run_id = " + run_id +
+                 ") < (SELECT min(done_at) FROM coexist.queue WHERE run_id > " + run_id + ")"),
+      "t");
+}
+
+// Every policy, four workers: killed, restarted under, then run again.
+const char* const kPolicies[] = {
+    "{name: skip_locked}",
+    "{name: online_priority, max_wait: 1s}",
+    "{name: batch_priority}",
+    "{name: status_partition}",
+    // start == end: a 24-hour window, active whenever the test runs.
+    "{name: time_window, mode: allow, drain_margin: 0s, windows: "
+    "[{time_zone: UTC, start: \"00:00\", end: \"00:00\"}]}",
+};
+
+std::string PolicyName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string policy = info.param;
+  policy = policy.substr(policy.find(": ") + 2);
+  return policy.substr(0, policy.find_first_of(",}"));
+}
+
+class BatchCrashPolicyTest : public BatchCrashTest,
+                             public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(BatchCrashPolicyTest, KillNineMidRunThenTheNextRunHandsBackAndAppliesEveryItemOnce) {
+  WriteConfig(GetParam(), 4);
+  pid_t pid = StartRun("first.log");
+  WaitForLedger(300);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the kill";
+
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  ExpectEveryItemAppliedOnce();
+  EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',' ORDER BY run_id) FROM coexist.runs"),
+            "abandoned,succeeded");
+}
+
+// pg_ctl restart -m immediate under a run: every connection breaks at once.
+// The run must end (exit 75, the database went away) instead of waiting for
+// ever, and the next run must go ahead.
+TEST_P(BatchCrashPolicyTest, AnImmediateServerRestartEndsTheRunAndTheNextOneFinishes) {
+  WriteConfig(GetParam(), 4);
+  pid_t pid = StartRun("first.log");
+  WaitForLedger(300);
+  auto& cluster = testing::ClusterEnvironment::Get().cluster();
+  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+  std::this_thread::sleep_for(300ms);
+  cluster.StartServer();
+  auto status = WaitForExitWithin(pid, 60s);
+  if (!status) {
+    kill(pid, SIGKILL);
+    WaitForExit(pid);
+    FAIL() << "the run did not end after the restart\n" << Log("first.log");
+  }
+  EXPECT_EQ(*status, 75) << Log("first.log");
+  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the restart";
+
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  ExpectEveryItemAppliedOnce();
+  EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',' ORDER BY run_id) FROM coexist.runs"),
+            "abandoned,succeeded");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, BatchCrashPolicyTest, ::testing::ValuesIn(kPolicies),
+                         PolicyName);
 
 }  // namespace
 }  // namespace coexist
