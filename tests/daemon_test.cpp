@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 
+#include "db/cluster.h"
 #include "tests/ops_test_support.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
@@ -207,6 +208,39 @@ TEST_F(DaemonTest, FinishesItsQueueAcrossAPostgresqlRestart) {
   ExpectEachAppliedOnce(110);
   EXPECT_EQ(Stop(), 0) << Log();
 }
+
+// pg_ctl restart -m immediate under a run, with the default pacing (its
+// health sampler loses its connection too): the run ends, the daemon
+// reconnects, abandons the run, hands its rows back and drains the queue.
+class DaemonRestartTest : public DaemonTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(DaemonRestartTest, DrainsItsQueueAfterAnImmediateRestartMidRun) {
+  WriteConfig("batch: {job: d, chunk_size: 5, workers: 2}\npolicy: {name: " +
+              std::string(GetParam()) +
+              "}\n"
+              "daemon: {poll_interval: 1s, reconnect_initial: 100ms, reconnect_max: 1s}\n" +
+              testing::LedgerOperation("0.05", "a"));
+  Enqueue(1, 100);
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return Count("SELECT count(*) FROM ledger") >= 10; }, 20s)) << Log();
+  auto& cluster = testing::ClusterEnvironment::Get().cluster();
+  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+  std::this_thread::sleep_for(300ms);
+  cluster.StartServer();
+  ASSERT_TRUE(WaitFor([&] { return Done() == 100; }, 60s)) << Log();
+  ExpectEachAppliedOnce(100);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner <> 'online'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'running'") == 0; },
+      20s))
+      << Log();
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'abandoned'"), 1) << Log();
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, DaemonRestartTest,
+                         ::testing::Values("skip_locked", "status_partition", "batch_priority"));
 
 TEST_F(DaemonTest, WaitsWhileAnotherRunHoldsTheJob) {
   auto holder = Connect("other-run");
