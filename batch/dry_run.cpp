@@ -33,8 +33,8 @@ void CheckInstalled(pqxx::transaction_base& tx) {
 // as busy.
 std::string BusyHolder(pqxx::transaction_base& tx, QueueSql& sql, const config::Config& config) {
   if (!JobLockHeld(tx, config.batch.job)) return "";
-  auto holder = sql.RunningRun(tx);
-  return holder.empty() ? "a run whose runs row is not visible yet" : holder;
+  auto holder = sql.FindJobHolder(tx);
+  return holder ? holder->description : "a session that let go of it a moment ago";
 }
 
 std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& job,

@@ -204,16 +204,28 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
   conn.prepare("hold_run", R"sql(
     SELECT outcome FROM coexist.runs WHERE run_id = $1 FOR KEY SHARE)sql");
   conn.prepare("insert_run", R"sql(
-    INSERT INTO coexist.runs (job, policy, host, pid, details) VALUES ($1, $2, $3, $4, $5::jsonb)
+    INSERT INTO coexist.runs (job, policy, host, pid, details, backend_pid)
+    VALUES ($1, $2, $3, $4, $5::jsonb, pg_backend_pid())
     RETURNING run_id)sql");
   conn.prepare("lock_run",
                "SELECT pg_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
   conn.prepare("try_lock_job", "SELECT coexist.try_lock_job($1)");
-  conn.prepare("running_run", R"sql(
-    SELECT format('run %s on host %s (pid %s), started %s, last heartbeat %s', run_id, host, pid,
-                  date_trunc('second', started_at), date_trunc('second', heartbeat_at))
-      FROM coexist.runs WHERE job = $1 AND outcome = 'running'
-     ORDER BY started_at DESC LIMIT 1)sql");
+  // The session holding the job's lock (0004), and the run it is, if any
+  // (runs.backend_pid, 0009). Another role's session shows NULLs in
+  // pg_stat_activity's columns where this role may not read them.
+  conn.prepare("find_job_holder", R"sql(
+    SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, '?'),
+           coalesce(host(a.client_addr), 'local'), coalesce(a.state, '?'),
+           extract(epoch FROM now() - a.backend_start)::bigint,
+           r.run_id, r.host, r.pid, date_trunc('second', r.started_at)::text,
+           extract(epoch FROM now() - r.heartbeat_at)::bigint
+      FROM pg_locks l
+      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+      LEFT JOIN coexist.runs r ON r.job = $1 AND r.outcome = 'running' AND r.backend_pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND l.classid = coexist.job_lock_class()::oid AND l.objid = hashtext($1)::oid
+     LIMIT 1)sql");
   conn.prepare("abandon_runs", "SELECT r FROM coexist.abandon_stale_runs($1) AS r");
   conn.prepare("heartbeat_run", R"sql(
     UPDATE coexist.runs SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
@@ -246,9 +258,31 @@ bool QueueSql::TryLockJob(pqxx::transaction_base& tx) {
   return tx.exec_prepared1("try_lock_job", config_.batch.job)[0].as<bool>();
 }
 
-std::string QueueSql::RunningRun(pqxx::transaction_base& tx) {
-  auto rows = tx.exec_prepared("running_run", config_.batch.job);
-  return rows.empty() ? std::string() : rows[0][0].as<std::string>();
+std::optional<JobHolder> QueueSql::FindJobHolder(pqxx::transaction_base& tx) {
+  auto rows = tx.exec_prepared("find_job_holder", config_.batch.job);
+  if (rows.empty()) return std::nullopt;
+  const auto& row = rows[0];
+  JobHolder holder;
+  holder.pid = row[0].as<int>();
+  std::string who = "pid " + std::to_string(holder.pid) + ", role " + row[1].as<std::string>() +
+                    ", application_name '" + row[2].as<std::string>() + "', client " +
+                    row[3].as<std::string>() + ", " + row[4].as<std::string>();
+  auto timeout_s = std::chrono::duration_cast<std::chrono::seconds>(config_.batch.busy_timeout);
+  if (!row[6].is_null()) {
+    holder.run_id = row[6].as<long long>();
+    long long silent = row[10].is_null() ? 0 : row[10].as<long long>();
+    holder.description = "run " + std::to_string(holder.run_id) + " on host " +
+                         row[7].as<std::string>() + " (pid " + row[8].as<std::string>() +
+                         "), started " + row[9].as<std::string>() + ", last heartbeat " +
+                         std::to_string(silent) + " s ago; its session: " + who;
+    holder.stuck = silent > timeout_s.count();
+  } else {
+    long long connected = row[5].is_null() ? 0 : row[5].as<long long>();
+    holder.description = "a session that is not a coexist run (" + who + ", connected " +
+                         std::to_string(connected) + " s ago)";
+    holder.stuck = connected > timeout_s.count();
+  }
+  return holder;
 }
 
 bool QueueSql::HoldRun(pqxx::transaction_base& tx, long long run_id) {

@@ -44,6 +44,16 @@ struct Failure {
   std::string error;
 };
 
+// The session holding a job's lock.
+struct JobHolder {
+  int pid = 0;
+  long long run_id = 0;     // 0: not a coexist run (someone else took the lock)
+  std::string description;  // who and since when, for the operator
+  // Held longer than batch.busy_timeout: a foreign session connected that
+  // long, or a run whose heartbeat is that old.
+  bool stuck = false;
+};
+
 struct Blocker {
   int pid = 0;
   std::string application_name;
@@ -90,10 +100,9 @@ class QueueSql {
   // Session-level: held by the control connection until it closes.
   void LockRun(pqxx::transaction_base& tx, long long run_id);
   // The job's lock for this session (0004_job_lock.sql); false when another
-  // run of the job holds it. Then RunningRun describes that run, or "" when
-  // its runs row is not visible yet.
+  // session holds it. Then FindJobHolder names it (nullopt: it let go since).
   bool TryLockJob(pqxx::transaction_base& tx);
-  std::string RunningRun(pqxx::transaction_base& tx);
+  std::optional<JobHolder> FindJobHolder(pqxx::transaction_base& tx);
   // Holds the run's row (FOR KEY SHARE) for the rest of `tx`; false when
   // the run is no longer 'running' (marked abandoned: its control connection
   // died). Every chunk transaction starts with it (0008_run_fencing.sql).

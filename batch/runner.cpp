@@ -14,6 +14,7 @@
 #include "batch/worker.h"
 #include "common/log.h"
 #include "config/config_error.h"
+#include "config/duration.h"
 #include "db/connection.h"
 #include "db/migrations.h"
 #include "pacing/pacer.h"
@@ -45,6 +46,35 @@ void CheckConfig(pqxx::connection_base& conn, const config::Config& config) {
         "$1 is the key (bigint" + std::string(config.operation.item_sql.empty() ? "[]" : "") +
             "), $2.. the params fields (text); cast them.");
   }
+}
+
+// Exit 4 for a run of the job at work; 5 when the holder looks stuck.
+JobBusyError BusyError(const config::Config& config, const std::optional<JobHolder>& holder) {
+  std::string job = "job " + config.batch.job;
+  if (!holder) {
+    return JobBusyError(job + " was busy a moment ago",
+                        "this run did nothing; the next scheduled run goes ahead.");
+  }
+  if (!holder->stuck) {
+    return JobBusyError(job + " is already running: held by " + holder->description,
+                        "this run did nothing and claimed nothing; the next scheduled run "
+                        "picks up what is left.");
+  }
+  std::string limit = config::FormatDuration(config.batch.busy_timeout);
+  if (holder->run_id == 0) {
+    return JobBusyError(job + "'s lock is held by " + holder->description,
+                        "no run of the job can start while it holds the lock (for longer than "
+                        "batch.busy_timeout, " +
+                            limit + "); ask its owner, or end it: SELECT pg_terminate_backend(" +
+                            std::to_string(holder->pid) + ");",
+                        ExitCode::kJobStuck);
+  }
+  return JobBusyError(job + " is held by a run that stopped beating: " + holder->description,
+                      "its heartbeat is older than batch.busy_timeout (" + limit +
+                          "); if its process hangs, kill it, or end its session: SELECT "
+                          "pg_terminate_backend(" +
+                          std::to_string(holder->pid) + ");",
+                      ExitCode::kJobStuck);
 }
 
 std::string Outcome(const RunSummary& s) {
@@ -80,13 +110,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   {
     // Session-level: held until `control` closes, however the run ends.
     pqxx::nontransaction tx(*control);
-    if (!sql.TryLockJob(tx)) {
-      auto holder = sql.RunningRun(tx);
-      throw JobBusyError("job " + config.batch.job + " is already running" +
-                             (holder.empty() ? std::string() : ": " + holder),
-                         "this run did nothing and claimed nothing; the next scheduled run "
-                         "picks up what is left.");
-    }
+    if (!sql.TryLockJob(tx)) throw BusyError(config, sql.FindJobHolder(tx));
   }
 
   // Before the runs row: a control socket already in use ends the run

@@ -42,12 +42,15 @@ struct RunSummary {
   double items_per_second = 0;  // done / seconds
 };
 
-// Another run of the same job holds the job's lock: this one did nothing.
-// Exit status 4 (ExitCode::kJobBusy).
+// Another session holds the job's lock: this run did nothing. Exit status
+// 4 (ExitCode::kJobBusy) for a run of the job at work; 5 (kJobStuck) when
+// the holder has held it longer than batch.busy_timeout without being a
+// live run (a squatting session, a run whose heartbeat stopped).
 class JobBusyError : public Error {
  public:
-  explicit JobBusyError(const std::string& message, std::string hint = {})
-      : Error(ExitCode::kJobBusy, message, std::move(hint)) {}
+  explicit JobBusyError(const std::string& message, std::string hint = {},
+                        ExitCode code = ExitCode::kJobBusy)
+      : Error(code, message, std::move(hint)) {}
 };
 
 struct RunOptions {

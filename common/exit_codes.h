@@ -13,6 +13,9 @@ enum class ExitCode : int {
   // `batch run`/`batch daemon`: another run of the same job holds the job's
   // lock (an overlapping cron run, a second host); nothing was done.
   kJobBusy = 4,
+  // ... and has held it suspiciously long (batch.busy_timeout): a session
+  // that is not a coexist run squats the lock, or a run stopped beating.
+  kJobStuck = 5,
   kUsage = 64,        // EX_USAGE: bad command line
   kDataError = 65,    // EX_DATAERR: bad input data (enqueue files, ...)
   kNoInput = 66,      // EX_NOINPUT: an input file does not exist or is unreadable

@@ -40,6 +40,11 @@ struct BatchConfig {
   int workers = 1;
   // Attempts before a failing item is marked dead. 1..1000.
   int max_attempts = 5;
+  // A run that finds the job's lock held exits 4 (busy), unless the holder
+  // has held it suspiciously long: a session that is not a coexist run,
+  // connected for longer than this, or a coexist run whose heartbeat is this
+  // old. Then it exits 5, which schedulers count as a failure. 1s..30d.
+  milliseconds busy_timeout = std::chrono::minutes(10);
 };
 
 // `online:` — the online workload simulator (`coexist online-sim`): virtual

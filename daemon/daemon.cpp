@@ -128,8 +128,10 @@ int Daemon::Run() {
 // Once per busy spell: a standby daemon on a second host waits quietly.
 void Daemon::OnBusy(const batch::JobBusyError& e) {
   if (!busy_logged_) {
-    spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
-                 config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
+    // kJobStuck: the holder is no live run (batch.busy_timeout); say so loudly.
+    spdlog::log(e.code() == ExitCode::kJobStuck ? spdlog::level::err : spdlog::level::warn,
+                "job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
+                config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
     busy_logged_ = true;
   }
   metrics_.RecordRunWithoutSummary("busy");

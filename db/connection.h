@@ -11,7 +11,9 @@
 namespace coexist::db {
 
 // Opens a connection to the server and sets application_name (which
-// batch_priority matches to decide whose backends it may cancel).
+// batch_priority matches to decide whose backends it may cancel) and the
+// server's TCP keepalives for this session (a dead client host's session and
+// locks go within about two minutes).
 // Throws TempFailError, naming the server (never a password), when the server
 // cannot be reached.
 std::unique_ptr<pqxx::connection> Connect(const Server& server,

@@ -132,7 +132,7 @@ TEST_F(BatchCrashTest, ASecondRunOfTheSameJobRefusesWithStatusFourWhileTheFirstW
   auto second = RunCommand(
       {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "batch", "run"});
   EXPECT_EQ(second.status, 4) << second.output;
-  EXPECT_NE(second.output.find("job crash is already running: run "), std::string::npos)
+  EXPECT_NE(second.output.find("job crash is already running: held by run "), std::string::npos)
       << second.output;
   EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the first run ended too soon";
 
@@ -186,6 +186,49 @@ TEST_F(BatchCrashTest, LosingTheControlConnectionStopsTheWorkersAndFencesTheRun)
       QueryValue("SELECT (SELECT max(done_at) FROM coexist.queue WHERE run_id = " + run_id +
                  ") < (SELECT min(done_at) FROM coexist.queue WHERE run_id > " + run_id + ")"),
       "t");
+}
+
+// A session that is not a coexist run takes the job's lock (a stray psql, a
+// script of another role). Runs name it and exit 4 at first; once it has
+// been connected for longer than batch.busy_timeout they exit 5, which the
+// systemd unit does not count as success, with the pid to end.
+TEST_F(BatchCrashTest, ASquattedJobLockIsNamedAndBecomesAFailureAfterBusyTimeout) {
+  auto squatter = Connect("squatter");
+  auto pid = pqxx::nontransaction(*squatter)
+                 .exec("SELECT pg_backend_pid(), coexist.try_lock_job('crash')")[0][0]
+                 .as<std::string>();
+  auto busy = RunCommand(
+      {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "batch", "run"});
+  EXPECT_EQ(busy.status, 4) << busy.output;
+  EXPECT_NE(busy.output.find("job crash is already running: held by a session that is not a "
+                             "coexist run (pid " +
+                             pid + ", role "),
+            std::string::npos)
+      << busy.output;
+  EXPECT_NE(busy.output.find("application_name 'squatter', client local, idle, connected "),
+            std::string::npos)
+      << busy.output;
+
+  std::string text =
+      "batch: {job: crash, chunk_size: 20, workers: 1, busy_timeout: 1s}\n"
+      "policy: {name: skip_locked}\n" +
+      testing::LedgerOperation("0");
+  std::ofstream(config_) << text;
+  std::this_thread::sleep_for(2100ms);
+  auto stuck = RunCommand(
+      {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "batch", "run"});
+  EXPECT_EQ(stuck.status, 5) << stuck.output;
+  EXPECT_NE(stuck.output.find("job crash's lock is held by a session that is not a coexist run"),
+            std::string::npos)
+      << stuck.output;
+  EXPECT_NE(stuck.output.find("SELECT pg_terminate_backend(" + pid + ");"), std::string::npos)
+      << stuck.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0) << "a refused run writes nothing";
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
+
+  squatter.reset();  // the lock goes with the session
+  EXPECT_EQ(WaitForExit(StartRun("after.log")), 0) << Log("after.log");
+  ExpectEveryItemAppliedOnce();
 }
 
 // Every policy, four workers: killed, restarted under, then run again.

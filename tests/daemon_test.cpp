@@ -215,11 +215,11 @@ TEST_F(DaemonTest, FinishesItsQueueAcrossAPostgresqlRestart) {
 class DaemonRestartTest : public DaemonTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(DaemonRestartTest, DrainsItsQueueAfterAnImmediateRestartMidRun) {
-  WriteConfig("batch: {job: d, chunk_size: 5, workers: 2}\npolicy: {name: " +
-              std::string(GetParam()) +
-              "}\n"
-              "daemon: {poll_interval: 1s, reconnect_initial: 100ms, reconnect_max: 1s}\n" +
-              testing::LedgerOperation("0.05", "a"));
+  WriteConfig(
+      "batch: {job: d, chunk_size: 5, workers: 2}\npolicy: {name: " + std::string(GetParam()) +
+      "}\n"
+      "daemon: {poll_interval: 1s, reconnect_initial: 100ms, reconnect_max: 1s}\n" +
+      testing::LedgerOperation("0.05", "a"));
   Enqueue(1, 100);
   Start();
   ASSERT_TRUE(WaitFor([&] { return Count("SELECT count(*) FROM ledger") >= 10; }, 20s)) << Log();
