@@ -211,7 +211,7 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
                "SELECT pg_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
   conn.prepare("try_lock_job", "SELECT coexist.try_lock_job($1)");
   // The session holding the job's lock (0004), and the run it is, if any
-  // (runs.backend_pid, 0009). Another role's session shows NULLs in
+  // (runs.backend_pid, 0012). Another role's session shows NULLs in
   // pg_stat_activity's columns where this role may not read them.
   conn.prepare("find_job_holder", R"sql(
     SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, '?'),
