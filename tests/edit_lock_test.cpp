@@ -1,4 +1,4 @@
-// The edit-lock API (db/migrations/0002_edit_locks.sql) and the guard
+// The edit-lock API (db/migrations/0002_edit_locks.sql, 0008) and the guard
 // trigger (0003, 0006, 0007) as an online application meets them.
 
 #include <tuple>
@@ -137,6 +137,80 @@ TEST_F(EditLocks, CheckHoldsTheLockRowUntilTheSaveCommits) {
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), sqlstate::kLockNotAvailable);
   }
+}
+
+TEST_F(EditLocks, OwnerLongerThan200BytesIsRefused) {
+  EXPECT_FALSE(Acquire(1, std::string(200, 'a')).empty());
+  // 101 two-byte characters: the limit is in bytes, as NOTIFY's is.
+  std::string accents;
+  for (int i = 0; i < 101; ++i) accents += "\u00e9";
+  for (const std::string& owner : {std::string(201, 'a'), accents}) {
+    try {
+      Acquire(2, owner);
+      FAIL() << "an owner of " << owner.size() << " bytes was accepted";
+    } catch (const pqxx::sql_error& e) {
+      EXPECT_EQ(e.sqlstate(), sqlstate::kStringTooLong);
+      EXPECT_NE(std::string(e.what()).find("edit-lock owner is " + std::to_string(owner.size()) +
+                                           " bytes long; at most 200 are allowed"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = 2"), "0");
+}
+
+struct RevokedNotice : pqxx::notification_receiver {
+  explicit RevokedNotice(pqxx::connection_base& conn)
+      : pqxx::notification_receiver(conn, "coexist_edit_lock_revoked") {}
+  void operator()(const std::string& text, int) override { payload = text; }
+  std::string payload;
+};
+
+// A lock taken before owners were limited: revoking it must not fail on
+// NOTIFY's 8000-byte payload limit.
+TEST_F(EditLocks, RevokingTheLockOfAnOversizedOwnerNotifiesACutOwner) {
+  QueryValue(
+      "INSERT INTO coexist.edit_locks (target, record_key, owner, expires_at)"
+      " VALUES ('products', 11, repeat('x', 9000), now() + interval '1 hour') RETURNING 1");
+  RevokedNotice notice(*conn_);
+  pqxx::nontransaction(*conn_).exec("SELECT 1");  // sends the LISTEN
+  EXPECT_EQ(QueryValue("SELECT length(coexist.revoke_edit_lock('products', 11, 'batch run 7'))"),
+            "9000");
+  for (int i = 0; i < 100 && notice.payload.empty(); ++i) conn_->await_notification(0, 100'000);
+  ASSERT_FALSE(notice.payload.empty());
+  pqxx::work tx(*conn_);
+  auto payload = tx.exec_params(
+      "SELECT length(p->>'owner'), p->>'owner_truncated', p->>'by' FROM (SELECT $1::jsonb p) s",
+      notice.payload)[0];
+  EXPECT_EQ(payload[0].as<int>(), 200);
+  EXPECT_EQ(payload[1].as<std::string>(), "true");
+  EXPECT_EQ(payload[2].as<std::string>(), "batch run 7");
+}
+
+// A batch locks a record's row (FOR UPDATE) before it reads the record's
+// edit lock: acquiring must wait for that chunk, or the lock could appear
+// between the batch's read and its write.
+TEST_F(EditLocks, AcquireWaitsWhileABatchHoldsTheRecordsRow) {
+  QueryValue("SELECT coexist.install_guard_trigger('products', 'id', 'owner')");
+  std::string alice = Acquire(13, "alice");
+  auto batch = Connect("coexist-batch");
+  {
+    pqxx::work chunk(*batch);
+    chunk.exec("SELECT 1 FROM products WHERE id IN (12, 13) FOR UPDATE");
+    // A new lock and a re-acquire (alice reloads her edit screen) both wait.
+    for (const auto& [key, owner] : {std::pair{12, "bob"}, {13, "alice"}}) {
+      EXPECT_EQ(SqlStateOf(*conn_,
+                           "SET LOCAL lock_timeout = '100ms';"
+                           " SELECT coexist.acquire_edit_lock('products', " +
+                               std::to_string(key) + ", '" + owner + "', '5 minutes')"),
+                sqlstate::kLockNotAvailable)
+          << owner << " took the lock while the batch held the row";
+    }
+    chunk.commit();
+  }
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = 12"), "0");
+  EXPECT_FALSE(Acquire(12, "bob").empty());
+  EXPECT_EQ(Acquire(13, "alice"), alice);
 }
 
 class GuardTrigger : public DatabaseTest {
