@@ -213,6 +213,27 @@ TEST_F(EditLocks, AcquireWaitsWhileABatchHoldsTheRecordsRow) {
   EXPECT_EQ(Acquire(13, "alice"), alice);
 }
 
+// raise_edit_lock_lost looks up the revocation of one token on every CX002;
+// without an index of its own it read every revocation ever recorded.
+TEST_F(EditLocks, RevokedLockLookupUsesAnIndex) {
+  QueryValue(
+      "INSERT INTO coexist.events (kind, target, record_key, actor, details)"
+      " SELECT 'edit_lock_revoked', 'products', g % 100, 'batch run 1',"
+      " jsonb_build_object('token', gen_random_uuid()) FROM generate_series(1, 20000) g;"
+      "ANALYZE coexist.events");
+  pqxx::work tx(*conn_);
+  std::string plan;
+  for (const auto& row :
+       tx.exec("EXPLAIN SELECT e.actor FROM coexist.events e"
+               " WHERE e.kind = 'edit_lock_revoked' AND e.target = 'products'::regclass"
+               " AND e.record_key = 5"
+               " AND e.details->>'token' = '00000000-0000-0000-0000-000000000001'"
+               " ORDER BY e.event_id DESC LIMIT 1")) {
+    plan += row[0].as<std::string>() + "\n";
+  }
+  EXPECT_NE(plan.find("events_revoked_token"), std::string::npos) << plan;
+}
+
 class GuardTrigger : public DatabaseTest {
  protected:
   void SetUp() override {
