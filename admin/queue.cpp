@@ -22,7 +22,7 @@ RunRow RunOf(const pqxx::row& r) {
 
 // Each selects at most $2 rows older than $1, locked so that a row another
 // session holds is skipped, and deletes them; the ORDER BY keeps the plan on
-// the retention indexes of 0009.
+// the retention indexes of 0011.
 constexpr const char* kPurgeDoneItems =
     "DELETE FROM coexist.queue WHERE item_id IN (SELECT item_id FROM coexist.queue"
     " WHERE state = 'done' AND done_at < $1::timestamptz ORDER BY done_at LIMIT $2"

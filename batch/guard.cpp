@@ -44,7 +44,7 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
   {
     // Re-pointing the version trigger takes a lock on the target that
     // queues behind every online transaction: install only when it is
-    // missing or calls a function of the naming before 0007.
+    // missing or calls a function of the naming before 0009.
     pqxx::read_transaction tx(conn);
     auto current = tx.exec_params(
         "SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'"

@@ -1,5 +1,5 @@
-// The edit-lock API (db/migrations/0002_edit_locks.sql, 0008) and the guard
-// trigger (0003, 0006, 0007) as an online application meets them.
+// The edit-lock API (db/migrations/0002_edit_locks.sql, 0010) and the guard
+// trigger (0003, 0006, 0009) as an online application meets them.
 
 #include <tuple>
 
@@ -335,7 +335,7 @@ TEST_F(GuardTrigger, RefusesAPartitionedPartitionAsTarget) {
 }
 
 // Two tables whose names share their first 60 characters, in a long schema:
-// before 0007 both names were cut to one function, and the second install
+// before 0009 both names were cut to one function, and the second install
 // gave the first table a guard that reads the second's key column.
 TEST_F(GuardTrigger, LongTargetNamesGetFunctionsOfTheirOwn) {
   const std::string schema = "a_schema_whose_name_is_long_enough_to_matter";
@@ -374,7 +374,7 @@ TEST_F(GuardTrigger, LongTargetNamesGetFunctionsOfTheirOwn) {
   EXPECT_EQ(QueryValue("SET search_path = " + schema + "; " + name), QueryValue(name));
 }
 
-// What an install before 0007 left: functions named after target::text, one
+// What an install before 0009 left: functions named after target::text, one
 // of them cut to 63 bytes and shared by two long targets, and an orphan of
 // another search_path. Installing points the triggers at the new functions
 // and drops every old one once no trigger calls it.

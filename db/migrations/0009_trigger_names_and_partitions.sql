@@ -61,8 +61,8 @@ $$;
 
 -- Points the target's row trigger `trigger_name` at `fn`, creating it when
 -- missing. Nothing happens (and no table lock is taken) when it already
--- does. A trigger that called another function (the name before 0007) is
--- replaced, and that function and the pre-0007 names of this target's
+-- does. A trigger that called another function (the name before 0009) is
+-- replaced, and that function and the pre-0009 names of this target's
 -- function are dropped when no trigger uses them any more (a cut name could
 -- be shared with another target, whose next install drops it).
 CREATE FUNCTION coexist.point_trigger(target regclass, trigger_name name, events text,
@@ -129,7 +129,7 @@ END
 $install$;
 
 -- The tables install_guard_trigger guards, with their key column:
--- acquire_edit_lock locks the record's row through it (0008).
+-- acquire_edit_lock locks the record's row through it (0010).
 CREATE TABLE coexist.targets (
   target       regclass PRIMARY KEY,
   key_column   name     NOT NULL,
