@@ -20,7 +20,57 @@ RunRow RunOf(const pqxx::row& r) {
           r[12].as<double>()};
 }
 
+// Each selects at most $2 rows older than $1, locked so that a row another
+// session holds is skipped, and deletes them; the ORDER BY keeps the plan on
+// the retention indexes of 0011.
+constexpr const char* kPurgeDoneItems =
+    "DELETE FROM coexist.queue WHERE item_id IN (SELECT item_id FROM coexist.queue"
+    " WHERE state = 'done' AND done_at < $1::timestamptz ORDER BY done_at LIMIT $2"
+    " FOR UPDATE SKIP LOCKED)";
+constexpr const char* kPurgeEvents =
+    "DELETE FROM coexist.events WHERE event_id IN (SELECT event_id FROM coexist.events"
+    " WHERE at < $1::timestamptz ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)";
+constexpr const char* kPurgeRuns =
+    "DELETE FROM coexist.runs WHERE run_id IN (SELECT run_id FROM coexist.runs"
+    " WHERE outcome <> 'running' AND ended_at < $1::timestamptz ORDER BY ended_at LIMIT $2"
+    " FOR UPDATE SKIP LOCKED)";
+
+// Deletes in statements of kPurgeBatchRows until one deletes fewer. The
+// cutoff is fixed first, so rows that age into range meanwhile cannot keep
+// the loop going.
+long long PurgeInBatches(pqxx::connection_base& conn, const char* sql,
+                         std::chrono::milliseconds age, const std::atomic<bool>* stop) {
+  if (age.count() <= 0) return 0;
+  pqxx::nontransaction tx(conn);  // autocommit: each statement commits on its own
+  auto cutoff = tx.exec_params("SELECT (now() - $1 * interval '1 millisecond')::text",
+                               static_cast<long long>(age.count()))[0][0]
+                    .as<std::string>();
+  long long total = 0;
+  while (stop == nullptr || !stop->load()) {
+    auto deleted =
+        static_cast<long long>(tx.exec_params(sql, cutoff, kPurgeBatchRows).affected_rows());
+    total += deleted;
+    if (deleted < kPurgeBatchRows) break;
+  }
+  return total;
+}
+
 }  // namespace
+
+PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
+                         const std::string& actor, const std::atomic<bool>* stop) {
+  PurgeCounts counts;
+  counts.done_items = PurgeInBatches(conn, kPurgeDoneItems, ages.done_items, stop);
+  counts.events = PurgeInBatches(conn, kPurgeEvents, ages.events, stop);
+  counts.runs = PurgeInBatches(conn, kPurgeRuns, ages.runs, stop);
+  if (counts.done_items + counts.events + counts.runs > 0) {
+    pqxx::nontransaction(conn).exec_params(
+        "INSERT INTO coexist.events (kind, actor, details) VALUES ('queue_purged', $1,"
+        " jsonb_build_object('done_items', $2::bigint, 'events', $3::bigint, 'runs', $4::bigint))",
+        actor, counts.done_items, counts.events, counts.runs);
+  }
+  return counts;
+}
 
 QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job) {
   pqxx::read_transaction tx(conn);

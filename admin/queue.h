@@ -1,5 +1,7 @@
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,6 +39,33 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
 // events row (kind items_retried) recording how many and who. Returns how many.
 long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
                          const std::string& actor);
+
+// How old a row must be to go: a done item since done_at, an event since
+// `at`, a finished run since ended_at. Zero keeps that kind.
+struct PurgeAges {
+  std::chrono::milliseconds done_items{0};
+  std::chrono::milliseconds events{0};
+  std::chrono::milliseconds runs{0};
+};
+
+struct PurgeCounts {
+  long long done_items = 0;
+  long long events = 0;
+  long long runs = 0;
+};
+
+// Rows one purge statement deletes at most.
+inline constexpr int kPurgeBatchRows = 5000;
+
+// `coexist queue purge` and the daemon's retention: deletes done items,
+// events and finished runs older than their age, kPurgeBatchRows a
+// statement, each statement its own transaction that skips rows another
+// session has locked, so it never holds locks for long nor waits behind a
+// batch. Never touches queued, deferred or dead items, nor a running run.
+// When anything went, writes one events row (kind queue_purged, actor, the
+// counts). Checks `stop` between statements. Returns what it deleted.
+PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
+                         const std::string& actor, const std::atomic<bool>* stop = nullptr);
 
 struct RunRow {
   long long run_id = 0;

@@ -42,15 +42,16 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
   const auto& t = config.target;
   std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
   {
-    // Re-creating an existing version trigger would take an exclusive lock
-    // on the target and queue behind every online transaction: only create
-    // it when missing.
+    // Re-pointing the version trigger takes a lock on the target that
+    // queues behind every online transaction: install only when it is
+    // missing or calls a function of the naming before 0009.
     pqxx::read_transaction tx(conn);
-    auto exists = tx.exec_params(
-        "SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'",
+    auto current = tx.exec_params(
+        "SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'"
+        " AND tgfoid = to_regproc(coexist.trigger_function_name('bump_version', $1::regclass))",
         table);
     tx.commit();
-    if (exists.empty()) db::InstallVersionTrigger(conn, t);
+    if (current.empty()) db::InstallVersionTrigger(conn, t);
   }
   pqxx::work tx(conn);
   // Creating the guard trigger the first time needs a table lock: wait for

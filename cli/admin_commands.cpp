@@ -1,4 +1,4 @@
-// coexist locks list|release|sweep, queue status|retry, runs list|show:
+// coexist locks list|release|sweep, queue status|retry|purge, runs list|show:
 // what operators use to see and repair state without writing SQL.
 
 #include <fmt/format.h>
@@ -145,6 +145,46 @@ void PrintQueueStatus(const admin::QueueStatus& s, bool json) {
   }
 }
 
+// The configuration's retention, or --older-than for all three kinds.
+admin::PurgeAges PurgeAgesOf(Context& context, const AdminFlags& f) {
+  if (f.older_than.empty()) {
+    const auto& r = context.Config().retention;
+    return {r.done_items, r.events, r.runs};
+  }
+  auto parsed = config::ParseDuration(f.older_than);
+  if (!parsed) {
+    throw UsageError("--older-than '" + f.older_than + "' is not a duration", "e.g. 7d, 12h.");
+  }
+  auto age = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
+  if (age <= std::chrono::milliseconds(0)) {
+    throw UsageError("--older-than must be longer than 0s",
+                     "0s would purge everything done up to now; e.g. --older-than 1h.");
+  }
+  return {age, age, age};
+}
+
+int Purge(Context& context, const AdminFlags& f) {
+  auto ages = PurgeAgesOf(context, f);
+  auto conn = db::Connect(context.Server(false), "coexist-admin");
+  auto purged = admin::PurgeOldRows(*conn, ages, admin::CurrentActor());
+  auto age = [](std::chrono::milliseconds a) {
+    return a.count() > 0 ? config::FormatDuration(a) : std::string("kept");
+  };
+  if (f.json) {
+    std::cout << nlohmann::json{{"done_items", purged.done_items},
+                                {"events", purged.events},
+                                {"runs", purged.runs}}
+                     .dump(2)
+              << '\n';
+  } else {
+    std::cout << fmt::format(
+        "purged {} done items (older than {}), {} events ({}), {} finished runs ({})\n",
+        purged.done_items, age(ages.done_items), purged.events, age(ages.events), purged.runs,
+        age(ages.runs));
+  }
+  return 0;
+}
+
 void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   auto* queue = app.add_subcommand("queue", "Inspect and repair the queue");
   queue->require_subcommand(1);
@@ -166,6 +206,15 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
               << " dead items queued again\n";
     exit_code = 0;
   });
+  auto* purge = queue->add_subcommand(
+      "purge",
+      "Delete done items, events and finished runs older than the configuration's retention "
+      "(default 7d, 30d, 90d), a few thousand rows a statement; queued, deferred and dead "
+      "items and running runs are kept");
+  purge->add_option("--older-than", f.older_than,
+                    "one age for all three instead of retention:, e.g. 14d");
+  purge->add_flag("--json", f.json, "print JSON");
+  purge->callback([&] { exit_code = Purge(context, f); });
 }
 
 nlohmann::json RunJson(const admin::RunRow& r) {

@@ -336,6 +336,23 @@ void ReadDaemon(Section& s, const YAML::Node& node, DaemonConfig& out) {
   }
 }
 
+void ReadRetention(Section& s, const YAML::Node& node, RetentionConfig& out) {
+  for (auto [key, value] : {std::pair<const char*, milliseconds*>{"done_items", &out.done_items},
+                            {"events", &out.events},
+                            {"runs", &out.runs}}) {
+    s.Duration(key, *value, milliseconds(0), hours(24 * 3650));
+    // A few minutes' retention would purge what a run or an operator still
+    // reads (and re-admit idempotency keys at once): 0 or at least an hour.
+    if (*value > milliseconds(0) && *value < hours(1)) {
+      s.Fail(
+          node[key], key, "'" + s.ScalarText(node[key], key) + "' is shorter than an hour",
+          "keep " + std::string(key) + " at least 1h, e.g. 7d, or write 0s to keep them forever.");
+    }
+  }
+  s.Duration("interval", out.interval, std::chrono::minutes(1), hours(24));
+  s.Finish();
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
@@ -355,6 +372,7 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("operation")) ReadOperation(*s, root["operation"], config.operation);
   if (auto s = top.Map("metrics")) ReadMetrics(*s, root["metrics"], config.metrics);
   if (auto s = top.Map("daemon")) ReadDaemon(*s, root["daemon"], config.daemon);
+  if (auto s = top.Map("retention")) ReadRetention(*s, root["retention"], config.retention);
   top.Finish();
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();

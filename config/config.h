@@ -262,6 +262,19 @@ struct DaemonConfig {
   milliseconds reconnect_max = std::chrono::seconds(60);
 };
 
+// `retention:` — how long finished work is kept (docs/operations.md).
+// `batch daemon` deletes older rows every `interval`, and `coexist queue
+// purge` on demand, a few thousand rows a statement. 0s keeps that kind
+// forever; otherwise 1h..3650d. A done item is what makes its idempotency
+// key enqueue once: once it is purged, the same key enqueues a new item.
+struct RetentionConfig {
+  milliseconds done_items = std::chrono::days(7);  // done queue items, by done_at
+  milliseconds events = std::chrono::days(30);     // coexist.events rows, by at
+  milliseconds runs = std::chrono::days(90);  // finished runs, by ended_at; never a running one
+  // How often the daemon purges (the first time when it starts). 1m..24h
+  milliseconds interval = std::chrono::hours(1);
+};
+
 // A validated configuration. Load* functions return it whole or throw
 // ConfigError; nothing downstream re-validates.
 struct Config {
@@ -276,6 +289,7 @@ struct Config {
   OperationConfig operation;
   MetricsConfig metrics;
   DaemonConfig daemon;
+  RetentionConfig retention;
 };
 
 // Reads and validates a YAML file. Throws ConfigError (with file:line:column)

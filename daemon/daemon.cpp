@@ -7,6 +7,7 @@
 #include <optional>
 #include <pqxx/except>
 
+#include "admin/queue.h"
 #include "batch/runner.h"
 #include "common/log.h"
 #include "common/signals.h"
@@ -17,6 +18,7 @@
 #include "daemon/run_report.h"
 #include "daemon/systemd_notifier.h"
 #include "daemon/work_waiter.h"
+#include "db/connection.h"
 #include "policies/policy.h"
 
 namespace coexist::daemon {
@@ -69,6 +71,7 @@ class Daemon {
   void RunOnce();
   void Recover(const std::exception& e);
   void Wait(milliseconds timeout);
+  void PurgeIfDue();
   void Status(const std::string& state, const RunCounts& live = {});
 
   DaemonSettings settings_;
@@ -82,6 +85,7 @@ class Daemon {
   bool install_pending_;
   bool refused_logged_ = false;
   bool busy_logged_ = false;
+  Clock::time_point next_purge_{};  // retention: at start, then every retention.interval
   milliseconds backoff_;
   Totals totals_;
   WorkWaiter waiter_;
@@ -109,6 +113,7 @@ int Daemon::Run() {
       }
       Connect();
       Cycle();
+      PurgeIfDue();
       wait_first = true;
     } catch (const batch::JobBusyError& e) {
       OnBusy(e);
@@ -303,6 +308,26 @@ void Daemon::Wait(milliseconds timeout) {
   auto why = waiter_.Wait(timeout, config_.batch.job);
   if (why == WorkWaiter::Reason::kNotified) {
     spdlog::debug("woken by enqueue job={}", config_.batch.job);
+  }
+}
+
+// Retention (`retention:`), between runs: a purge that fails is logged and
+// tried again next interval; it never stops the daemon.
+void Daemon::PurgeIfDue() {
+  if (Clock::now() < next_purge_) return;
+  next_purge_ = Clock::now() + config_.retention.interval;
+  const auto& r = config_.retention;
+  try {
+    auto conn = db::Connect(settings_.conninfo, config_.database.application_name);
+    auto purged = admin::PurgeOldRows(*conn, {r.done_items, r.events, r.runs},
+                                      "daemon:" + config_.batch.job, &stop_);
+    if (purged.done_items + purged.events + purged.runs > 0) {
+      spdlog::info("old rows purged done_items={} events={} runs={}", purged.done_items,
+                   purged.events, purged.runs);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("purge failed, retrying later retry_in={} error={}",
+                 config::FormatDuration(r.interval), log::Value(e.what()));
   }
 }
 

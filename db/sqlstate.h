@@ -21,5 +21,6 @@ inline constexpr const char* kAdminShutdown = "57P01";     // pg_terminate_backe
 inline constexpr const char* kDeadlockDetected = "40P01";
 inline constexpr const char* kSerializationFailure = "40001";
 inline constexpr const char* kUniqueViolation = "23505";
+inline constexpr const char* kStringTooLong = "22001";     // an edit-lock owner over 200 bytes
 
 }  // namespace coexist::db::sqlstate

@@ -1,5 +1,8 @@
 // Operators' commands against a real PostgreSQL: edit-lock release with its
-// audit rows, the expiry sweep, queue status, retry of dead items, runs.
+// audit rows, the expiry sweep, queue status, retry of dead items, purge of
+// old rows, runs.
+
+#include <atomic>
 
 #include "admin/edit_locks.h"
 #include "admin/queue.h"
@@ -9,6 +12,7 @@ namespace coexist::admin {
 namespace {
 
 using coexist::testing::DatabaseTest;
+using std::chrono::hours;
 using std::chrono::milliseconds;
 
 class Admin : public DatabaseTest {
@@ -122,6 +126,89 @@ TEST_F(Admin, RunsListAndShow) {
   EXPECT_EQ(shown->run.done, 90);
   EXPECT_EQ(shown->events_by_kind.at("item_deferred"), 2);
   EXPECT_FALSE(ShowRun(*conn_, 99).has_value());
+}
+
+TEST_F(Admin, PurgeDeletesOnlyOldDoneItemsEventsAndFinishedRuns) {
+  // More old done items than two purge statements take.
+  const long long old_done = 2 * kPurgeBatchRows + 100;
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at)"
+      " SELECT 'nightly', g, 'done', now() - interval '8 days'"
+      " FROM generate_series(1, " +
+      std::to_string(old_done) + ") g");
+  // Kept: a recent done item, and waiting or dead items however old.
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at, enqueued_at, updated_at)"
+      " SELECT 'kept', k, s::coexist.item_state, now() - d, now() - interval '100 days',"
+      " now() - interval '100 days'"
+      " FROM (VALUES (1, 'done', interval '6 days'), (2, 'queued', interval '100 days'),"
+      " (3, 'deferred', interval '100 days'), (4, 'dead', interval '100 days')) v(k, s, d)");
+  QueryValue(
+      "INSERT INTO coexist.events (kind, at) VALUES ('item_deferred', now() - interval '31 days'),"
+      " ('edit_lock_revoked', now() - interval '40 days'), ('escalation', now() - interval '1 "
+      "year'),"
+      " ('kept_event', now() - interval '29 days')");
+  QueryValue(
+      "INSERT INTO coexist.runs (job, policy, host, pid, outcome, started_at, ended_at) VALUES"
+      " ('old', 'skip_locked', 'h', 1, 'succeeded', now() - interval '92 days',"
+      "  now() - interval '91 days'),"
+      " ('old', 'skip_locked', 'h', 2, 'abandoned', now() - interval '100 days',"
+      "  now() - interval '99 days'),"
+      " ('kept', 'skip_locked', 'h', 3, 'running', now() - interval '100 days', NULL),"
+      " ('kept', 'skip_locked', 'h', 4, 'failed', now() - interval '2 days', now() - interval "
+      "'1 day')");
+
+  auto purged =
+      PurgeOldRows(*conn_, {hours(7 * 24), hours(30 * 24), hours(90 * 24)}, "admin:test@host");
+  EXPECT_EQ(purged.done_items, old_done);
+  EXPECT_EQ(purged.events, 3);
+  EXPECT_EQ(purged.runs, 2);
+  EXPECT_EQ(
+      QueryValue("SELECT string_agg(state::text, ',' ORDER BY record_key) FROM coexist.queue"),
+      "done,queued,deferred,dead");
+  EXPECT_EQ(QueryValue("SELECT string_agg(kind, ',' ORDER BY event_id) FROM coexist.events"),
+            "kept_event,queue_purged");
+  EXPECT_EQ(QueryValue("SELECT actor || ' ' || details::text FROM coexist.events"
+                       " WHERE kind = 'queue_purged'"),
+            "admin:test@host {\"runs\": 2, \"events\": 3, \"done_items\": " +
+                std::to_string(old_done) + "}");
+  EXPECT_EQ(QueryValue("SELECT string_agg(job, ',') FROM coexist.runs"), "kept,kept");
+
+  // Nothing left to purge: nothing deleted, no audit row.
+  auto again =
+      PurgeOldRows(*conn_, {hours(7 * 24), hours(30 * 24), hours(90 * 24)}, "admin:test@host");
+  EXPECT_EQ(again.done_items + again.events + again.runs, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'queue_purged'"), 1);
+}
+
+TEST_F(Admin, PurgeWithZeroAgesOrAStopRequestKeepsEverything) {
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at)"
+      " VALUES ('nightly', 1, 'done', now() - interval '1 year');"
+      "INSERT INTO coexist.events (kind, at) VALUES ('escalation', now() - interval '1 year')");
+  auto kept = PurgeOldRows(*conn_, {}, "admin:test");
+  EXPECT_EQ(kept.done_items + kept.events + kept.runs, 0);
+  std::atomic<bool> stop{true};
+  auto stopped = PurgeOldRows(*conn_, {hours(1), hours(1), hours(1)}, "admin:test", &stop);
+  EXPECT_EQ(stopped.done_items + stopped.events + stopped.runs, 0);
+  EXPECT_EQ(
+      Count("SELECT count(*) FROM coexist.queue") + Count("SELECT count(*) FROM coexist.events"),
+      2);
+}
+
+// A purge statement skips rows another session holds instead of waiting.
+TEST_F(Admin, PurgeSkipsRowsAnotherSessionLocks) {
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at)"
+      " SELECT 'nightly', g, 'done', now() - interval '8 days' FROM generate_series(1, 3) g");
+  auto other = Connect();
+  pqxx::work held(*other);
+  held.exec("SELECT 1 FROM coexist.queue WHERE record_key = 2 FOR UPDATE");
+  pqxx::nontransaction(*conn_).exec("SET lock_timeout = '100ms'");
+  auto purged = PurgeOldRows(*conn_, {hours(24), {}, {}}, "admin:test");
+  EXPECT_EQ(purged.done_items, 2);
+  held.commit();
+  EXPECT_EQ(QueryValue("SELECT record_key FROM coexist.queue"), "2");
 }
 
 }  // namespace

@@ -270,5 +270,22 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesEditLocksAndTerminatesOnlyOnlineBl
   ExpectAppliedOnce();
 }
 
+// An owner longer than a NOTIFY payload allows (taken before acquire_edit_lock
+// limited owners to 200 bytes): revoking its lock failed every chunk that held
+// the record, so no batch_priority run could finish.
+TEST_F(BatchPoliciesTest, BatchPriorityRevokesTheLockOfAnOversizedOwner) {
+  EnqueueAll();
+  QueryValue(
+      "INSERT INTO coexist.edit_locks (target, record_key, owner, expires_at)"
+      " VALUES ('products', 9, repeat('x', 9000), now() + interval '1 hour') RETURNING 1");
+  auto summary = batch::Run(conninfo(), Config("  name: batch_priority\n"));
+  EXPECT_EQ(summary.done, 100);
+  EXPECT_EQ(summary.revoked, 1);
+  EXPECT_EQ(Count("SELECT length(subject) FROM coexist.events WHERE kind = 'edit_lock_revoked'"),
+            9000)
+      << "the audit keeps the whole owner";
+  ExpectAppliedOnce();
+}
+
 }  // namespace
 }  // namespace coexist::batch

@@ -226,7 +226,7 @@ TEST_F(BatchRunnerTest, InstallingAnUnchangedGuardLeavesTheFunctionInUseAlone) {
   InstallGuard(*conn, config);
   std::string version =
       "SELECT xmin::text FROM pg_proc WHERE oid = "
-      "to_regproc('coexist.\"guard:public.products\"')";
+      "to_regproc(coexist.trigger_function_name('guard', 'products'))";
   auto before = QueryValue(version);
   InstallGuard(*conn, config);
   EXPECT_EQ(QueryValue(version), before);

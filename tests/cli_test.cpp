@@ -188,6 +188,33 @@ TEST_F(CliTest, AdminCommandsWorkOnAConfiguredDatabase) {
   EXPECT_EQ(Run("--database-url " + Url() + " runs show 12345").status, 64);
 }
 
+TEST_F(CliTest, QueuePurgeFollowsRetentionOrOlderThan) {
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at) VALUES"
+      " ('j', 1, 'done', now() - interval '3 days'), ('j', 2, 'done', now() - interval '1 day'),"
+      " ('j', 3, 'queued', NULL)");
+  auto file = Write("retention.yaml", "retention:\n  done_items: 2d\n");
+  auto result = Run("--config " + file.string() + " --database-url " + Url() + " queue purge");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("purged 1 done items (older than 48h), 0 events (720h)"),
+            std::string::npos)
+      << result.out;
+  result = Run("--database-url " + Url() + " queue purge --older-than 12h --json");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("\"done_items\": 1"), std::string::npos) << result.out;
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text, ',') FROM coexist.queue"), "3");
+  result = Run("--database-url " + Url() + " queue purge --older-than soon");
+  EXPECT_EQ(result.status, 64);
+  EXPECT_NE(result.err.find("--older-than 'soon' is not a duration"), std::string::npos)
+      << result.err;
+  file = Write("bad.yaml", "retention:\n  runs: 10m\n");
+  result = Run("--config " + file.string() + " --database-url " + Url() + " queue purge");
+  EXPECT_EQ(result.status, 78);
+  EXPECT_NE(result.err.find("bad.yaml:2:9: retention.runs: '10m' is shorter than an hour"),
+            std::string::npos)
+      << result.err;
+}
+
 TEST_F(CliTest, DemoUsesAThrowawayClusterAndLeavesNothingBehind) {
   auto result = Run("demo --records 200");
   EXPECT_EQ(result.status, 0) << result.err;

@@ -84,6 +84,20 @@ batch:
   EXPECT_EQ(config.batch.max_attempts, 3);
 }
 
+TEST(Config, ReadsRetentionWithZeroKeepingForever) {
+  Config defaults = LoadString("", "empty.yaml");
+  EXPECT_EQ(defaults.retention.done_items, std::chrono::hours(7 * 24));
+  EXPECT_EQ(defaults.retention.events, std::chrono::hours(30 * 24));
+  EXPECT_EQ(defaults.retention.runs, std::chrono::hours(90 * 24));
+  EXPECT_EQ(defaults.retention.interval, std::chrono::hours(1));
+  Config config = LoadString("retention: {done_items: 2d, events: 0s, runs: 1h, interval: 10m}\n",
+                             "retention.yaml");
+  EXPECT_EQ(config.retention.done_items, std::chrono::hours(48));
+  EXPECT_EQ(config.retention.events, milliseconds(0));
+  EXPECT_EQ(config.retention.runs, std::chrono::hours(1));
+  EXPECT_EQ(config.retention.interval, std::chrono::minutes(10));
+}
+
 TEST(Config, SubstitutesEnvironmentVariables) {
   setenv("COEXIST_TEST_PASSWORD", "s3cret", 1);
   Config config = LoadString(
@@ -196,6 +210,23 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
   BadInput{"daemon_poll_interval_too_short",
            "daemon:\n  poll_interval: 10ms\n",
            "bad.yaml:2:18: daemon.poll_interval: '10ms' is out of range", ""},
+  // retention: (queue purge and the daemon)
+  BadInput{"retention_not_a_duration",
+           "retention:\n  done_items: 7x\n",
+           "bad.yaml:2:15: retention.done_items: '7x' is not a duration", "e.g. 250ms, 30s"},
+  BadInput{"retention_shorter_than_an_hour",
+           "retention:\n  events: 30m\n",
+           "bad.yaml:2:11: retention.events: '30m' is shorter than an hour",
+           "keep events at least 1h, e.g. 7d, or write 0s to keep them forever."},
+  BadInput{"retention_longer_than_ten_years",
+           "retention:\n  runs: 3651d\n",
+           "bad.yaml:2:9: retention.runs: '3651d' is out of range", "allowed range is 0s to"},
+  BadInput{"retention_interval_too_short",
+           "retention:\n  interval: 10s\n",
+           "bad.yaml:2:13: retention.interval: '10s' is out of range", "1m to 24h"},
+  BadInput{"retention_unknown_key",
+           "retention:\n  done_item: 7d\n",
+           "bad.yaml:2:3: retention.done_item: unknown key", "did you mean 'done_items'?"},
   BadInput{"daemon_reconnect_max_below_initial",
            "daemon:\n  reconnect_initial: 5s\n  reconnect_max: 1s\n",
            "bad.yaml:3:18: daemon.reconnect_max: reconnect_max (1s) is shorter than "

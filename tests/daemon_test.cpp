@@ -110,6 +110,18 @@ TEST_F(DaemonTest, EnqueueWakesTheDaemonLongBeforeThePoll) {
   EXPECT_TRUE(LogHas("daemon stopped")) << Log();
 }
 
+TEST_F(DaemonTest, PurgesRowsOlderThanItsRetentionAfterItsFirstLook) {
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at) VALUES"
+      " ('d', 1, 'done', now() - interval '2 days'), ('d', 2, 'done', now() - interval '1 hour')");
+  WriteConfig(Config("retention: {done_items: 1d}\n", testing::LedgerOperation("0", "a")));
+  Start();
+  ASSERT_TRUE(WaitForLog("old rows purged done_items=1 events=0 runs=0")) << Log();
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text, ',') FROM coexist.queue"), "2");
+  EXPECT_EQ(QueryValue("SELECT actor FROM coexist.events WHERE kind = 'queue_purged'"), "daemon:d");
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
 TEST_F(DaemonTest, SigtermMidRunDrainsAndLeavesNothingClaimed) {
   // Fixed chunks of 5 items, 50 ms each: the signal comes mid-queue.
   WriteConfig(Config("daemon: {poll_interval: 60s}\npacing: {adaptive: false}\n",

@@ -1,5 +1,7 @@
-// The edit-lock API (db/migrations/0002_edit_locks.sql) as an online
-// application would call it.
+// The edit-lock API (db/migrations/0002_edit_locks.sql, 0010) and the guard
+// trigger (0003, 0006, 0009) as an online application meets them.
+
+#include <tuple>
 
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
@@ -8,6 +10,7 @@ namespace coexist::db {
 namespace {
 
 using coexist::testing::DatabaseTest;
+using coexist::testing::SqlStateOf;
 
 class EditLocks : public DatabaseTest {
  protected:
@@ -134,6 +137,294 @@ TEST_F(EditLocks, CheckHoldsTheLockRowUntilTheSaveCommits) {
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), sqlstate::kLockNotAvailable);
   }
+}
+
+TEST_F(EditLocks, OwnerLongerThan200BytesIsRefused) {
+  EXPECT_FALSE(Acquire(1, std::string(200, 'a')).empty());
+  // 101 two-byte characters: the limit is in bytes, as NOTIFY's is.
+  std::string accents;
+  for (int i = 0; i < 101; ++i) accents += "\u00e9";
+  for (const std::string& owner : {std::string(201, 'a'), accents}) {
+    try {
+      Acquire(2, owner);
+      FAIL() << "an owner of " << owner.size() << " bytes was accepted";
+    } catch (const pqxx::sql_error& e) {
+      EXPECT_EQ(e.sqlstate(), sqlstate::kStringTooLong);
+      EXPECT_NE(std::string(e.what()).find("edit-lock owner is " + std::to_string(owner.size()) +
+                                           " bytes long; at most 200 are allowed"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = 2"), "0");
+}
+
+struct RevokedNotice : pqxx::notification_receiver {
+  explicit RevokedNotice(pqxx::connection_base& conn)
+      : pqxx::notification_receiver(conn, "coexist_edit_lock_revoked") {}
+  void operator()(const std::string& text, int) override { payload = text; }
+  std::string payload;
+};
+
+// A lock taken before owners were limited: revoking it must not fail on
+// NOTIFY's 8000-byte payload limit.
+TEST_F(EditLocks, RevokingTheLockOfAnOversizedOwnerNotifiesACutOwner) {
+  QueryValue(
+      "INSERT INTO coexist.edit_locks (target, record_key, owner, expires_at)"
+      " VALUES ('products', 11, repeat('x', 9000), now() + interval '1 hour') RETURNING 1");
+  RevokedNotice notice(*conn_);
+  pqxx::nontransaction(*conn_).exec("SELECT 1");  // sends the LISTEN
+  EXPECT_EQ(QueryValue("SELECT length(coexist.revoke_edit_lock('products', 11, 'batch run 7'))"),
+            "9000");
+  for (int i = 0; i < 100 && notice.payload.empty(); ++i) conn_->await_notification(0, 100'000);
+  ASSERT_FALSE(notice.payload.empty());
+  pqxx::work tx(*conn_);
+  auto payload = tx.exec_params(
+      "SELECT length(p->>'owner'), p->>'owner_truncated', p->>'by' FROM (SELECT $1::jsonb p) s",
+      notice.payload)[0];
+  EXPECT_EQ(payload[0].as<int>(), 200);
+  EXPECT_EQ(payload[1].as<std::string>(), "true");
+  EXPECT_EQ(payload[2].as<std::string>(), "batch run 7");
+}
+
+// A batch locks a record's row (FOR UPDATE) before it reads the record's
+// edit lock: acquiring must wait for that chunk, or the lock could appear
+// between the batch's read and its write.
+TEST_F(EditLocks, AcquireWaitsWhileABatchHoldsTheRecordsRow) {
+  QueryValue("SELECT coexist.install_guard_trigger('products', 'id', 'owner')");
+  std::string alice = Acquire(13, "alice");
+  auto batch = Connect("coexist-batch");
+  {
+    pqxx::work chunk(*batch);
+    chunk.exec("SELECT 1 FROM products WHERE id IN (12, 13) FOR UPDATE");
+    // A new lock and a re-acquire (alice reloads her edit screen) both wait.
+    for (const auto& [key, owner] : {std::pair{12, "bob"}, {13, "alice"}}) {
+      EXPECT_EQ(SqlStateOf(*conn_,
+                           "SET LOCAL lock_timeout = '100ms';"
+                           " SELECT coexist.acquire_edit_lock('products', " +
+                               std::to_string(key) + ", '" + owner + "', '5 minutes')"),
+                sqlstate::kLockNotAvailable)
+          << owner << " took the lock while the batch held the row";
+    }
+    chunk.commit();
+  }
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = 12"), "0");
+  EXPECT_FALSE(Acquire(12, "bob").empty());
+  EXPECT_EQ(Acquire(13, "alice"), alice);
+}
+
+// raise_edit_lock_lost looks up the revocation of one token on every CX002;
+// without an index of its own it read every revocation ever recorded.
+TEST_F(EditLocks, RevokedLockLookupUsesAnIndex) {
+  QueryValue(
+      "INSERT INTO coexist.events (kind, target, record_key, actor, details)"
+      " SELECT 'edit_lock_revoked', 'products', g % 100, 'batch run 1',"
+      " jsonb_build_object('token', gen_random_uuid()) FROM generate_series(1, 20000) g;"
+      "ANALYZE coexist.events");
+  pqxx::work tx(*conn_);
+  std::string plan;
+  for (const auto& row :
+       tx.exec("EXPLAIN SELECT e.actor FROM coexist.events e"
+               " WHERE e.kind = 'edit_lock_revoked' AND e.target = 'products'::regclass"
+               " AND e.record_key = 5"
+               " AND e.details->>'token' = '00000000-0000-0000-0000-000000000001'"
+               " ORDER BY e.event_id DESC LIMIT 1")) {
+    plan += row[0].as<std::string>() + "\n";
+  }
+  EXPECT_NE(plan.find("events_revoked_token"), std::string::npos) << plan;
+}
+
+class GuardTrigger : public DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    conn_ = Connect();
+  }
+  void Exec(const std::string& sql) { pqxx::nontransaction(*conn_).exec(sql); }
+  // An online writer's statement in its own session: its SQLSTATE, "" if it passed.
+  std::string Online(const std::string& sql) {
+    auto online = Connect("coexist-online");
+    return SqlStateOf(*online, sql);
+  }
+  void ReadOnlyWindow(const std::string& target) {
+    // start == end: 24 hours, every day, so it is active whenever the test runs.
+    Exec(
+        "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
+        " end_time, mode) VALUES ('nightly', '" +
+        target + "', 0, 'UTC', '{1,2,3,4,5,6,7}', '00:00', '00:00', 'read_only')");
+  }
+  // The oid of the function the table's trigger calls.
+  std::string TriggerFunction(const std::string& table, const std::string& trigger) {
+    return QueryValue("SELECT tgfoid FROM pg_trigger WHERE tgrelid = '" + table +
+                      "'::regclass AND tgname = '" + trigger + "'");
+  }
+  std::string FunctionNamed(const std::string& kind, const std::string& table) {
+    return QueryValue("SELECT to_regproc(coexist.trigger_function_name('" + kind + "', '" + table +
+                      "'))::oid");
+  }
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+TEST_F(GuardTrigger, GuardsEveryPartitionOfAHashPartitionedTarget) {
+  Exec(
+      "CREATE TABLE parts (id bigint NOT NULL, stock integer NOT NULL DEFAULT 0,"
+      " version bigint NOT NULL DEFAULT 0, owner text NOT NULL DEFAULT 'online')"
+      " PARTITION BY HASH (id);"
+      "CREATE TABLE parts_0 PARTITION OF parts FOR VALUES WITH (MODULUS 2, REMAINDER 0);"
+      "CREATE TABLE parts_1 PARTITION OF parts FOR VALUES WITH (MODULUS 2, REMAINDER 1);"
+      "INSERT INTO parts (id) SELECT generate_series(1, 10);"
+      "SELECT coexist.install_version_trigger('parts', 'version');"
+      "SELECT coexist.install_guard_trigger('parts', 'id', 'owner')");
+  ReadOnlyWindow("parts");
+  for (int id = 1; id <= 10; ++id) {
+    EXPECT_EQ(Online("UPDATE parts SET stock = 1 WHERE id = " + std::to_string(id)),
+              sqlstate::kWindowRefused)
+        << "id " << id;
+  }
+  EXPECT_EQ(Online("INSERT INTO parts (id) VALUES (11)"), sqlstate::kWindowRefused);
+  EXPECT_EQ(Online("DELETE FROM parts_0"), sqlstate::kWindowRefused);
+  Exec("DELETE FROM coexist.windows");
+
+  std::string token = QueryValue("SELECT coexist.acquire_edit_lock('parts', 3, 'alice', '1 hour')");
+  EXPECT_EQ(Online("UPDATE parts SET stock = 2 WHERE id = 3"), sqlstate::kEditLockedRefused);
+  EXPECT_EQ(Online("DELETE FROM parts WHERE id = 3"), sqlstate::kEditLockedRefused);
+  EXPECT_EQ(Online("SELECT coexist.check_edit_lock('parts', 3, '" + token +
+                   "'); UPDATE parts SET stock = 3 WHERE id = 3"),
+            "");
+  EXPECT_EQ(QueryValue("SELECT stock || ':' || version FROM parts WHERE id = 3"), "3:1");
+
+  Exec(
+      "SET coexist.actor = 'batch'; UPDATE parts SET owner = 'batch' WHERE id = 4;"
+      " RESET coexist.actor");
+  EXPECT_EQ(Online("UPDATE parts SET stock = 4 WHERE id = 4"), sqlstate::kOwnerRefused);
+  EXPECT_EQ(Online("UPDATE parts SET stock = 5 WHERE id = 5"), "");
+}
+
+TEST_F(GuardTrigger, GuardsARangePartitionAttachedAfterTheInstall) {
+  Exec(
+      "CREATE TABLE ranged (id bigint NOT NULL, version bigint NOT NULL DEFAULT 0)"
+      " PARTITION BY RANGE (id);"
+      "CREATE TABLE ranged_low PARTITION OF ranged FOR VALUES FROM (0) TO (100);"
+      "SELECT coexist.install_guard_trigger('ranged', 'id');"
+      "CREATE TABLE ranged_high PARTITION OF ranged FOR VALUES FROM (100) TO (200);"
+      "INSERT INTO ranged (id) VALUES (1), (150)");
+  QueryValue("SELECT coexist.acquire_edit_lock('ranged', 150, 'alice', '1 hour')");
+  EXPECT_EQ(Online("UPDATE ranged SET version = 7 WHERE id = 150"), sqlstate::kEditLockedRefused);
+  EXPECT_EQ(Online("UPDATE ranged_high SET version = 7"), sqlstate::kEditLockedRefused);
+  ReadOnlyWindow("ranged");
+  EXPECT_EQ(Online("INSERT INTO ranged (id) VALUES (151)"), sqlstate::kWindowRefused);
+  EXPECT_EQ(Online("UPDATE ranged SET version = 7 WHERE id = 1"), sqlstate::kWindowRefused);
+}
+
+// Windows and edit locks of a sub-partition could not be told from those of
+// its root: refused, naming the root.
+TEST_F(GuardTrigger, RefusesAPartitionedPartitionAsTarget) {
+  Exec(
+      "CREATE TABLE tree (id bigint NOT NULL) PARTITION BY RANGE (id);"
+      "CREATE TABLE tree_low PARTITION OF tree FOR VALUES FROM (0) TO (100)"
+      " PARTITION BY HASH (id)");
+  try {
+    Exec("SELECT coexist.install_guard_trigger('tree_low', 'id')");
+    FAIL() << "a partitioned partition was accepted";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_EQ(e.sqlstate(), "0A000");
+    EXPECT_NE(std::string(e.what()).find("table tree_low is a partition of tree"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Two tables whose names share their first 60 characters, in a long schema:
+// before 0009 both names were cut to one function, and the second install
+// gave the first table a guard that reads the second's key column.
+TEST_F(GuardTrigger, LongTargetNamesGetFunctionsOfTheirOwn) {
+  const std::string schema = "a_schema_whose_name_is_long_enough_to_matter";
+  const std::string common(60, 't');
+  const std::string first = schema + "." + common + "_a";
+  const std::string second = schema + "." + common + "_b";
+  Exec("CREATE SCHEMA " + schema + ";" + "CREATE TABLE " + first +
+       " (a_id bigint PRIMARY KEY, version bigint NOT NULL DEFAULT 0);" + "CREATE TABLE " + second +
+       " (b_id bigint PRIMARY KEY, v2 bigint NOT NULL DEFAULT 0);" + "INSERT INTO " + first +
+       " VALUES (1, 0); INSERT INTO " + second + " VALUES (1, 0);" +
+       "SELECT coexist.install_guard_trigger('" + first + "', 'a_id');" +
+       "SELECT coexist.install_guard_trigger('" + second + "', 'b_id');" +
+       "SELECT coexist.install_version_trigger('" + first + "', 'version');" +
+       "SELECT coexist.install_version_trigger('" + second + "', 'v2')");
+  for (const char* trigger : {"coexist_guard", "coexist_bump_version"}) {
+    EXPECT_NE(TriggerFunction(first, trigger), TriggerFunction(second, trigger)) << trigger;
+    EXPECT_LE(Count("SELECT octet_length(proname) FROM pg_proc WHERE oid = (SELECT tgfoid FROM"
+                    " pg_trigger WHERE tgrelid = '" +
+                    first + "'::regclass AND tgname = '" + trigger + "')"),
+              63);
+  }
+  for (const auto& table : {first, second}) {
+    QueryValue("SELECT coexist.acquire_edit_lock('" + table + "', 1, 'alice', '1 hour')");
+    EXPECT_EQ(Online("UPDATE " + table + " SET " + (table == first ? "version" : "v2") + " = 5"),
+              sqlstate::kEditLockedRefused)
+        << table;
+  }
+  Exec("DELETE FROM coexist.edit_locks");
+  EXPECT_EQ(Online("UPDATE " + first + " SET version = 5"), "");
+  EXPECT_EQ(Online("UPDATE " + second + " SET v2 = 5"), "");
+  EXPECT_EQ(QueryValue("SELECT version FROM " + first), "1") << "bumped once, from 0";
+  EXPECT_EQ(QueryValue("SELECT v2 FROM " + second), "1");
+  // Stable: the same name whatever the search_path.
+  EXPECT_EQ(FunctionNamed("guard", first), TriggerFunction(first, "coexist_guard"));
+  const std::string name = "SELECT coexist.trigger_function_name('guard', '" + first + "')";
+  EXPECT_EQ(QueryValue("SET search_path = " + schema + "; " + name), QueryValue(name));
+}
+
+// What an install before 0009 left: functions named after target::text, one
+// of them cut to 63 bytes and shared by two long targets, and an orphan of
+// another search_path. Installing points the triggers at the new functions
+// and drops every old one once no trigger calls it.
+TEST_F(GuardTrigger, InstallDropsTheFunctionsOfTheOldNaming) {
+  const std::string common = "public." + std::string(60, 'o');
+  const std::string cut(57, 'o');  // 'guard:' and 57 bytes of target::text: 63
+  Exec("CREATE TABLE " + common + "_a (id bigint PRIMARY KEY);" + "CREATE TABLE " + common +
+       "_b (id bigint PRIMARY KEY);" + "CREATE FUNCTION coexist.\"guard:" + cut +
+       "\"() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';" +
+       "CREATE TRIGGER coexist_guard BEFORE INSERT OR UPDATE OR DELETE ON " + common +
+       "_a FOR EACH ROW EXECUTE FUNCTION coexist.\"guard:" + cut + "\"();" +
+       "CREATE TRIGGER coexist_guard BEFORE INSERT OR UPDATE OR DELETE ON " + common +
+       "_b FOR EACH ROW EXECUTE FUNCTION coexist.\"guard:" + cut + "\"();" +
+       "CREATE FUNCTION coexist.\"guard:products\"() RETURNS trigger LANGUAGE plpgsql AS"
+       " 'BEGIN RETURN NEW; END';"
+       "CREATE TRIGGER coexist_guard BEFORE INSERT OR UPDATE OR DELETE ON products"
+       " FOR EACH ROW EXECUTE FUNCTION coexist.\"guard:products\"();"
+       "CREATE FUNCTION coexist.\"guard:public.products\"() RETURNS trigger LANGUAGE plpgsql AS"
+       " 'BEGIN RETURN NEW; END';"
+       "CREATE FUNCTION coexist.\"bump_version:products\"() RETURNS trigger LANGUAGE plpgsql AS"
+       " 'BEGIN NEW.version := OLD.version + 1; RETURN NEW; END';"
+       "CREATE OR REPLACE TRIGGER coexist_bump_version BEFORE UPDATE ON products"
+       " FOR EACH ROW EXECUTE FUNCTION coexist.\"bump_version:products\"()");
+  const std::string old_names =
+      "SELECT count(*) FROM pg_proc WHERE pronamespace = 'coexist'::regnamespace AND proname IN"
+      " ('guard:products', 'guard:public.products', 'bump_version:products', 'guard:" +
+      cut + "')";
+  EXPECT_EQ(QueryValue(old_names), "4");
+
+  Exec(
+      "SELECT coexist.install_guard_trigger('products', 'id', 'owner');"
+      "SELECT coexist.install_version_trigger('products', 'version');"
+      "SELECT coexist.install_guard_trigger('" +
+      common + "_a', 'id')");
+  EXPECT_EQ(QueryValue(old_names), "1") << "the cut name is still called by the second table";
+  Exec("SELECT coexist.install_guard_trigger('" + common + "_b', 'id')");
+  EXPECT_EQ(QueryValue(old_names), "0");
+
+  for (const auto& [table, trigger, kind] :
+       {std::tuple{std::string("products"), "coexist_guard", "guard"},
+        {std::string("products"), "coexist_bump_version", "bump_version"},
+        {common + "_a", "coexist_guard", "guard"},
+        {common + "_b", "coexist_guard", "guard"}}) {
+    EXPECT_EQ(TriggerFunction(table, trigger), FunctionNamed(kind, table))
+        << table << " " << trigger;
+  }
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'products'::regclass"),
+            "2");
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 1, 'alice', '1 hour')");
+  EXPECT_EQ(Online("UPDATE products SET stock = 0 WHERE id = 1"), sqlstate::kEditLockedRefused);
 }
 
 }  // namespace
