@@ -4,7 +4,11 @@
 // operation itself writes, never the batch's own counters.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -100,6 +104,35 @@ TEST_F(BatchRunnerTest, EnqueueRejectsMalformedLinesWithTheirPlace) {
   }
   std::istringstream jsonl("{\"key\": \"1\"}\n");
   EXPECT_THROW(ParseJsonLines(jsonl, "bad.jsonl"), Error);
+}
+
+// JSON keys of 2^63 and above are unsigned numbers to the parser; they
+// used to wrap to negative bigint keys without a word.
+TEST(Enqueue, KeysBeyondBigintAreRefusedNotWrapped) {
+  auto error = [](const std::string& text, bool json) {
+    std::istringstream in(text);
+    try {
+      json ? ParseJsonLines(in, "keys.jsonl") : ParseCsv(in, "keys.csv");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kDataError);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("{\"key\": 1}\n{\"key\": 9223372036854775808}\n", true),
+            "keys.jsonl:2: key 9223372036854775808 is out of range (keys are bigint, at most "
+            "9223372036854775807)");
+  EXPECT_EQ(error("{\"key\": 18446744073709551615}\n", true),
+            "keys.jsonl:1: key 18446744073709551615 is out of range (keys are bigint, at most "
+            "9223372036854775807)");
+  EXPECT_EQ(error("9223372036854775808\n", false),
+            "keys.csv:1: key 9223372036854775808 is out of range (keys are bigint, at most "
+            "9223372036854775807)");
+  std::istringstream largest("{\"key\": 9223372036854775807}\n{\"key\": -9223372036854775808}\n");
+  auto items = ParseJsonLines(largest, "keys.jsonl");
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].key, std::numeric_limits<long long>::max());
+  EXPECT_EQ(items[1].key, std::numeric_limits<long long>::min());
 }
 
 TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
