@@ -34,16 +34,7 @@ void CheckConfig(pqxx::connection_base& conn, const config::Config& config) {
                               "status_partition needs an owner column",
                               "set target.owner_column to a text column holding online/batch.");
   }
-  try {
-    Operation check(conn, config.operation);
-  } catch (const pqxx::sql_error& e) {
-    std::string key =
-        config.operation.item_sql.empty() ? "operation.chunk_sql" : "operation.item_sql";
-    throw config::ConfigError(
-        {config.source, 0, 0}, key, std::string("the database rejects it: ") + e.what(),
-        "$1 is the key (bigint" + std::string(config.operation.item_sql.empty() ? "[]" : "") +
-            "), $2.. the params fields (text); cast them.");
-  }
+  CheckOperation(conn, config);
 }
 
 std::string Outcome(const RunSummary& s) {

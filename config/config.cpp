@@ -256,6 +256,8 @@ void ReadPolicy(Section& s, const YAML::Node& node, const std::string& file, Pol
 void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
   s.String("item_sql", out.item_sql);
   s.String("chunk_sql", out.chunk_sql);
+  if (node["item_sql"].IsDefined()) out.item_sql_at = s.MarkOf(node["item_sql"]);
+  if (node["chunk_sql"].IsDefined()) out.chunk_sql_at = s.MarkOf(node["chunk_sql"]);
   if (!out.item_sql.empty() && !out.chunk_sql.empty()) {
     s.Fail(node["chunk_sql"], "chunk_sql", "item_sql and chunk_sql are both set",
            "keep one: chunk_sql (over arrays, the fastest) or item_sql (per record).");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_error.h"
 #include "db/target_table.h"
 
 namespace coexist::config {
@@ -175,6 +176,10 @@ struct OperationConfig {
   std::string chunk_sql;
   // Payload fields bound as $2, $3, ...; a missing field binds NULL.
   std::vector<std::string> params;
+  // Where item_sql and chunk_sql are written, for the errors of checks only
+  // the database can make (batch/runner.cpp); no line when not written.
+  Mark item_sql_at;
+  Mark chunk_sql_at;
 };
 
 // Health thresholds of `pacing.max_load` / `pacing.critical_load`. Each

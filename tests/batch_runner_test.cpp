@@ -211,7 +211,7 @@ TEST_F(BatchRunnerTest, PerItemSqlBindsPayloadFieldsInOneStatementPerChunk) {
   auto config = Config("  name: skip_locked\n");
   config.operation.chunk_sql.clear();
   config.operation.item_sql =
-      "UPDATE products SET stock = stock - $2::integer, note = $3 WHERE id = $1;\n"
+      "WITH u AS (UPDATE products SET stock = stock - $2::integer, note = $3 WHERE id = $1)\n"
       "INSERT INTO ledger (key) VALUES ($1);";
   config.operation.params = {"qty", "note"};
   auto summary = batch::Run(conninfo(), config);
@@ -293,6 +293,48 @@ TEST_F(BatchRunnerTest, AMissingOperationIsAConfigurationError) {
     EXPECT_EQ(e.code(), ExitCode::kConfig);
     EXPECT_NE(std::string(e.what()).find("no_such_table"), std::string::npos);
   }
+}
+
+// The start-up check of the operation runs none of the user's SQL: a second
+// statement after a semicolon used to be run by the simple-protocol
+// "PREPARE ... AS <sql>" of the check.
+TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
+  EnqueueRange(1, 3);
+  struct Case {
+    std::string operation;
+    std::string message;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"  chunk_sql: UPDATE products SET stock = stock + 1 WHERE id = ANY ($1::bigint[]); "
+            "CREATE TABLE pwned ()\n",
+            "job.yaml:5:14: operation.chunk_sql: holds 2 SQL statements; the operation must be "
+            "exactly one"},
+           {"  item_sql: |\n    UPDATE products SET stock = stock + 1 WHERE id = $1;\n"
+            "    CREATE TABLE pwned ();\n",
+            "job.yaml:5:13: operation.item_sql: holds 2 SQL statements; the operation must be "
+            "exactly one"},
+       }) {
+    auto config = config::LoadString(
+        "batch: {job: j}\npolicy:\n  name: skip_locked\noperation:\n" + c.operation, "job.yaml");
+    try {
+      batch::Run(conninfo(), config);
+      ADD_FAILURE() << "accepted: " << c.operation;
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), c.message);
+      EXPECT_NE(e.hint().find("none of it was run"), std::string::npos) << e.hint();
+      EXPECT_EQ(e.code(), ExitCode::kConfig);
+    }
+    EXPECT_EQ(QueryValue("SELECT to_regclass('pwned') IS NULL"), "t") << c.operation;
+    EXPECT_EQ(Count("SELECT sum(stock) FROM products WHERE id <= 3"), 3 * 1000);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'queued'"), 0);
+  }
+  // One statement with a semicolon inside a literal, and a trailing one, is one.
+  auto one = config::LoadString(
+      "batch: {job: j}\npolicy:\n  name: skip_locked\noperation:\n"
+      "  chunk_sql: \"UPDATE products SET stock = stock + length('a;b') - 3 "
+      "WHERE id = ANY ($1::bigint[]);\"\n",
+      "job.yaml");
+  EXPECT_EQ(batch::Run(conninfo(), one).done, 3);
 }
 
 TEST(BatchConfig, ExampleConfigurationsLoad) {
