@@ -189,6 +189,9 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
 ExitCode ExitCodeOf(const RunSummary& summary) {
   if (summary.dead > 0) return ExitCode::kItemsDead;
   if (summary.deferred > 0) return ExitCode::kItemsDeferred;
+  // Claiming stopped early (window closed, drain margin, signal, ctl stop,
+  // stop file, critical load) with items still queued: not a full success.
+  if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
   return ExitCode::kOk;
 }
 

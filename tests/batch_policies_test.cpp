@@ -122,6 +122,8 @@ TEST_F(BatchPoliciesTest, TimeWindowClaimsNothingOutsideItsWindow) {
   EXPECT_EQ(summary.done, 0);
   EXPECT_EQ(summary.stop_reason, "outside_window");
   EXPECT_EQ(summary.queued_left, 100);
+  // Nothing done, everything left for the window: not a success (docs/batch.md).
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'claim_refused'"), 1);
   auto online = Connect("coexist-online");
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 1"), "");

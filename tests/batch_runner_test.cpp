@@ -337,6 +337,29 @@ TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
   EXPECT_EQ(batch::Run(conninfo(), one).done, 3);
 }
 
+// Claiming stopped with items still queued (here: a stop file present at
+// start) is not a full success: exit status 2, as docs/batch.md says.
+TEST_F(BatchRunnerTest, ARunThatStopsWithItemsStillQueuedExitsTwo) {
+  EnqueueRange(1, 20);
+  auto stop_file = std::filesystem::temp_directory_path() /
+                   ("coexist-stop-" + std::to_string(getpid()) + "-" + database_name());
+  std::ofstream(stop_file) << "";
+  auto config = Config("  name: skip_locked\n");
+  config.pacing.stop_file = stop_file.string();
+  auto summary = batch::Run(conninfo(), config);
+  std::filesystem::remove(stop_file);
+  EXPECT_EQ(summary.stop_reason, "stop_file");
+  EXPECT_EQ(summary.queued_left, 20);
+  EXPECT_EQ(summary.outcome, "incomplete");
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
+  // Drained: 0.
+  config.pacing.stop_file.clear();
+  auto drained = batch::Run(conninfo(), config);
+  EXPECT_EQ(drained.stop_reason, "drained");
+  EXPECT_EQ(drained.done, 20);
+  EXPECT_EQ(ExitCodeOf(drained), ExitCode::kOk);
+}
+
 TEST(BatchConfig, ExampleConfigurationsLoad) {
   for (const char* name :
        {"skip_locked", "time_window", "status_partition", "online_priority", "batch_priority"}) {
