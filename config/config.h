@@ -142,10 +142,12 @@ struct PolicyConfig {
   milliseconds max_wait = std::chrono::seconds(30);
 
   // batch_priority (and skip_locked's on_exhausted: force): an online backend
-  // blocking the batch's row lock is cancelled after cancel_after and
-  // terminated after terminate_after, only when its application_name matches
-  // online_application_name (a SQL LIKE pattern); otherwise the item is
-  // deferred.
+  // blocking the batch's row lock is cancelled after cancel_after (an idle
+  // in transaction one terminated) and terminated after terminate_after,
+  // only when its application_name matches online_application_name (a SQL
+  // LIKE pattern) and it is no superuser's, coexist's own or another
+  // database's; otherwise the item is deferred. Validated at load: not only
+  // % and _, not matching database.application_name.
   milliseconds cancel_after = std::chrono::seconds(2);
   milliseconds terminate_after = std::chrono::seconds(5);
   std::string online_application_name = "coexist-online%";

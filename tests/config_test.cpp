@@ -200,7 +200,29 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
   BadInput{"daemon_reconnect_max_below_initial",
            "daemon:\n  reconnect_initial: 5s\n  reconnect_max: 1s\n",
            "bad.yaml:3:18: daemon.reconnect_max: reconnect_max (1s) is shorter than "
-           "reconnect_initial (5s)", "raise reconnect_max"}
+           "reconnect_initial (5s)", "raise reconnect_max"},
+  // batch_priority signals only what its pattern names (issue 12)
+  BadInput{"online_pattern_bare_percent",
+           "policy:\n  name: batch_priority\n  online_application_name: \"%\"\n",
+           "bad.yaml:3:28: policy.online_application_name: '%' matches the sessions of any "
+           "application, not just the online one", "coexist-online%"},
+  BadInput{"online_pattern_only_wildcards",
+           "policy:\n  name: skip_locked\n  online_application_name: \"_%\"\n",
+           "bad.yaml:3:28: policy.online_application_name: '_%' matches the sessions of any "
+           "application, not just the online one", ""},
+  BadInput{"online_pattern_matches_the_batch",
+           "database:\n  application_name: coexist-batch\n"
+           "policy:\n  name: batch_priority\n  online_application_name: coexist%\n",
+           "bad.yaml:5:28: policy.online_application_name: 'coexist%' matches the batch's own "
+           "application_name 'coexist-batch'", "never signal its own sessions"},
+  BadInput{"batch_name_matches_the_default_online_pattern",
+           "database:\n  application_name: coexist-online-batch\npolicy:\n  name: batch_priority\n",
+           "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
+           "application_name 'coexist-online-batch'", "change database.application_name"},
+  BadInput{"online_pattern_trailing_escape",
+           "policy:\n  name: batch_priority\n  online_application_name: \"web\\\\\"\n",
+           "bad.yaml:3:28: policy.online_application_name: 'web\\' ends with LIKE's escape "
+           "character", ""}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
