@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
@@ -14,6 +15,7 @@ namespace coexist::batch {
 namespace {
 
 constexpr size_t kBatch = 10'000;
+constexpr long long kMaxKey = std::numeric_limits<long long>::max();  // bigint's
 
 [[noreturn]] void Bad(const std::string& name, long line, const std::string& message) {
   throw Error(ExitCode::kDataError, name + ":" + std::to_string(line) + ": " + message,
@@ -53,6 +55,10 @@ long long ParseKey(const std::string& text, const std::string& name, long number
   long long key = 0;
   try {
     key = std::stoll(text, &used);
+  } catch (const std::out_of_range&) {
+    Bad(name, number,
+        "key " + text + " is out of range (keys are bigint, at most " + std::to_string(kMaxKey) +
+            ")");
   } catch (const std::exception&) {
     used = 0;
   }
@@ -97,7 +103,16 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
     if (!json.contains("key") || !json["key"].is_number_integer()) {
       Bad(name, number, "\"key\" must be an integer");
     }
-    item.key = json["key"].get<long long>();
+    // nlohmann keeps 2^63..2^64-1 as an unsigned number; get<long long>
+    // would wrap it to a negative key.
+    const auto& key = json["key"];
+    if (key.is_number_unsigned() &&
+        key.get<unsigned long long>() > static_cast<unsigned long long>(kMaxKey)) {
+      Bad(name, number,
+          "key " + key.dump() + " is out of range (keys are bigint, at most " +
+              std::to_string(kMaxKey) + ")");
+    }
+    item.key = key.get<long long>();
     if (json.contains("payload")) {
       if (!json["payload"].is_object()) Bad(name, number, "\"payload\" must be an object");
       item.payload = json["payload"].dump();

@@ -1,7 +1,10 @@
 #include "batch/operation.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
+
+#include "config/config_error.h"
 
 namespace coexist::batch {
 namespace {
@@ -43,16 +46,91 @@ std::vector<std::string> FieldArrays(const std::vector<Item>& items,
   return out;
 }
 
+// How many statements `sql` holds, as psql would split it: semicolons outside
+// quotes ('...', E'...', "..."), dollar quotes and comments; empty statements
+// do not count. Only words the error message: the database itself refuses a
+// second statement (see Operation), whatever this count says.
+int CountStatements(const std::string& sql) {
+  int count = 0;
+  bool content = false;  // the current statement has more than blanks
+  size_t i = 0;
+  auto skip_quoted = [&](char quote, bool backslash_escapes) {
+    for (++i; i < sql.size(); ++i) {
+      if (backslash_escapes && sql[i] == '\\') {
+        ++i;
+      } else if (sql[i] == quote) {
+        if (i + 1 < sql.size() && sql[i + 1] == quote) {
+          ++i;
+        } else {
+          return;
+        }
+      }
+    }
+  };
+  for (; i < sql.size(); ++i) {
+    char c = sql[i];
+    if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
+      i = sql.find('\n', i);
+      if (i == std::string::npos) break;
+    } else if (c == '/' && i + 1 < sql.size() && sql[i + 1] == '*') {
+      int depth = 1;
+      for (i += 2; i < sql.size() && depth > 0; ++i) {
+        if (sql.compare(i, 2, "/*") == 0)
+          ++depth, ++i;
+        else if (sql.compare(i, 2, "*/") == 0)
+          --depth, ++i;
+      }
+      --i;
+    } else if (c == ';') {
+      if (content) ++count;
+      content = false;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      continue;
+    } else {
+      content = true;
+      if (c == '\'') {
+        bool escape = i > 0 && (sql[i - 1] == 'E' || sql[i - 1] == 'e');
+        skip_quoted('\'', escape);
+      } else if (c == '"') {
+        skip_quoted('"', false);
+      } else if (c == '$') {
+        // $tag$ or $$ opens a dollar quote; $1 is a parameter.
+        size_t close = sql.find('$', i + 1);
+        if (close == std::string::npos) continue;
+        std::string tag = sql.substr(i, close - i + 1);
+        bool is_tag = std::all_of(tag.begin() + 1, tag.end() - 1,
+                                  [](char t) {
+                                    return std::isalnum(static_cast<unsigned char>(t)) || t == '_';
+                                  }) &&
+                      !(tag.size() > 2 && std::isdigit(static_cast<unsigned char>(tag[1])));
+        if (is_tag) {
+          size_t end = sql.find(tag, close + 1);
+          i = end == std::string::npos ? sql.size() : end + tag.size() - 1;
+        }
+      }
+    }
+  }
+  return count + (content ? 1 : 0);
+}
+
+// The typed parameter list of item_sql: $1 bigint, $2.. text.
+std::string ItemParameterTypes(size_t params) {
+  std::string types = "bigint";
+  for (size_t i = 0; i < params; ++i) types += ", text";
+  return types;
+}
+
 }  // namespace
 
 Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig& config)
     : config_(config), per_item_(!config.item_sql.empty()) {
   if (!per_item_) {
+    // Prepared through the extended protocol (PQprepare), now rather than
+    // lazily: the database parses and checks it without running any of it,
+    // and refuses a string of two statements ("...; DROP TABLE x"), which a
+    // simple-protocol "PREPARE ... AS <sql>" would have run the tail of.
     conn.prepare("apply_chunk", config.chunk_sql);
-    // libpqxx prepares lazily; parse it now so a bad statement fails here.
-    pqxx::nontransaction tx(conn);
-    tx.exec("PREPARE coexist_check_chunk_sql AS " + config.chunk_sql);
-    tx.exec("DEALLOCATE coexist_check_chunk_sql");
+    conn.prepare_now("apply_chunk");
     return;
   }
   // $1 bigint, $2.. text: inside the function body they are its arguments.
@@ -69,11 +147,57 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
   for (size_t i = 0; i < config.params.size(); ++i) columns += ", p" + std::to_string(i + 2);
   std::string body = WithoutTrailingSemicolons(config.item_sql);
   std::string tag = QuoteTag(body);
+  // A SQL function's body may hold several statements, so item_sql is first
+  // prepared alone, with its parameter types, as ONE command of the
+  // extended protocol (exec_params): a second statement is refused there and
+  // nothing runs. A single statement PREPARE cannot take (CALL ...) is then
+  // prepared as it is (PQprepare), which refuses two statements as well.
+  bool prepared = false;
+  {
+    pqxx::nontransaction tx(conn);
+    try {
+      tx.exec_params("PREPARE coexist_check_item_sql (" + ItemParameterTypes(config.params.size()) +
+                     ") AS " + body);
+      tx.exec_params("DEALLOCATE coexist_check_item_sql");
+      prepared = true;
+    } catch (const pqxx::sql_error&) {
+    }
+  }
+  if (!prepared) {
+    conn.prepare("coexist_check_item_sql", body);
+    conn.prepare_now("coexist_check_item_sql");
+    conn.unprepare("coexist_check_item_sql");
+  }
   pqxx::nontransaction tx(conn);
-  tx.exec("CREATE OR REPLACE FUNCTION pg_temp.coexist_item(" + args +
-          ") RETURNS integer LANGUAGE sql VOLATILE AS " + tag + body + ";\nSELECT 1" + tag);
+  tx.exec_params("CREATE OR REPLACE FUNCTION pg_temp.coexist_item(" + args +
+                 ") RETURNS integer LANGUAGE sql VOLATILE AS " + tag + body + ";\nSELECT 1" + tag);
   conn.prepare("apply_items", "SELECT sum(pg_temp.coexist_item(" + call_args + ")) FROM " + unnest +
                                   ") AS u(" + columns + ")");
+}
+
+void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
+  const auto& op = config.operation;
+  bool per_item = !op.item_sql.empty();
+  std::string key = per_item ? "operation.item_sql" : "operation.chunk_sql";
+  config::Mark at = per_item ? op.item_sql_at : op.chunk_sql_at;
+  if (at.file.empty()) at = {config.source, 0, 0};
+  try {
+    Operation check(conn, op);
+  } catch (const pqxx::sql_error& e) {
+    int statements = CountStatements(per_item ? op.item_sql : op.chunk_sql);
+    if (statements > 1 && e.sqlstate() == "42601") {
+      throw config::ConfigError(
+          at, key,
+          "holds " + std::to_string(statements) +
+              " SQL statements; the operation must be exactly one",
+          "none of it was run. Join the steps into one statement (WITH u AS (UPDATE ...) "
+          "INSERT ...), or call a function that does them.");
+    }
+    throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
+                              "$1 is the key (bigint" + std::string(per_item ? "" : "[]") +
+                                  "), $2.. the params fields (text" +
+                                  std::string(per_item ? "" : "[]") + "); cast them.");
+  }
 }
 
 void Operation::Apply(pqxx::transaction_base& tx, const std::vector<Item>& items) const {

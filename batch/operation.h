@@ -19,8 +19,9 @@ namespace coexist::batch {
 class Operation {
  public:
   // Prepares the statement (and, for item_sql, creates the pg_temp function)
-  // on `conn`. Throws pqxx::sql_error when the SQL does not parse or names
-  // what does not exist; the runner reports that as a configuration error.
+  // on `conn`, running none of the configured SQL. Throws pqxx::sql_error
+  // when the SQL does not parse, names what does not exist, or is more than
+  // one statement; CheckOperation reports that as a configuration error.
   Operation(pqxx::connection_base& conn, const config::OperationConfig& config);
 
   // Applies the operation to `items` in one statement. Throws what the SQL
@@ -31,5 +32,11 @@ class Operation {
   const config::OperationConfig& config_;
   bool per_item_ = false;
 };
+
+// The start-up check of the operation (batch/runner.cpp): builds it on
+// `conn` without running any of its SQL. Throws config::ConfigError at the
+// key's file:line:column when the database rejects it, and when it is not
+// exactly one statement.
+void CheckOperation(pqxx::connection_base& conn, const config::Config& config);
 
 }  // namespace coexist::batch

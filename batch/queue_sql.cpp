@@ -182,24 +182,60 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
        AND expires_at > clock_timestamp())sql");
   conn.prepare("revoke_edit_lock",
                "SELECT coalesce(coexist.revoke_edit_lock($1::regclass, $2, $3, $4, $5, $6), '')");
+  // Who may be signalled ($2 the online pattern, $3 the batch's own
+  // application_name): see Blocker::online. Without pg_read_all_stats the
+  // batch role cannot see another role's backend_type and start times, so
+  // its backends are never signalled.
   conn.prepare("find_blockers", R"sql(
-    SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.application_name LIKE $2, false)
-      FROM unnest(pg_blocking_pids($1)) AS b(pid) JOIN pg_stat_activity a ON a.pid = b.pid)sql");
+    SELECT a.pid, coalesce(a.application_name, ''),
+           coalesce(a.application_name LIKE $2::text
+                    AND left(a.application_name, length($3::text)) <> $3::text
+                    AND a.backend_type = 'client backend'
+                    AND a.datname = current_database()
+                    AND NOT r.rolsuper
+                    AND a.pid NOT IN ($1, pg_backend_pid()), false),
+           a.backend_start::text, a.xact_start::text, coalesce(a.state, '')
+      FROM unnest(pg_blocking_pids($1)) AS b(pid)
+      JOIN pg_stat_activity a ON a.pid = b.pid
+      LEFT JOIN pg_roles r ON r.oid = a.usesysid)sql");
+  // The same conditions again, and the same session (backend_start) in the
+  // same transaction (xact_start) as seen, checked in the statement that
+  // signals: nothing else can take the pid's place in between.
   conn.prepare("signal_blockers", R"sql(
-    WITH b AS (SELECT a.pid, a.application_name FROM pg_stat_activity a
-                WHERE a.pid = ANY ($1::integer[]) AND a.application_name LIKE $3),
-    k AS (SELECT pid, application_name,
-                 CASE WHEN $2 THEN pg_terminate_backend(pid) ELSE pg_cancel_backend(pid) END AS ok
+    WITH seen AS (
+      SELECT * FROM unnest($1::integer[], $2::timestamptz[], $3::timestamptz[])
+                    AS s(pid, backend_start, xact_start)),
+    b AS (
+      SELECT a.pid, a.application_name, a.state, a.backend_start, a.xact_start, a.query_start,
+             ($4 OR a.state LIKE 'idle in transaction%') AS terminate
+        FROM seen s
+        JOIN pg_stat_activity a ON a.pid = s.pid
+        JOIN pg_roles r ON r.oid = a.usesysid
+       WHERE a.backend_start = s.backend_start
+         AND a.xact_start = s.xact_start
+         AND a.application_name LIKE $5::text
+         AND left(a.application_name, length($6::text)) <> $6::text
+         AND a.backend_type = 'client backend'
+         AND a.datname = current_database()
+         AND NOT r.rolsuper
+         AND a.pid NOT IN ($7, pg_backend_pid())),
+    k AS (SELECT b.*,
+                 CASE WHEN terminate THEN pg_terminate_backend(pid) ELSE pg_cancel_backend(pid) END
+                   AS ok
             FROM b),
     e AS (
       INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, subject,
                                   details)
-      SELECT CASE WHEN $2 THEN 'backend_terminated' ELSE 'backend_cancelled' END, $4, $5::bigint,
-             $6::bigint, $8::regclass, $7::bigint, 'batch run ' || $5::bigint, application_name,
-             jsonb_build_object('pid', pid, 'signalled', ok)
+      SELECT CASE WHEN terminate THEN 'backend_terminated' ELSE 'backend_cancelled' END, $8,
+             $9::bigint, $10::bigint, $12::regclass, $11::bigint, 'batch run ' || $9::bigint,
+             application_name,
+             jsonb_build_object('pid', pid, 'signalled', ok, 'state', state,
+                                'backend_start', backend_start, 'xact_start', xact_start,
+                                'query_start', query_start)
         FROM k
       RETURNING 1)
-    SELECT count(*) FROM k WHERE ok)sql");
+    SELECT count(*) FILTER (WHERE ok AND NOT terminate), count(*) FILTER (WHERE ok AND terminate)
+      FROM k)sql");
 
   conn.prepare("hold_run", R"sql(
     SELECT outcome FROM coexist.runs WHERE run_id = $1 FOR KEY SHARE)sql");
@@ -447,20 +483,39 @@ std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx, 
 std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid) {
   std::vector<Blocker> out;
   for (const auto& row :
-       tx.exec_prepared("find_blockers", pid, config_.policy.online_application_name)) {
-    out.push_back({row[0].as<int>(), row[1].as<std::string>(), row[2].as<bool>()});
+       tx.exec_prepared("find_blockers", pid, config_.policy.online_application_name,
+                        config_.database.application_name)) {
+    Blocker b;
+    b.pid = row[0].as<int>();
+    b.application_name = row[1].as<std::string>();
+    b.online = row[2].as<bool>();
+    if (!row[3].is_null()) b.backend_start = row[3].as<std::string>();
+    if (!row[4].is_null()) b.xact_start = row[4].as<std::string>();
+    b.state = row[5].as<std::string>();
+    out.push_back(std::move(b));
   }
   return out;
 }
 
-int QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector<int>& pids,
-                             bool terminate, long long run_id, long long item_id, long long key) {
-  std::vector<long long> wide(pids.begin(), pids.end());
-  return tx
-      .exec_prepared1("signal_blockers", ArrayLiteral(wide), terminate,
-                      config_.policy.online_application_name, config_.batch.job, run_id, item_id,
-                      key, target_)[0]
-      .as<int>();
+Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
+                                   bool terminate, long long run_id, long long item_id,
+                                   long long key, int batch_pid) {
+  std::vector<long long> pids;
+  std::vector<std::optional<std::string>> backend_starts;
+  std::vector<std::optional<std::string>> xact_starts;
+  for (const auto& b : blockers) {
+    if (!b.online) continue;
+    pids.push_back(b.pid);
+    backend_starts.push_back(b.backend_start);
+    xact_starts.push_back(b.xact_start);
+  }
+  if (pids.empty()) return {};
+  auto row =
+      tx.exec_prepared1("signal_blockers", ArrayLiteral(pids), ArrayLiteral(backend_starts),
+                        ArrayLiteral(xact_starts), terminate,
+                        config_.policy.online_application_name, config_.database.application_name,
+                        batch_pid, config_.batch.job, run_id, item_id, key, target_);
+  return {row[0].as<int>(), row[1].as<int>()};
 }
 
 namespace {

@@ -54,10 +54,26 @@ struct JobHolder {
   bool stuck = false;
 };
 
+// A backend holding a lock the batch waits for, as seen while it waited.
 struct Blocker {
   int pid = 0;
   std::string application_name;
-  bool online = false;  // application_name LIKE online_application_name
+  // May be signalled: a client backend of this database, not a superuser's,
+  // not one of coexist's own (application_name starting with the batch's),
+  // whose application_name matches policy.online_application_name.
+  bool online = false;
+  // Its identity when seen (timestamptz as text), re-checked in the very
+  // statement that signals it: a pid reused by another session, or the same
+  // session in a later transaction, is left alone.
+  std::optional<std::string> backend_start;
+  std::optional<std::string> xact_start;
+  std::string state;  // active, idle in transaction, ...
+};
+
+// What SignalBlockers did: pg_cancel_backend'ed or pg_terminate_backend'ed.
+struct Signalled {
+  int cancelled = 0;
+  int terminated = 0;
 };
 
 // A savepoint: rolled back when it goes out of scope un-released (also
@@ -164,9 +180,15 @@ class QueueSql {
                                             std::chrono::milliseconds step);
   // The backends blocking `pid` (asked from another connection while it waits).
   std::vector<Blocker> Blockers(pqxx::transaction_base& tx, int pid);
-  // Cancels (or terminates) the given online backends; audited. Returns how many.
-  int SignalBlockers(pqxx::transaction_base& tx, const std::vector<int>& pids, bool terminate,
-                     long long run_id, long long item_id, long long key);
+  // Cancels (or terminates) those of `blockers` that are still the session
+  // and transaction seen and still may be signalled (Blocker::online), in
+  // one statement with their `events` rows. An idle-in-transaction blocker
+  // has no query to cancel: it is terminated. `batch_pid` is the waiting
+  // worker's backend, never signalled. Run it in its own transaction (the
+  // aux connection), so the audit stays when the chunk rolls back.
+  Signalled SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
+                           bool terminate, long long run_id, long long item_id, long long key,
+                           int batch_pid);
   // status_partition: owner := 'batch' + takeovers rows; and back.
   void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
   void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);

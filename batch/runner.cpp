@@ -36,16 +36,7 @@ void CheckConfig(pqxx::connection_base& conn, const config::Config& config) {
                               "status_partition needs an owner column",
                               "set target.owner_column to a text column holding online/batch.");
   }
-  try {
-    Operation check(conn, config.operation);
-  } catch (const pqxx::sql_error& e) {
-    std::string key =
-        config.operation.item_sql.empty() ? "operation.chunk_sql" : "operation.item_sql";
-    throw config::ConfigError(
-        {config.source, 0, 0}, key, std::string("the database rejects it: ") + e.what(),
-        "$1 is the key (bigint" + std::string(config.operation.item_sql.empty() ? "[]" : "") +
-            "), $2.. the params fields (text); cast them.");
-  }
+  CheckOperation(conn, config);
 }
 
 // Exit 4 for a run of the job at work; 5 when the holder looks stuck.
@@ -239,6 +230,9 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
 ExitCode ExitCodeOf(const RunSummary& summary) {
   if (summary.dead > 0) return ExitCode::kItemsDead;
   if (summary.deferred > 0) return ExitCode::kItemsDeferred;
+  // Claiming stopped early (window closed, drain margin, signal, ctl stop,
+  // stop file, critical load) with items still queued: not a full success.
+  if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
   return ExitCode::kOk;
 }
 

@@ -71,8 +71,11 @@ struct RunOptions {
 RunSummary Run(const std::string& conninfo, const config::Config& config,
                const RunOptions& options = {});
 
-// 0 when every settled item is done; kItemsDeferred when some were deferred;
-// kItemsDead when some died (it wins over deferred). docs/batch.md.
+// 0 when every settled item is done and the queue was drained;
+// kItemsDeferred when some were deferred, or when claiming stopped early
+// (outside_window, drain_margin, stopped, operator, stop_file,
+// critical_load) with items still queued; kItemsDead when some died (it
+// wins over deferred). docs/batch.md.
 ExitCode ExitCodeOf(const RunSummary& summary);
 
 // The --json document: run_id, job, policy, outcome, done, deferred, dead,

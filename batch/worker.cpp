@@ -334,23 +334,24 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
   policies::RecordFacts facts;
   facts.row_locked = true;
   facts.deferrals = item.deferrals;
-  std::vector<int> blockers;
+  std::vector<Blocker> blockers;
   bool cancelled = false;
   bool terminated = false;
   while (true) {
     bool terminate = d.action == Action::kTerminateBlocker && !terminated;
     bool cancel = d.action == Action::kCancelBlocker && !cancelled;
-    if ((terminate || cancel) && !blockers.empty()) {
-      // Without pg_signal_backend, or against a superuser's session, the
+    if ((terminate || cancel) && !blockers.empty() && db_->aux) {
+      // On the aux connection, in its own transaction: the events rows stay
+      // even when this chunk rolls back. Without pg_signal_backend the
       // signal is refused: the batch then waits like online_priority and
       // defers at the end of its wait, instead of failing the run.
       try {
-        Savepoint sub(tx, "signal");
-        int n = db_->sql->SignalBlockers(tx, blockers, terminate, run_id_, item.item_id, item.key);
-        sub.Release();
-        out.signalled += n;
-        spdlog::info("online backends {} item_id={} key={} count={}",
-                     terminate ? "terminated" : "cancelled", item.item_id, item.key, n);
+        pqxx::nontransaction atx(*db_->aux);
+        auto n = db_->aux_sql->SignalBlockers(atx, blockers, terminate, run_id_, item.item_id,
+                                              item.key, db_->conn->backendpid());
+        out.signalled += n.cancelled + n.terminated;
+        spdlog::info("online backends signalled item_id={} key={} cancelled={} terminated={}",
+                     item.item_id, item.key, n.cancelled, n.terminated);
       } catch (const pqxx::sql_error& e) {
         spdlog::warn("online backends not signalled item_id={} key={} error={}", item.item_id,
                      item.key, log::Value(FirstLine(e.what())));
@@ -379,7 +380,7 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
 }
 
 bool Worker::LockStep(pqxx::dbtransaction& tx, long long key, milliseconds step,
-                      policies::RecordFacts& facts, std::vector<int>& blockers) {
+                      policies::RecordFacts& facts, std::vector<Blocker>& blockers) {
   if (!policy_.WantsBlockers() || !db_->aux) return db_->sql->LockRecordStep(tx, key, step);
   // Who blocks us is only visible while we wait: ask from the aux
   // connection, a moment into the step.
@@ -395,8 +396,7 @@ bool Worker::LockStep(pqxx::dbtransaction& tx, long long key, milliseconds step,
     facts.blockers_seen = true;
     facts.blockers_are_online =
         std::all_of(found.begin(), found.end(), [](const Blocker& b) { return b.online; });
-    blockers.clear();
-    for (const auto& b : found) blockers.push_back(b.pid);
+    blockers = std::move(found);
   }
   return locked;
 }

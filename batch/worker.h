@@ -28,6 +28,7 @@ class Pacer;
 namespace coexist::batch {
 
 struct Item;
+struct Blocker;
 
 // Shared by the workers of a run; the control thread reports them.
 struct Counters {
@@ -109,7 +110,7 @@ class Worker {
   void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
                       Outcome& out);
   bool LockStep(pqxx::dbtransaction& tx, long long key, std::chrono::milliseconds step,
-                policies::RecordFacts& facts, std::vector<int>& blockers);
+                policies::RecordFacts& facts, std::vector<Blocker>& blockers);
   void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
                      bool split_after_timeout = false);
   void Finish(pqxx::dbtransaction& tx, Outcome& out);

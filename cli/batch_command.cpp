@@ -108,7 +108,7 @@ void AddBatchCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* run = batch_cmd->add_subcommand(
       "run",
       "Process the job's queue once under its policy; exit 0 when every settled item is done, "
-      "2 when items were deferred, 3 when items died");
+      "2 when items were deferred or left queued, 3 when items died");
   static RunFlags flags;
   run->add_option("--json", flags.json_path, "also write the summary as JSON to this file");
   run->add_flag("--dry-run", flags.dry_run,

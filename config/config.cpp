@@ -195,10 +195,59 @@ void ReadWindow(Section& w, const YAML::Node& node, WindowConfig& out) {
   w.Finish();
 }
 
+// SQL LIKE with the default escape (backslash): % any run, _ one byte.
+// Greedy with backtracking to the last %, so O(pattern x text).
+bool LikeMatches(std::string_view pattern, std::string_view text) {
+  constexpr size_t kNone = std::string_view::npos;
+  size_t p = 0;
+  size_t t = 0;
+  size_t star = kNone;  // pattern position after the last %
+  size_t resume = 0;    // text position that % is tried from next
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '%') {
+      star = ++p;
+      resume = t;
+      continue;
+    }
+    if (p < pattern.size()) {
+      bool escaped = pattern[p] == '\\' && p + 1 < pattern.size();
+      char want = escaped ? pattern[p + 1] : pattern[p];
+      if ((!escaped && want == '_') || want == text[t]) {
+        p += escaped ? 2 : 1;
+        ++t;
+        continue;
+      }
+    }
+    if (star == kNone) return false;
+    p = star;
+    t = ++resume;
+  }
+  while (p < pattern.size() && pattern[p] == '%') ++p;
+  return p == pattern.size();
+}
+
 void ReadCancelTerminate(Section& s, const YAML::Node& node, PolicyConfig& out) {
   s.Duration("cancel_after", out.cancel_after, milliseconds(0), hours(1));
   s.Duration("terminate_after", out.terminate_after, milliseconds(0), hours(1));
   s.String("online_application_name", out.online_application_name);
+  // Only %, _ (or nothing): every application's sessions would be signalled.
+  if (out.online_application_name.find_first_not_of("%_") == std::string::npos) {
+    s.Fail(node["online_application_name"], "online_application_name",
+           "'" + out.online_application_name +
+               "' matches the sessions of any application, not just the online one",
+           "the batch cancels and terminates the blockers it matches; write the online "
+           "application's application_name, e.g. coexist-online% or webshop-%.");
+  }
+  size_t escapes = 0;
+  for (auto c = out.online_application_name.rbegin();
+       c != out.online_application_name.rend() && *c == '\\'; ++c) {
+    ++escapes;
+  }
+  if (escapes % 2 == 1) {
+    s.Fail(node["online_application_name"], "online_application_name",
+           "'" + out.online_application_name + "' ends with LIKE's escape character",
+           "write \\\\ for a literal backslash.");
+  }
   if (out.terminate_after < out.cancel_after) {
     bool given = node["terminate_after"].IsDefined();
     s.Fail(node[given ? "terminate_after" : "cancel_after"],
@@ -257,6 +306,8 @@ void ReadPolicy(Section& s, const YAML::Node& node, const std::string& file, Pol
 void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
   s.String("item_sql", out.item_sql);
   s.String("chunk_sql", out.chunk_sql);
+  if (node["item_sql"].IsDefined()) out.item_sql_at = s.MarkOf(node["item_sql"]);
+  if (node["chunk_sql"].IsDefined()) out.chunk_sql_at = s.MarkOf(node["chunk_sql"]);
   if (!out.item_sql.empty() && !out.chunk_sql.empty()) {
     s.Fail(node["chunk_sql"], "chunk_sql", "item_sql and chunk_sql are both set",
            "keep one: chunk_sql (over arrays, the fastest) or item_sql (per record).");
@@ -374,6 +425,20 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("daemon")) ReadDaemon(*s, root["daemon"], config.daemon);
   if (auto s = top.Map("retention")) ReadRetention(*s, root["retention"], config.retention);
   top.Finish();
+  bool reads_pattern =
+      config.policy.name == "batch_priority" || config.policy.name == "skip_locked";
+  if (reads_pattern &&
+      LikeMatches(config.policy.online_application_name, config.database.application_name)) {
+    bool given =
+        root["policy"].IsDefined() && root["policy"]["online_application_name"].IsDefined();
+    top.Fail(
+        given ? root["policy"]["online_application_name"] : root["database"]["application_name"],
+        given ? "policy.online_application_name" : "database.application_name",
+        "'" + config.policy.online_application_name +
+            "' matches the batch's own application_name '" + config.database.application_name + "'",
+        "the batch must never signal its own sessions; make online_application_name name "
+        "only the online application, or change database.application_name.");
+  }
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();
     top.Fail(given ? root["online"]["value_column"] : root["target"]["version_column"],

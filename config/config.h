@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_error.h"
 #include "db/target_table.h"
 
 namespace coexist::config {
@@ -146,10 +147,12 @@ struct PolicyConfig {
   milliseconds max_wait = std::chrono::seconds(30);
 
   // batch_priority (and skip_locked's on_exhausted: force): an online backend
-  // blocking the batch's row lock is cancelled after cancel_after and
-  // terminated after terminate_after, only when its application_name matches
-  // online_application_name (a SQL LIKE pattern); otherwise the item is
-  // deferred.
+  // blocking the batch's row lock is cancelled after cancel_after (an idle
+  // in transaction one terminated) and terminated after terminate_after,
+  // only when its application_name matches online_application_name (a SQL
+  // LIKE pattern) and it is no superuser's, coexist's own or another
+  // database's; otherwise the item is deferred. Validated at load: not only
+  // % and _, not matching database.application_name.
   milliseconds cancel_after = std::chrono::seconds(2);
   milliseconds terminate_after = std::chrono::seconds(5);
   std::string online_application_name = "coexist-online%";
@@ -180,6 +183,10 @@ struct OperationConfig {
   std::string chunk_sql;
   // Payload fields bound as $2, $3, ...; a missing field binds NULL.
   std::vector<std::string> params;
+  // Where item_sql and chunk_sql are written, for the errors of checks only
+  // the database can make (batch/runner.cpp); no line when not written.
+  Mark item_sql_at;
+  Mark chunk_sql_at;
 };
 
 // Health thresholds of `pacing.max_load` / `pacing.critical_load`. Each

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 namespace coexist::config {
 namespace {
@@ -19,8 +21,12 @@ std::optional<int64_t> UnitMicros(std::string_view unit) {
 
 }  // namespace
 
-std::optional<std::chrono::microseconds> ParseDuration(std::string_view text) {
+std::optional<std::chrono::microseconds> ParseDuration(std::string_view text,
+                                                       DurationError& error) {
+  error = DurationError::kMalformed;
   if (text.empty()) return std::nullopt;
+  // The largest duration accepted: about 3,170 years, well inside int64 microseconds.
+  constexpr long double kMaxMicros = 1e17L;
   long double total = 0;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -37,10 +43,21 @@ std::optional<std::chrono::microseconds> ParseDuration(std::string_view text) {
     while (pos < text.size() && std::isalpha(static_cast<unsigned char>(text[pos]))) ++pos;
     auto unit = UnitMicros(text.substr(unit_start, pos - unit_start));
     if (!unit) return std::nullopt;
-    total += std::stold(number) * static_cast<long double>(*unit);
+    // strtold, not stold: a number of thousands of digits overflows to
+    // HUGE_VALL (too large) or underflows towards 0 instead of throwing.
+    long double value = std::strtold(number.c_str(), nullptr);
+    total += value * static_cast<long double>(*unit);
+    if (!std::isfinite(total) || total > kMaxMicros) {
+      error = DurationError::kTooLarge;
+      return std::nullopt;
+    }
   }
-  if (total > 1e17L) return std::nullopt;
   return std::chrono::microseconds(static_cast<int64_t>(std::llround(total)));
+}
+
+std::optional<std::chrono::microseconds> ParseDuration(std::string_view text) {
+  DurationError ignored{};
+  return ParseDuration(text, ignored);
 }
 
 std::string FormatDuration(std::chrono::microseconds value) {

@@ -11,6 +11,11 @@ namespace coexist::config {
 // s, m, h, d; at least one number-unit pair; no sign). nullopt when malformed.
 std::optional<std::chrono::microseconds> ParseDuration(std::string_view text);
 
+// Why ParseDuration refused a text: not a duration at all, or one beyond
+// about 3,170 years (1e17 microseconds), e.g. a number of 5,000 digits.
+enum class DurationError { kMalformed, kTooLarge };
+std::optional<std::chrono::microseconds> ParseDuration(std::string_view text, DurationError& error);
+
 // The shortest exact spelling: 1500ms -> "1.5s", 90s -> "1m30s".
 std::string FormatDuration(std::chrono::microseconds value);
 

@@ -1,9 +1,11 @@
 #include "config/yaml_reader.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -49,6 +51,14 @@ std::string JoinQuoted(const auto& items) {
   return out;
 }
 
+// A value as messages quote it: whole when short, else its start and length,
+// so a value of 5,000 digits does not bury the message.
+std::string Shown(const std::string& text) {
+  constexpr size_t kShown = 32;
+  if (text.size() <= kShown + 8) return "'" + text + "'";
+  return "'" + text.substr(0, kShown) + "...' (" + std::to_string(text.size()) + " characters)";
+}
+
 bool IsIdentifier(std::string_view s) {
   if (s.empty() || s.size() > 63 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -70,14 +80,38 @@ ConfigError::ConfigError(const Mark& mark, const std::string& key, const std::st
       mark_(mark) {}
 
 std::string ReadFileText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw ConfigError({path, 0, 0}, "", "cannot read the file",
-                      "check the path and its permissions.");
+  namespace fs = std::filesystem;
+  const Mark where{path, 0, 0};
+  std::error_code ec;
+  auto status = fs::status(path, ec);  // follows symlinks: a linked file is fine
+  if (!ec && fs::is_directory(status)) {
+    throw ConfigError(where, "", "is a directory, not a configuration file",
+                      "give the path of a YAML file, e.g. /etc/coexist/nightly.yaml.");
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  // A regular file, or a pipe (--config <(envsubst < job.yaml)); a device
+  // such as /dev/null would read as an empty, "valid" configuration.
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status) && !fs::is_fifo(status)) {
+    throw ConfigError(where, "", "is not a regular file (a device or socket)",
+                      "give the path of a YAML file.");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ConfigError(where, "", "cannot read the file", "check the path and its permissions.");
+  }
+  // Read one byte past the limit: enough to know the file is too large
+  // without reading all of it.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) {
+    throw ConfigError(where, "", "cannot read the file", "check the path and its permissions.");
+  }
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    throw ConfigError(where, "", "the file is larger than 1 MiB, the limit for a configuration",
+                      "a configuration holds settings, not data (queue items go through "
+                      "`coexist enqueue`); check that this is the right file.");
+  }
+  return text;
 }
 
 YAML::Node ParseYaml(const std::string& text, const std::string& file) {
@@ -120,13 +154,14 @@ std::string SubstituteVariables(const std::string& text, const Mark& mark, const
 
 Section::Section(const YAML::Node& node, std::string path, std::string file)
     : node_(node), path_(std::move(path)), file_(std::move(file)) {
+  // Indexed by name: a map of 80,000 keys is checked in linear time.
   for (const auto& item : node_) {
     std::string name = item.first.Scalar();
-    auto duplicate = std::find_if(entries_.begin(), entries_.end(),
-                                  [&](const auto& e) { return e.first == name; });
-    if (duplicate != entries_.end()) {
+    auto [at, inserted] = index_.try_emplace(name, entries_.size());
+    if (!inserted) {
       Fail(item.first, name, "duplicate key",
-           "it was first set at " + MarkOf(duplicate->second.key).ToString() + "; keep one.");
+           "it was first set at " + MarkOf(entries_[at->second].second.key).ToString() +
+               "; keep one.");
     }
     entries_.push_back({name, Entry{item.first, item.second}});
   }
@@ -149,10 +184,8 @@ void Section::Fail(const YAML::Node& at, std::string_view key, const std::string
 
 const Section::Entry* Section::Find(std::string_view key) {
   known_.emplace(key);
-  for (const auto& [name, entry] : entries_) {
-    if (name == key) return &entry;
-  }
-  return nullptr;
+  auto at = index_.find(std::string(key));
+  return at == index_.end() ? nullptr : &entries_[at->second].second;
 }
 
 std::string Section::ScalarText(const YAML::Node& value, std::string_view key) const {
@@ -203,11 +236,11 @@ void Section::Int64(std::string_view key, long long& out, long long min, long lo
   std::string range =
       "allowed range is " + std::to_string(min) + " to " + std::to_string(max) + " inclusive.";
   if (ec == std::errc::result_out_of_range)
-    Fail(entry->value, key, "'" + text + "' is out of range", range);
+    Fail(entry->value, key, Shown(text) + " is out of range", range);
   if (ec != std::errc() || end != text.data() + text.size()) {
-    Fail(entry->value, key, "'" + text + "' is not a whole number", range);
+    Fail(entry->value, key, Shown(text) + " is not a whole number", range);
   }
-  if (value < min || value > max) Fail(entry->value, key, "'" + text + "' is out of range", range);
+  if (value < min || value > max) Fail(entry->value, key, Shown(text) + " is out of range", range);
   out = value;
 }
 
@@ -222,12 +255,16 @@ void Section::Double(std::string_view key, double& out, double min, double max) 
   if (entry == nullptr) return;
   std::string text = ScalarText(entry->value, key);
   char* end = nullptr;
+  errno = 0;
   double value = std::strtod(text.c_str(), &end);
+  bool overflow = errno == ERANGE && std::isinf(value);
   auto range = "allowed range is " + std::to_string(min) + " to " + std::to_string(max) + ".";
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
-    Fail(entry->value, key, "'" + text + "' is not a number", range);
+  if (text.empty() || end != text.c_str() + text.size() || (!std::isfinite(value) && !overflow)) {
+    Fail(entry->value, key, Shown(text) + " is not a number", range);
   }
-  if (value < min || value > max) Fail(entry->value, key, "'" + text + "' is out of range", range);
+  if (overflow || value < min || value > max) {
+    Fail(entry->value, key, Shown(text) + " is out of range", range);
+  }
   out = value;
 }
 
@@ -249,20 +286,25 @@ void Section::Duration(std::string_view key, std::chrono::milliseconds& out,
   const Entry* entry = Find(key);
   if (entry == nullptr) return;
   std::string text = ScalarText(entry->value, key);
-  auto parsed = ParseDuration(text);
+  DurationError error{};
+  auto parsed = ParseDuration(text, error);
   std::string range =
       "allowed range is " + FormatDuration(min) + " to " + FormatDuration(max) + ".";
+  if (!parsed && error == DurationError::kTooLarge) {
+    Fail(entry->value, key, Shown(text) + " is out of range", range);
+  }
   if (!parsed) {
-    bool bare_number = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos;
-    Fail(entry->value, key, "'" + text + "' is not a duration",
+    bool bare_number = !text.empty() && text.size() <= 40 &&
+                       text.find_first_not_of("0123456789.") == std::string::npos;
+    Fail(entry->value, key, Shown(text) + " is not a duration",
          bare_number ? "add a unit: '" + text + "ms', '" + text + "s' or '" + text + "m'."
                      : "write a number with a unit (us, ms, s, m, h, d), e.g. 250ms, 30s, 1m30s.");
   }
   if (*parsed % std::chrono::milliseconds(1) != std::chrono::microseconds(0)) {
-    Fail(entry->value, key, "'" + text + "' is finer than a millisecond", range);
+    Fail(entry->value, key, Shown(text) + " is finer than a millisecond", range);
   }
   auto value = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
-  if (value < min || value > max) Fail(entry->value, key, "'" + text + "' is out of range", range);
+  if (value < min || value > max) Fail(entry->value, key, Shown(text) + " is out of range", range);
   out = value;
 }
 

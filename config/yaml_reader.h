@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config_error.h"
@@ -65,7 +66,8 @@ class Section {
   YAML::Node node_;
   std::string path_;
   std::string file_;
-  std::vector<std::pair<std::string, Entry>> entries_;
+  std::vector<std::pair<std::string, Entry>> entries_;  // in file order, for Finish()
+  std::unordered_map<std::string, size_t> index_;       // name -> entries_ position
   std::set<std::string, std::less<>> known_;
 };
 
@@ -74,7 +76,12 @@ struct Config;
 // LoadScenario for each cell of a sweep.
 Config ReadConfig(const YAML::Node& root, const std::string& name);
 
-// The whole file; a ConfigError naming it when it cannot be read.
+// Configuration files larger than this are refused: a configuration is
+// settings, and a file of megabytes is the wrong file.
+inline constexpr size_t kMaxConfigBytes = size_t{1} << 20;  // 1 MiB
+
+// The whole file; a ConfigError naming it when it cannot be read, is a
+// directory or a device (/dev/null), or is larger than kMaxConfigBytes.
 std::string ReadFileText(const std::string& path);
 
 // Parses YAML text into a node; a syntax error becomes a ConfigError.

@@ -1,11 +1,16 @@
 #include "metrics/run_metrics.h"
 
+#include <fcntl.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -89,19 +94,49 @@ std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_po
 void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
   auto last_success = run.succeeded ? run.finished_at : PreviousSuccess(path, run.job);
   std::string text = Exposition(run, last_success);
-  auto temp = path;
-  temp += ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error(ExitCode::kCantCreate, "cannot write metrics to " + temp.string());
+  auto fail = [&](const std::string& what, int error) {
+    throw Error(
+        ExitCode::kCantCreate,
+        "cannot write metrics to " + path.string() + ": " + what + ": " + std::strerror(error),
+        "check that the folder exists and that this user may create files in it.");
+  };
+  // A fresh, unpredictable name in the target's folder (mkstemp: O_CREAT |
+  // O_EXCL, so a symlink planted there is never followed), made durable
+  // (fsync) before the rename replaces the old file in one step.
+  auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::string temp = (folder / ("." + path.filename().string() + ".XXXXXX")).string();
+  int fd = mkstemp(temp.data());
+  if (fd < 0) fail("cannot create a temporary file in " + folder.string(), errno);
+  auto discard = [&](const std::string& what) {
+    int error = errno;
+    close(fd);
+    unlink(temp.c_str());
+    fail(what, error);
+  };
+  // mkstemp makes it 0600; node_exporter reads it as another user.
+  if (fchmod(fd, 0644) != 0) discard("chmod");
+  for (size_t written = 0; written < text.size();) {
+    ssize_t n = write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) discard("write");
+    written += static_cast<size_t>(n);
   }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::filesystem::remove(temp, ec);
-    throw Error(ExitCode::kCantCreate, "cannot write metrics to " + path.string());
+  if (fsync(fd) != 0) discard("fsync");
+  if (close(fd) != 0) {
+    int error = errno;
+    unlink(temp.c_str());
+    fail("close", error);
+  }
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    unlink(temp.c_str());
+    fail("rename", error);
+  }
+  // The rename itself survives a crash once the folder is synced.
+  int dir = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    fsync(dir);
+    close(dir);
   }
 }
 

@@ -30,10 +30,11 @@ struct RunMetrics {
 std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_point last_success);
 
 // Writes the run's metrics for node_exporter's textfile collector: to a
-// temporary file in the same folder, then renamed, so the collector never
-// reads half a file. When this run failed, the last-success timestamp of
-// the previous file is kept. Throws coexist::Error (EX_CANTCREAT) when the
-// file cannot be written.
+// new temporary file of an unpredictable name in the same folder (mkstemp,
+// which never follows a symlink planted there), synced, then renamed over
+// `path` (mode 0644), so the collector never reads half a file. When this run failed, the
+// last-success timestamp of the previous file is kept. Throws coexist::Error (EX_CANTCREAT) when
+// the file cannot be written.
 void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run);
 
 }  // namespace coexist::metrics

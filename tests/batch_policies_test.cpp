@@ -11,6 +11,7 @@
 #include "batch/enqueue.h"
 #include "batch/runner.h"
 #include "config/config.h"
+#include "db/connection.h"
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
 
@@ -37,6 +38,16 @@ class BatchPoliciesTest : public testing::DatabaseTest {
                                   "               WHERE id = ANY ($1::bigint[]) RETURNING id)\n"
                                   "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n",
                               "test.yaml");
+  }
+
+  // An online user's session as a role that is not a superuser (the test
+  // cluster's own user is one, and batch_priority never signals those).
+  std::unique_ptr<pqxx::connection> ConnectOnline(const std::string& application_name) {
+    QueryValue(
+        "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_web') THEN "
+        "CREATE ROLE coexist_web LOGIN; END IF; END$$");
+    QueryValue("GRANT SELECT, UPDATE ON products TO coexist_web");
+    return db::Connect(conninfo() + " user=coexist_web", application_name);
   }
 
   void EnqueueAll() {
@@ -122,6 +133,8 @@ TEST_F(BatchPoliciesTest, TimeWindowClaimsNothingOutsideItsWindow) {
   EXPECT_EQ(summary.done, 0);
   EXPECT_EQ(summary.stop_reason, "outside_window");
   EXPECT_EQ(summary.queued_left, 100);
+  // Nothing done, everything left for the window: not a success (docs/batch.md).
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'claim_refused'"), 1);
   auto online = Connect("coexist-online");
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 1"), "");
@@ -236,7 +249,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesEditLocksAndTerminatesOnlyOnlineBl
   batch::Run(conninfo(), Config("  name: skip_locked\n"));
   QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
   auto token = QueryValue("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')");
-  auto online = Connect("coexist-online-web");
+  auto online = ConnectOnline("coexist-online-web");
   pqxx::work online_tx(*online);
   online_tx.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");  // idle in transaction
   auto admin = Connect("psql-admin");
@@ -285,6 +298,64 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesTheLockOfAnOversizedOwner) {
             9000)
       << "the audit keeps the whole owner";
   ExpectAppliedOnce();
+}
+
+// A superuser's session is never signalled, even when its application_name
+// matches the online pattern: the item is deferred and the session lives.
+TEST_F(BatchPoliciesTest, BatchPriorityNeverSignalsASuperusersBlocker) {
+  EnqueueAll();
+  batch::Run(conninfo(), Config("  name: skip_locked\n"));
+  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  auto admin = Connect("coexist-online-admin");  // the cluster's superuser
+  pqxx::work admin_tx(*admin);
+  admin_tx.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");
+
+  auto summary = batch::Run(conninfo(), Config("  name: batch_priority\n  cancel_after: 100ms\n"
+                                               "  terminate_after: 300ms\n"));
+  EXPECT_EQ(summary.done, 99);
+  EXPECT_EQ(summary.signalled, 0);
+  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.queue WHERE state = "
+                       "'deferred'"),
+            "7:blocker_not_online");
+  EXPECT_NO_THROW(admin_tx.exec("SELECT 1"));
+  admin_tx.commit();
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind LIKE 'backend_%'"), 0);
+  ExpectAppliedOnce();
+}
+
+// pg_cancel_backend does nothing to an idle-in-transaction session, so such
+// a blocker is terminated at once (not counted as cancelled), and its audit
+// row is written on the aux connection: it stays although the chunk that
+// waited for the row rolls back (here: it fails at commit).
+TEST_F(BatchPoliciesTest, BatchPriorityTerminatesAnIdleBlockerAndItsEventOutlivesTheChunk) {
+  EnqueueAll();
+  batch::Run(conninfo(), Config("  name: skip_locked\n"));
+  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  QueryValue(
+      "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS "
+      "$$BEGIN RAISE EXCEPTION 'the chunk of record 7 fails at commit'; END$$;"
+      "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON ledger DEFERRABLE INITIALLY "
+      "DEFERRED FOR EACH ROW WHEN (NEW.key = 7) EXECUTE FUNCTION fail_at_commit()");
+  auto online = ConnectOnline("coexist-online-web");
+  pqxx::work online_tx(*online);
+  online_tx.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");  // then idle in transaction
+
+  std::string error = "no error";
+  try {
+    // terminate_after is long: only the idle session's termination at
+    // cancel time lets record 7 through in time.
+    batch::Run(conninfo(), Config("  name: batch_priority\n  cancel_after: 100ms\n"
+                                  "  terminate_after: 3s\n"));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("the chunk of record 7 fails at commit"), std::string::npos) << error;
+  EXPECT_THROW(online_tx.exec("SELECT 1"), pqxx::broken_connection);
+  EXPECT_EQ(QueryValue("SELECT string_agg(kind || ':' || subject || ':' || (details->>'state'), "
+                       "',') FROM coexist.events WHERE kind LIKE 'backend_%'"),
+            "backend_terminated:coexist-online-web:idle in transaction");
+  EXPECT_EQ(QueryValue("SELECT state FROM coexist.queue WHERE record_key = 7"), "queued");
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = 7"), 0);
 }
 
 }  // namespace

@@ -4,7 +4,11 @@
 // operation itself writes, never the batch's own counters.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -102,6 +106,35 @@ TEST_F(BatchRunnerTest, EnqueueRejectsMalformedLinesWithTheirPlace) {
   EXPECT_THROW(ParseJsonLines(jsonl, "bad.jsonl"), Error);
 }
 
+// JSON keys of 2^63 and above are unsigned numbers to the parser; they
+// used to wrap to negative bigint keys without a word.
+TEST(Enqueue, KeysBeyondBigintAreRefusedNotWrapped) {
+  auto error = [](const std::string& text, bool json) {
+    std::istringstream in(text);
+    try {
+      json ? ParseJsonLines(in, "keys.jsonl") : ParseCsv(in, "keys.csv");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kDataError);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("{\"key\": 1}\n{\"key\": 9223372036854775808}\n", true),
+            "keys.jsonl:2: key 9223372036854775808 is out of range (keys are bigint, at most "
+            "9223372036854775807)");
+  EXPECT_EQ(error("{\"key\": 18446744073709551615}\n", true),
+            "keys.jsonl:1: key 18446744073709551615 is out of range (keys are bigint, at most "
+            "9223372036854775807)");
+  EXPECT_EQ(error("9223372036854775808\n", false),
+            "keys.csv:1: key 9223372036854775808 is out of range (keys are bigint, at most "
+            "9223372036854775807)");
+  std::istringstream largest("{\"key\": 9223372036854775807}\n{\"key\": -9223372036854775808}\n");
+  auto items = ParseJsonLines(largest, "keys.jsonl");
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].key, std::numeric_limits<long long>::max());
+  EXPECT_EQ(items[1].key, std::numeric_limits<long long>::min());
+}
+
 TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   EnqueueRange(1, 100);
   // An online user holds row 7 (FOR UPDATE, idle in transaction) and an edit
@@ -178,7 +211,7 @@ TEST_F(BatchRunnerTest, PerItemSqlBindsPayloadFieldsInOneStatementPerChunk) {
   auto config = Config("  name: skip_locked\n");
   config.operation.chunk_sql.clear();
   config.operation.item_sql =
-      "UPDATE products SET stock = stock - $2::integer, note = $3 WHERE id = $1;\n"
+      "WITH u AS (UPDATE products SET stock = stock - $2::integer, note = $3 WHERE id = $1)\n"
       "INSERT INTO ledger (key) VALUES ($1);";
   config.operation.params = {"qty", "note"};
   auto summary = batch::Run(conninfo(), config);
@@ -260,6 +293,71 @@ TEST_F(BatchRunnerTest, AMissingOperationIsAConfigurationError) {
     EXPECT_EQ(e.code(), ExitCode::kConfig);
     EXPECT_NE(std::string(e.what()).find("no_such_table"), std::string::npos);
   }
+}
+
+// The start-up check of the operation runs none of the user's SQL: a second
+// statement after a semicolon used to be run by the simple-protocol
+// "PREPARE ... AS <sql>" of the check.
+TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
+  EnqueueRange(1, 3);
+  struct Case {
+    std::string operation;
+    std::string message;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"  chunk_sql: UPDATE products SET stock = stock + 1 WHERE id = ANY ($1::bigint[]); "
+            "CREATE TABLE pwned ()\n",
+            "job.yaml:5:14: operation.chunk_sql: holds 2 SQL statements; the operation must be "
+            "exactly one"},
+           {"  item_sql: |\n    UPDATE products SET stock = stock + 1 WHERE id = $1;\n"
+            "    CREATE TABLE pwned ();\n",
+            "job.yaml:5:13: operation.item_sql: holds 2 SQL statements; the operation must be "
+            "exactly one"},
+       }) {
+    auto config = config::LoadString(
+        "batch: {job: j}\npolicy:\n  name: skip_locked\noperation:\n" + c.operation, "job.yaml");
+    try {
+      batch::Run(conninfo(), config);
+      ADD_FAILURE() << "accepted: " << c.operation;
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), c.message);
+      EXPECT_NE(e.hint().find("none of it was run"), std::string::npos) << e.hint();
+      EXPECT_EQ(e.code(), ExitCode::kConfig);
+    }
+    EXPECT_EQ(QueryValue("SELECT to_regclass('pwned') IS NULL"), "t") << c.operation;
+    EXPECT_EQ(Count("SELECT sum(stock) FROM products WHERE id <= 3"), 3 * 1000);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'queued'"), 0);
+  }
+  // One statement with a semicolon inside a literal, and a trailing one, is one.
+  auto one = config::LoadString(
+      "batch: {job: j}\npolicy:\n  name: skip_locked\noperation:\n"
+      "  chunk_sql: \"UPDATE products SET stock = stock + length('a;b') - 3 "
+      "WHERE id = ANY ($1::bigint[]);\"\n",
+      "job.yaml");
+  EXPECT_EQ(batch::Run(conninfo(), one).done, 3);
+}
+
+// Claiming stopped with items still queued (here: a stop file present at
+// start) is not a full success: exit status 2, as docs/batch.md says.
+TEST_F(BatchRunnerTest, ARunThatStopsWithItemsStillQueuedExitsTwo) {
+  EnqueueRange(1, 20);
+  auto stop_file = std::filesystem::temp_directory_path() /
+                   ("coexist-stop-" + std::to_string(getpid()) + "-" + database_name());
+  std::ofstream(stop_file) << "";
+  auto config = Config("  name: skip_locked\n");
+  config.pacing.stop_file = stop_file.string();
+  auto summary = batch::Run(conninfo(), config);
+  std::filesystem::remove(stop_file);
+  EXPECT_EQ(summary.stop_reason, "stop_file");
+  EXPECT_EQ(summary.queued_left, 20);
+  EXPECT_EQ(summary.outcome, "incomplete");
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
+  // Drained: 0.
+  config.pacing.stop_file.clear();
+  auto drained = batch::Run(conninfo(), config);
+  EXPECT_EQ(drained.stop_reason, "drained");
+  EXPECT_EQ(drained.done, 20);
+  EXPECT_EQ(ExitCodeOf(drained), ExitCode::kOk);
 }
 
 TEST(BatchConfig, ExampleConfigurationsLoad) {

@@ -9,6 +9,7 @@
 #include "config/config_error.h"
 #include "config/duration.h"
 #include "config/scenario.h"
+#include "config/yaml_reader.h"
 
 namespace coexist::config {
 namespace {
@@ -230,9 +231,58 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
   BadInput{"daemon_reconnect_max_below_initial",
            "daemon:\n  reconnect_initial: 5s\n  reconnect_max: 1s\n",
            "bad.yaml:3:18: daemon.reconnect_max: reconnect_max (1s) is shorter than "
-           "reconnect_initial (5s)", "raise reconnect_max"}
+           "reconnect_initial (5s)", "raise reconnect_max"},
+  // batch_priority signals only what its pattern names (issue 12)
+  BadInput{"online_pattern_bare_percent",
+           "policy:\n  name: batch_priority\n  online_application_name: \"%\"\n",
+           "bad.yaml:3:28: policy.online_application_name: '%' matches the sessions of any "
+           "application, not just the online one", "coexist-online%"},
+  BadInput{"online_pattern_only_wildcards",
+           "policy:\n  name: skip_locked\n  online_application_name: \"_%\"\n",
+           "bad.yaml:3:28: policy.online_application_name: '_%' matches the sessions of any "
+           "application, not just the online one", ""},
+  BadInput{"online_pattern_matches_the_batch",
+           "database:\n  application_name: coexist-batch\n"
+           "policy:\n  name: batch_priority\n  online_application_name: coexist%\n",
+           "bad.yaml:5:28: policy.online_application_name: 'coexist%' matches the batch's own "
+           "application_name 'coexist-batch'", "never signal its own sessions"},
+  BadInput{"batch_name_matches_the_default_online_pattern",
+           "database:\n  application_name: coexist-online-batch\npolicy:\n  name: batch_priority\n",
+           "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
+           "application_name 'coexist-online-batch'", "change database.application_name"},
+  BadInput{"online_pattern_trailing_escape",
+           "policy:\n  name: batch_priority\n  online_application_name: \"web\\\\\"\n",
+           "bad.yaml:3:28: policy.online_application_name: 'web\\' ends with LIKE's escape "
+           "character", ""}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
+
+TEST(Config, ADurationOfThousandsOfDigitsIsOutOfRangeNotAnInternalError) {
+  std::string huge = "1" + std::string(4999, '0') + "s";
+  try {
+    LoadString("database:\n  statement_timeout: " + huge + "\n", "bad.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "bad.yaml:2:22: database.statement_timeout: '10000000000000000000000000000000...' "
+              "(5001 characters) is out of range");
+    EXPECT_EQ(e.hint(), "allowed range is 1ms to 24h.");
+  }
+  DurationError error{};
+  EXPECT_FALSE(ParseDuration(huge, error).has_value());
+  EXPECT_EQ(error, DurationError::kTooLarge);
+  // A fraction of thousands of digits underflows instead of throwing.
+  EXPECT_EQ(ParseDuration("0." + std::string(5000, '0') + "1s"), microseconds(0));
+  // Thousands of digits elsewhere: a clear range error, never a crash.
+  try {
+    LoadString("online:\n  rate: " + std::string(5000, '9') + "\n", "bad.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "bad.yaml:2:9: online.rate: '99999999999999999999999999999999...' (5000 "
+              "characters) is out of range");
+  }
+}
 
 TEST(Config, MissingFileIsAConfigError) {
   try {
@@ -253,6 +303,63 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
   auto path = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "-" + name);
   std::ofstream(path) << text;
   return path.string();
+}
+
+std::string LoadFileError(const std::string& path) {
+  try {
+    LoadFile(path);
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ConfigFile, ADirectoryOrADeviceIsNotAConfiguration) {
+  auto dir = std::filesystem::temp_directory_path() / (std::to_string(getpid()) + "-config-dir");
+  std::filesystem::create_directory(dir);
+  EXPECT_EQ(LoadFileError(dir.string()),
+            dir.string() + ": is a directory, not a configuration file");
+  std::filesystem::remove(dir);
+  EXPECT_EQ(LoadFileError("/dev/null"), "/dev/null: is not a regular file (a device or socket)");
+}
+
+TEST(ConfigFile, AFileLargerThanTheLimitIsRefused) {
+  std::string line = "# " + std::string(98, 'x') + "\n";  // 100 bytes
+  std::string at_limit;
+  while (at_limit.size() + line.size() <= kMaxConfigBytes) at_limit += line;
+  at_limit += std::string(kMaxConfigBytes - at_limit.size() - 1, '#') + "\n";
+  ASSERT_EQ(at_limit.size(), kMaxConfigBytes);
+  auto fits = WriteTemp("at-limit.yaml", at_limit);
+  EXPECT_EQ(LoadFileError(fits), "no error");
+  auto over = WriteTemp("over-limit.yaml", at_limit + "#\n");
+  EXPECT_EQ(LoadFileError(over),
+            over + ": the file is larger than 1 MiB, the limit for a configuration");
+  std::filesystem::remove(fits);
+  std::filesystem::remove(over);
+}
+
+// 80,000 keys in one map: every key is read once (the duplicate check is a
+// hash lookup, not a scan of the keys before it). bench/config_bench prints
+// the time of 10,000 against 80,000 keys.
+TEST(ConfigFile, EightyThousandKeysAreAllCheckedForDuplicates) {
+  constexpr int kKeys = 80'000;
+  std::string yaml = "batch:\n";
+  for (int i = 0; i < kKeys; ++i) yaml += "  k" + std::to_string(i) + ": 1\n";
+  try {
+    LoadString(yaml + "  k0: 2\n", "big.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "big.yaml:" + std::to_string(kKeys + 2) + ":3: batch.k0: duplicate key");
+    EXPECT_NE(e.hint().find("first set at big.yaml:2:3"), std::string::npos) << e.hint();
+  }
+  try {
+    LoadString(yaml, "big.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "big.yaml:2:3: batch.k0: unknown key");
+  }
 }
 
 TEST(Scenario, ExpandsTheSweepIntoValidatedCells) {

@@ -62,6 +62,40 @@ TEST(Metrics, AFailedRunKeepsThePreviousSuccessTime) {
   std::filesystem::remove(path);
 }
 
+// The old temporary name was path + ".tmp." + pid: anyone who may write the
+// folder could plant a symlink there and have the run write through it.
+TEST(Metrics, ASymlinkAtThePredictableTemporaryNameIsNotFollowed) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("coexist-metrics-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / "coexist.prom";
+  auto victim = dir / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  auto planted = path;
+  planted += ".tmp." + std::to_string(getpid());
+  std::filesystem::create_symlink(victim, planted);
+
+  WriteTextfile(path, SampleRun(true, 1000));
+
+  std::stringstream victim_text;
+  victim_text << std::ifstream(victim).rdbuf();
+  EXPECT_EQ(victim_text.str(), "precious\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(planted));
+  ASSERT_FALSE(std::filesystem::is_symlink(path));
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  EXPECT_EQ(testing::ParseExposition(text.str())
+                .at(R"(coexist_batch_last_success_timestamp_seconds{job="nightly"})"),
+            1000);
+  // Readable by node_exporter's user; no temporary file left behind.
+  auto perms = std::filesystem::status(path).permissions();
+  EXPECT_NE(perms & std::filesystem::perms::others_read, std::filesystem::perms::none);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 3);  // coexist.prom, victim.txt, the planted link
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Metrics, AnUnwritableFolderIsAClearError) {
   EXPECT_THROW(WriteTextfile("/nonexistent-dir/coexist.prom", SampleRun(true, 1)), Error);
 }

@@ -190,7 +190,7 @@ TEST_F(OpsTest, SigtermMidRunFinishesTheChunkAndLeavesNothingClaimed) {
   ASSERT_TRUE(ops_test::WaitFor([&] { return Count("SELECT count(*) FROM ledger") >= 10; }, 30s));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = WaitForExit(pid);
-  EXPECT_EQ(status, 0) << Slurp(log);
+  EXPECT_EQ(status, 2) << Slurp(log);  // items left queued: not a full success
   long long applied = Count("SELECT count(*) FROM ledger");
   EXPECT_LT(applied, 100) << "the run ended before the signal; make it slower";
   // Every applied item is done, exactly once; the rest is still queued,

@@ -1,0 +1,63 @@
+// Configuration loading benchmark (not a test): the time to check a map of
+// N keys, for 10,000 and 80,000 keys, and their ratio. Linear checking gives
+// a ratio near 8; a scan of the earlier keys per key (the duplicate check
+// before issue 12) gives one near 64.
+//
+//   build/bench/config_bench [--small 10000] [--large 80000] [--rounds 3]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "config/config.h"
+#include "config/config_error.h"
+
+namespace {
+
+using namespace coexist;
+
+// A `batch:` map of `keys` distinct keys; none is known, so the load ends
+// with "unknown key" after every key was indexed and checked.
+std::string Yaml(int keys) {
+  std::string yaml = "batch:\n";
+  for (int i = 0; i < keys; ++i) yaml += "  k" + std::to_string(i) + ": 1\n";
+  return yaml;
+}
+
+// The best of `rounds` loads, in seconds.
+double Seconds(const std::string& yaml, int rounds) {
+  double best = 1e9;
+  for (int r = 0; r < rounds; ++r) {
+    auto started = std::chrono::steady_clock::now();
+    try {
+      config::LoadString(yaml, "bench.yaml");
+    } catch (const config::ConfigError&) {
+      // expected: the keys are unknown
+    }
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int small = 10'000;
+  int large = 80'000;
+  int rounds = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--small") == 0) small = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--large") == 0) large = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::stoi(argv[i + 1]);
+  }
+  double t_small = Seconds(Yaml(small), rounds);
+  double t_large = Seconds(Yaml(large), rounds);
+  std::printf("keys %7d: %8.3f s\n", small, t_small);
+  std::printf("keys %7d: %8.3f s\n", large, t_large);
+  std::printf("ratio %.1f for %.0fx the keys (linear: about %.0f)\n", t_large / t_small,
+              static_cast<double>(large) / small, static_cast<double>(large) / small);
+  return 0;
+}
