@@ -248,40 +248,7 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
   std::vector<const Item*> candidates;
   for (const auto& item : items) {
     auto lock = locks.find(item.key);
-    if (lock == locks.end()) {
-      candidates.push_back(&item);
-      continue;
-    }
-    policies::RecordFacts facts;
-    facts.edit_locked = true;
-    facts.deferrals = item.deferrals;
-    facts.waited = Waited(item.item_id);
-    auto d = policy_.Decide(facts);
-    if (d.escalated) ++out.escalated;
-    if (d.action == Action::kRevokeEditLock) {
-      auto owner = db_->sql->RevokeEditLock(tx, item.key, run_id_, item.item_id,
-                                            config_.policy.lock_wait_initial);
-      if (!owner) {  // its owner is saving right now; come back next chunk
-        StartWaiting(item.item_id, now);
-        continue;
-      }
-      if (!owner->empty()) {
-        ++out.revoked;
-        spdlog::info("edit lock revoked item_id={} key={} owner={}", item.item_id, item.key,
-                     log::Value(*owner));
-      }
-      locks.erase(lock);
-      candidates.push_back(&item);
-    } else if (d.action == Action::kWaitEditLock) {
-      auto remaining = config_.policy.max_wait - facts.waited;
-      StartWaiting(item.item_id,
-                   now + std::min<milliseconds>(lock->second.expires_in + milliseconds(10),
-                                                std::max(remaining, milliseconds(0))));
-    } else {
-      out.deferrals.push_back(
-          {item.item_id, d.reason.empty() ? "edit_locked" : d.reason, d.escalated});
-      waiting_.erase(item.item_id);
-    }
+    if (lock == locks.end() || OnEditLock(tx, item, lock->second, out)) candidates.push_back(&item);
   }
 
   std::vector<long long> candidate_keys;
@@ -326,6 +293,55 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
         break;
     }
   }
+
+  // The edit locks again, now that this chunk holds the rows it applies to:
+  // one taken since the first read (a moment ago, or while the batch waited
+  // for a row an online user held, who may take it in that transaction) is
+  // honoured like the others. None can be taken after this read:
+  // acquire_edit_lock share-locks the row first, so it waits for this chunk.
+  std::vector<long long> held;
+  for (const auto& item : out.apply) held.push_back(item.key);
+  locks.clear();
+  for (auto& lock : db_->sql->LiveEditLocks(tx, held)) locks[lock.key] = lock;
+  if (locks.empty()) return;
+  std::erase_if(out.apply, [&](const Item& item) {
+    auto lock = locks.find(item.key);
+    return lock != locks.end() && !OnEditLock(tx, item, lock->second, out);
+  });
+}
+
+bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLock& lock,
+                        Outcome& out) {
+  policies::RecordFacts facts;
+  facts.edit_locked = true;
+  facts.deferrals = item.deferrals;
+  facts.waited = Waited(item.item_id);
+  auto d = policy_.Decide(facts);
+  if (d.escalated) ++out.escalated;
+  auto now = steady_clock::now();
+  if (d.action == Action::kRevokeEditLock) {
+    auto owner = db_->sql->RevokeEditLock(tx, item.key, run_id_, item.item_id,
+                                          config_.policy.lock_wait_initial);
+    if (!owner) {  // its owner is saving right now; come back next chunk
+      StartWaiting(item.item_id, now);
+      return false;
+    }
+    if (!owner->empty()) {
+      ++out.revoked;
+      spdlog::info("edit lock revoked item_id={} key={} owner={}", item.item_id, item.key,
+                   log::Value(owner->substr(0, 200)));
+    }
+    return true;
+  }
+  if (d.action == Action::kWaitEditLock) {
+    auto remaining = config_.policy.max_wait - facts.waited;
+    StartWaiting(item.item_id, now + std::min<milliseconds>(lock.expires_in + milliseconds(10),
+                                                            std::max(remaining, milliseconds(0))));
+    return false;
+  }
+  out.deferrals.push_back({item.item_id, d.reason.empty() ? "edit_locked" : d.reason, d.escalated});
+  waiting_.erase(item.item_id);
+  return false;
 }
 
 void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision d,

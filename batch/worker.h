@@ -28,6 +28,7 @@ class Pacer;
 namespace coexist::batch {
 
 struct Item;
+struct EditLock;
 struct Blocker;
 
 // Shared by the workers of a run; the control thread reports them.
@@ -107,6 +108,10 @@ class Worker {
   // is no longer 'running' (0008_run_fencing.sql).
   void HoldRun(pqxx::dbtransaction& tx);
   void Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
+  // What the policy does with `item`, whose record `lock` edit-locks: true
+  // when it revoked the lock and the item goes on; otherwise the item waits
+  // (for a later chunk) or is deferred.
+  bool OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLock& lock, Outcome& out);
   void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
                       Outcome& out);
   bool LockStep(pqxx::dbtransaction& tx, long long key, std::chrono::milliseconds step,

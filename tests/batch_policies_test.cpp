@@ -203,6 +203,44 @@ TEST_F(BatchPoliciesTest, StatusPartitionGuardRefusesOnlineWritesToBatchOwnedRow
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 4"), "");
 }
 
+// The race between an online user taking an edit lock and the batch's
+// decision. Bob holds record 7's row while the batch waits for it; in that
+// transaction he takes the record's edit lock (to keep editing it on his
+// screen) and commits. The batch gets the row a moment later: it must see
+// Bob's edit lock now, not apply over it on the strength of its first read.
+// And an acquire that starts while a chunk holds the row waits for the chunk
+// (acquire_edit_lock share-locks the row), so it cannot slip in after it.
+TEST_F(BatchPoliciesTest, AnEditLockTakenWhileTheBatchWaitsForTheRowIsHonoured) {
+  EnqueueAll();
+  batch::Run(conninfo(), Config("  name: skip_locked\n"));  // guard + clean state
+  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  QueryValue("UPDATE products SET stock = 1000");
+  auto bob = Connect("coexist-online-bob");
+  std::string online_error;
+  std::jthread online([&] {
+    try {
+      pqxx::work tx(*bob);
+      tx.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");
+      std::this_thread::sleep_for(500ms);  // the batch is waiting for the row now
+      tx.exec("SELECT coexist.acquire_edit_lock('products', 7, 'bob', '1 hour')");
+      tx.commit();
+    } catch (const std::exception& e) {
+      online_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  auto summary = batch::Run(conninfo(), Config("  name: online_priority\n  max_wait: 1500ms\n"));
+  online.join();
+  EXPECT_EQ(online_error, "");
+  EXPECT_EQ(summary.done, 99);
+  EXPECT_EQ(QueryValue("SELECT state || ':' || defer_reason FROM coexist.queue "
+                       "WHERE record_key = 7"),
+            "deferred:max_wait");
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "1000")
+      << "the batch wrote a record under a live edit lock";
+  ExpectAppliedOnce();
+}
+
 TEST_F(BatchPoliciesTest, OnlinePriorityWaitsForRowAndEditLocksWithoutDisturbingOnline) {
   EnqueueAll();
   batch::Run(conninfo(), Config("  name: skip_locked\n"));  // guard + clean state
