@@ -231,6 +231,32 @@ TEST_F(BatchCrashTest, ASquattedJobLockIsNamedAndBecomesAFailureAfterBusyTimeout
   ExpectEveryItemAppliedOnce();
 }
 
+// A status_partition run killed between taking rows over and handing them
+// back: online users must not be refused until the next scheduled run. The
+// guard lets a write to a record whose takeover no live run holds through,
+// and the record is online's again; the next run applies every item once.
+TEST_F(BatchCrashTest, AKilledStatusPartitionRunsRowsAreWritableAtOnce) {
+  WriteConfig("{name: status_partition}", 4);
+  pid_t pid = StartRun("first.log");
+  WaitForLedger(300);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  auto key = QueryValue("SELECT min(record_key) FROM coexist.takeovers");
+  ASSERT_NE(key, "") << "the kill left no takeover; make the run slower";
+  ASSERT_EQ(QueryValue("SELECT owner FROM products WHERE id = " + key), "batch");
+
+  auto online = Connect("coexist-online");
+  EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = stock + 1000000 WHERE id = " +
+                                             key),
+            "");
+  EXPECT_EQ(QueryValue("SELECT owner FROM products WHERE id = " + key), "online");
+
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  QueryValue("UPDATE products SET stock = stock - 1000000 WHERE id = " + key);
+  ExpectEveryItemAppliedOnce();
+}
+
 // Every policy, four workers: killed, restarted under, then run again.
 const char* const kPolicies[] = {
     "{name: skip_locked}",
