@@ -217,11 +217,15 @@ TEST(ServerResolve, CommandLineWinsAndNothingIsStarted) {
   unsetenv("PGDATABASE");
 }
 
-TEST(ServerResolve, RefusesAThrowawayWhenNotAllowed) {
+TEST(ServerResolve, CommandsThatKeepStateNeverGetAThrowawayCluster) {
   fs::path empty = ScratchRoot("nolocal");
-  EXPECT_THROW(
-      Server::Resolve({.local_data_dir = (empty / "pgdata").string(), .allow_throwaway = false}),
-      UsageError);
+  try {
+    Server::Resolve({.local_data_dir = (empty / "pgdata").string()});
+    ADD_FAILURE() << "no database configured, yet a server was chosen";
+  } catch (const ConfigurationError& e) {
+    EXPECT_NE(std::string(e.what()).find("no database configured"), std::string::npos);
+    EXPECT_NE(e.hint().find("coexist db up"), std::string::npos) << e.hint();
+  }
   fs::remove_all(empty);
 }
 
@@ -229,7 +233,8 @@ TEST(ServerResolve, StartsAThrowawayClusterWhenNothingIsConfigured) {
   fs::path empty = ScratchRoot("throwaway");
   fs::path dir;
   {
-    Server server = Server::Resolve({.local_data_dir = (empty / "pgdata").string()});
+    Server server = Server::Resolve(
+        {.local_data_dir = (empty / "pgdata").string(), .use = DatabaseUse::kEraseData});
     EXPECT_EQ(server.source(), ServerSource::kThrowaway);
     auto conn = Connect(server);
     EXPECT_EQ(pqxx::work(*conn).exec("SELECT 1")[0][0].as<int>(), 1);
@@ -247,7 +252,7 @@ TEST(LocalCluster, UpIsUsedByOtherCommandsUntilDown) {
   std::string conninfo = LocalClusterUp(data);
   EXPECT_TRUE(ProbeLocalCluster(data).running);
   EXPECT_EQ(LocalClusterUp(data), conninfo) << "a second 'db up' is a no-op";
-  Server server = Server::Resolve({.local_data_dir = data.string(), .allow_throwaway = false});
+  Server server = Server::Resolve({.local_data_dir = data.string()});
   EXPECT_EQ(server.source(), ServerSource::kLocalCluster);
   EXPECT_EQ(pqxx::work(*Connect(server)).exec("SELECT 1")[0][0].as<int>(), 1);
   LocalClusterDown(data, /*remove_data=*/false);
@@ -301,6 +306,47 @@ TEST(LocalCluster, UpRefusesAParentOthersCanWriteTo) {
   }
   EXPECT_FALSE(fs::exists(root / "pgdata"));
   fs::remove_all(root);
+}
+
+class EraseData : public DatabaseTest {};
+
+// simulate, demo, db seed, online-sim: a configured database only when the
+// user names it, and the refusal says what would be erased.
+TEST_F(EraseData, AConfiguredDatabaseIsRefusedUnlessNamed) {
+  const ServerChoice choice{.command_line_url = conninfo(), .use = DatabaseUse::kEraseData};
+  try {
+    Server::Resolve(choice);
+    ADD_FAILURE() << "a configured database was erased without --allow-database";
+  } catch (const UsageError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("refusing to erase database \"" + database_name() + "\" (host="),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("chosen by --database-url"), std::string::npos) << what;
+    EXPECT_EQ(e.hint(), "to erase it, pass --allow-database " + database_name() +
+                            "; to run on a throwaway cluster instead, drop --database-url.");
+  }
+  ServerChoice wrong = choice;
+  wrong.allow_database = "production";
+  EXPECT_THROW(Server::Resolve(wrong), UsageError);
+  ServerChoice named = choice;
+  named.allow_database = database_name();
+  Server server = Server::Resolve(named);
+  EXPECT_EQ(server.source(), ServerSource::kCommandLine);
+  EXPECT_EQ(server.conninfo(), conninfo());
+}
+
+TEST_F(EraseData, NamingADatabaseWhenNoneIsConfiguredIsRefused) {
+  fs::path empty = ScratchRoot("erase-none");
+  try {
+    Server::Resolve({.local_data_dir = (empty / "pgdata").string(),
+                     .use = DatabaseUse::kEraseData,
+                     .allow_database = "shop"});
+    ADD_FAILURE() << "--allow-database shop ran on a throwaway cluster";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("but no database is configured"), std::string::npos);
+  }
+  fs::remove_all(empty);
 }
 
 class Migrations : public DatabaseTest {};
