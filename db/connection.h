@@ -13,7 +13,8 @@ namespace coexist::db {
 // Opens a connection to the server and sets application_name (which
 // batch_priority matches to decide whose backends it may cancel).
 // Throws TempFailError, naming the server (never a password), when the server
-// cannot be reached.
+// cannot be reached; ConfigurationError (78) when libpq cannot parse the
+// connection string (db::CheckConninfo).
 std::unique_ptr<pqxx::connection> Connect(const Server& server,
                                           const std::string& application_name = "coexist");
 std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,

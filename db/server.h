@@ -58,8 +58,8 @@ const char* ToString(ServerSource source);
 // applied: keep the Server alive as long as any connection is in use.
 class Server {
  public:
-  // Applies the rules above. Throws ConfigurationError (78) when a
-  // kKeepState command finds no database, UsageError (64)
+  // Applies the rules above. Throws ConfigurationError (78) when a URL is
+  // malformed or a kKeepState command finds no database, UsageError (64)
   // when a kEraseData command may not erase the database it found,
   // TempFailError (75) when that database cannot be reached to check its
   // name, UnavailableError when a throwaway cluster cannot be started.
@@ -88,5 +88,18 @@ class Server {
 // host=, port=, dbname=, user= of a connection string or URL, never a
 // password; "(unparseable connection string)" when libpq cannot parse it.
 std::string DescribeConninfo(const std::string& conninfo);
+
+// Throws ConfigurationError (exit 78) naming the problem, never the
+// password, when libpq cannot parse `conninfo` or a port is not a number
+// from 1 to 65535. `origin` names where it came from ("--database-url");
+// may be empty.
+void CheckConninfo(const std::string& conninfo, const std::string& origin = {});
+
+// `text` with every password that `conninfo` holds replaced by "********":
+// the one libpq parses, and, also when libpq cannot parse the string, a
+// URL's "user:password@" part and password= settings, as written and
+// percent-decoded. For any message that may echo a connection string
+// (libpq's errors do).
+std::string RedactPasswords(std::string text, const std::string& conninfo);
 
 }  // namespace coexist::db

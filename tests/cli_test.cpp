@@ -123,6 +123,29 @@ TEST_F(CliTest, HelpExplainsTheCommands) {
   }
 }
 
+// A malformed URL is a configuration error (78), for every kind of
+// command, and its message never holds the password. The daemon stops at
+// once instead of logging the URL on every retry.
+TEST_F(CliTest, MalformedDatabaseUrlExits78WithoutThePassword) {
+  auto config = Write("job.yaml",
+                      "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
+                      "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
+  for (const char* url :
+       {"postgresql://u:s3cret@host:notaport/db", "postgresql://u:s3cret%zz@host/db"}) {
+    for (const std::string& command : std::vector<std::string>{
+             "db install", "batch daemon --config " + config.string(), "demo"}) {
+      auto result = Run("--database-url '" + std::string(url) + "' " + command);
+      EXPECT_EQ(result.status, 78) << url << " " << command << ": " << result.err;
+      EXPECT_NE(result.err.find("the database URL in --database-url"), std::string::npos)
+          << result.err;
+      EXPECT_EQ((result.out + result.err).find("s3cret"), std::string::npos) << result.err;
+      result = Run(command, "COEXIST_DATABASE_URL='" + std::string(url) + "'");
+      EXPECT_EQ(result.status, 78) << url << " " << command << ": " << result.err;
+      EXPECT_EQ((result.out + result.err).find("s3cret"), std::string::npos) << result.err;
+    }
+  }
+}
+
 TEST_F(CliTest, UnreachableDatabaseExits75WithoutThePassword) {
   auto result = Run("--database-url 'postgresql://app:s3cret@/shop?host=" + scratch_.string() +
                     "/nowhere' db install");

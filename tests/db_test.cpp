@@ -308,6 +308,59 @@ TEST(LocalCluster, UpRefusesAParentOthersCanWriteTo) {
   fs::remove_all(root);
 }
 
+// A malformed URL is a configuration error (78) that never shows the
+// password, also in the message that `batch daemon` logs on every retry
+// (db::Connect's).
+TEST(Conninfo, MalformedIsAConfigurationErrorWithoutThePassword) {
+  for (const char* url :
+       {"postgresql://u:s3cret@host:notaport/db", "postgresql://u:s3cret%zz@host/db",
+        "postgresql://u@host/db?password=s3cret%zz", "host=h password=s3cret port=notaport",
+        "host=h password=s3cret dbname", "host=h password='s3cret", "host=h password=s3 cret"}) {
+    for (auto attempt : {+[](const std::string& c) { CheckConninfo(c, "--database-url"); },
+                         +[](const std::string& c) { Connect(c); }}) {
+      try {
+        attempt(url);
+        ADD_FAILURE() << url << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ExitCode::kConfig) << url << ": " << e.what();
+        std::string text = std::string(e.what()) + "\n" + e.hint();
+        EXPECT_EQ(text.find("s3"), std::string::npos) << url << ": " << text;
+        EXPECT_EQ(text.find("cret"), std::string::npos) << url << ": " << text;
+        EXPECT_NE(text.find("database URL"), std::string::npos) << text;
+      }
+    }
+  }
+  EXPECT_NO_THROW(CheckConninfo("postgresql://u:s3cret@host:5432,other:/db"));
+  EXPECT_NO_THROW(CheckConninfo(""));
+}
+
+TEST(Conninfo, MalformedNamesTheProblem) {
+  auto message = [](const std::string& conninfo) {
+    try {
+      CheckConninfo(conninfo, "COEXIST_DATABASE_URL");
+    } catch (const ConfigurationError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("postgresql://u:s3cret@host:notaport/db"),
+            "the database URL in COEXIST_DATABASE_URL has an invalid port \"notaport\"");
+  EXPECT_EQ(message("postgresql://u:s3cret%zz@host/db"),
+            "the database URL in COEXIST_DATABASE_URL is malformed: invalid percent-encoded "
+            "token: \"...\"");
+  EXPECT_EQ(message("host=h passwrd=x"),
+            "the database URL in COEXIST_DATABASE_URL is malformed: invalid connection option "
+            "\"passwrd\"");
+}
+
+TEST(Conninfo, RedactsEveryFormOfThePassword) {
+  EXPECT_EQ(RedactPasswords("a s3cr@t b", "postgresql://u:s3cr%40t@h/db"), "a ******** b");
+  EXPECT_EQ(RedactPasswords("a s3cr%40t b", "postgresql://u:s3cr%40t@h/db"), "a ******** b");
+  EXPECT_EQ(RedactPasswords("x s3 cret y", "host=h password='s3 cret'"), "x ******** y");
+  EXPECT_EQ(RedactPasswords("s3cret!", "host=h password=s3cret port=bad%"), "********!");
+  EXPECT_EQ(RedactPasswords("nothing here", "host=h"), "nothing here");
+}
+
 class EraseData : public DatabaseTest {};
 
 // simulate, demo, db seed, online-sim: a configured database only when the
