@@ -134,13 +134,21 @@ void Chown(const fs::path& path, const std::optional<RunAs>& run_as) {
   }
 }
 
+// Absolute, without "." or "..", and without a trailing "/" (with which
+// lstat would follow a link).
+fs::path Normalized(const fs::path& dir) {
+  fs::path out = fs::absolute(dir).lexically_normal();
+  return out.has_filename() ? out : out.parent_path();
+}
+
 // Makes `data_dir` (the `db up` cluster's folder) a folder of ours, or
 // refuses. Its parent may be a shared folder such as /var/tmp: anyone may
 // have planted a link or a folder there, so the parent must be a real folder
 // of root or ours that others cannot write to (or sticky), and `data_dir` a
 // real folder of ours or of the server's account; nothing follows a link.
-void PrepareLocalDataDir(const fs::path& data_dir, const std::optional<RunAs>& run_as) {
-  auto refuse = [&data_dir](const fs::path& path, const std::string& problem) {
+void PrepareLocalDataDir(const fs::path& given, const std::optional<RunAs>& run_as) {
+  const fs::path data_dir = Normalized(given);
+  auto refuse = [](const fs::path& path, const std::string& problem) {
     return Error(ExitCode::kCantCreate,
                  "refusing to use " + path.string() + " for the local cluster: it " + problem,
                  "remove it if you did not make it (another user may have planted it), or pass "
@@ -176,7 +184,8 @@ void PrepareLocalDataDir(const fs::path& data_dir, const std::optional<RunAs>& r
 }
 
 // The same checks without creating anything, for a folder that exists.
-std::string LocalDataDirProblem(const fs::path& data_dir) {
+std::string LocalDataDirProblem(const fs::path& given) {
+  const fs::path data_dir = Normalized(given);
   std::vector<uid_t> owners = OurUids();
   std::string problem = FolderProblem(data_dir, owners);
   if (!problem.empty()) return data_dir.string() + " " + problem;
