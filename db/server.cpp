@@ -170,8 +170,7 @@ void CheckErasable(const Server& server, const std::optional<std::string>& allow
     throw UsageError("--allow-database " + *allowed +
                          " does not name the database this command would erase: " + where,
                      "pass --allow-database " + dbname +
-                         " to erase it, or point the command "
-                         "at the database you meant.");
+                         " to erase it, or point the command at the database you meant.");
   }
   spdlog::warn("database erase allowed dbname={} host={} port={}", log::Value(dbname),
                log::Value(conn->hostname()), log::Value(conn->port()));
