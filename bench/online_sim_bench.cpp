@@ -115,7 +115,7 @@ void Footprint(const std::string& conninfo, int seconds) {
     std::string duration = std::to_string(seconds) + "s";
     execl(COEXIST_BINARY, COEXIST_BINARY, "--database-url", conninfo.c_str(), "--config",
           config_arg.c_str(), "--log-level", "warn", "online-sim", "--quiet", "--duration",
-          duration.c_str(), "--json", json.c_str(), nullptr);
+          duration.c_str(), "--json", json.c_str(), "--allow-database", "coexist", nullptr);
     _exit(127);
   }
   long long threads = 0;

@@ -72,7 +72,7 @@ int Release(Context& context, const AdminFlags& f, bool record_given) {
       throw UsageError("--older-than '" + f.older_than + "' is not a duration", "e.g. 30m, 2h.");
     selector.older_than = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
   }
-  auto conn = db::Connect(context.Server(false), "coexist-admin");
+  auto conn = db::Connect(context.Server(), "coexist-admin");
   auto released = admin::ReleaseEditLocks(*conn, selector, admin::CurrentActor());
   PrintLocks(released, f.json);
   return 0;
@@ -87,7 +87,7 @@ void AddLocks(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   list->add_flag("--all", f.all, "include expired locks");
   list->add_flag("--json", f.json, "print JSON");
   list->callback([&] {
-    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto conn = db::Connect(context.Server(), "coexist-admin");
     PrintLocks(admin::ListEditLocks(*conn, f.all), f.json);
     exit_code = 0;
   });
@@ -103,7 +103,7 @@ void AddLocks(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   release->callback([&, record] { exit_code = Release(context, f, record->count() > 0); });
   auto* sweep = locks->add_subcommand("sweep", "Delete expired locks, auditing each");
   sweep->callback([&] {
-    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto conn = db::Connect(context.Server(), "coexist-admin");
     std::cout << admin::SweepExpiredEditLocks(*conn, admin::CurrentActor())
               << " expired locks swept\n";
     exit_code = 0;
@@ -165,7 +165,7 @@ admin::PurgeAges PurgeAgesOf(Context& context, const AdminFlags& f) {
 
 int Purge(Context& context, const AdminFlags& f) {
   auto ages = PurgeAgesOf(context, f);
-  auto conn = db::Connect(context.Server(false), "coexist-admin");
+  auto conn = db::Connect(context.Server(), "coexist-admin");
   auto purged = admin::PurgeOldRows(*conn, ages, admin::CurrentActor());
   auto age = [](std::chrono::milliseconds a) {
     return a.count() > 0 ? config::FormatDuration(a) : std::string("kept");
@@ -193,7 +193,7 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   status->add_option("--job", f.job, "one job (default: all)");
   status->add_flag("--json", f.json, "print JSON");
   status->callback([&] {
-    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto conn = db::Connect(context.Server(), "coexist-admin");
     PrintQueueStatus(admin::ReadQueueStatus(*conn, f.job), f.json);
     exit_code = 0;
   });
@@ -201,7 +201,7 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   retry->add_flag("--dead", f.dead, "dead items: attempts reset, last error kept")->required();
   retry->add_option("--job", f.job, "one job (default: all)");
   retry->callback([&] {
-    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto conn = db::Connect(context.Server(), "coexist-admin");
     std::cout << admin::RetryDeadItems(*conn, f.job, admin::CurrentActor())
               << " dead items queued again\n";
     exit_code = 0;
@@ -233,7 +233,7 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   list->add_option("--limit", f.limit, "how many (default 20)")->check(CLI::Range(1, 100000));
   list->add_flag("--json", f.json, "print JSON");
   list->callback([&] {
-    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto conn = db::Connect(context.Server(), "coexist-admin");
     auto rows = admin::ListRuns(*conn, f.job, f.limit);
     if (f.json) {
       nlohmann::json out = nlohmann::json::array();
@@ -255,7 +255,7 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   show->add_option("run_id", f.run_id, "the run's id")->required();
   show->add_flag("--json", f.json, "print JSON");
   show->callback([&] {
-    auto conn = db::Connect(context.Server(false), "coexist-admin");
+    auto conn = db::Connect(context.Server(), "coexist-admin");
     auto detail = admin::ShowRun(*conn, f.run_id);
     if (!detail) throw UsageError("no run " + std::to_string(f.run_id), "see 'coexist runs list'.");
     nlohmann::json out = RunJson(detail->run);

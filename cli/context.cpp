@@ -1,5 +1,7 @@
 #include "cli/context.h"
 
+#include <CLI/CLI.hpp>
+
 namespace coexist::cli {
 
 const config::Config& Context::Config() {
@@ -9,16 +11,28 @@ const config::Config& Context::Config() {
   return *config_;
 }
 
-const db::Server& Context::Server(bool allow_throwaway) {
+const db::Server& Context::Server() { return Resolve(db::DatabaseUse::kKeepState); }
+
+const db::Server& Context::ServerToErase() { return Resolve(db::DatabaseUse::kEraseData); }
+
+const db::Server& Context::Resolve(db::DatabaseUse use) {
   if (!server_) {
     db::ServerChoice choice;
     if (!options.database_url.empty()) choice.command_line_url = options.database_url;
     choice.config_url = Config().database.url;
     choice.local_data_dir = options.data_dir;
-    choice.allow_throwaway = allow_throwaway;
+    choice.use = use;
+    choice.allow_database = options.allow_database;
     server_ = db::Server::Resolve(choice);
   }
   return *server_;
+}
+
+void AddAllowDatabaseOption(CLI::App& command, Context& context) {
+  command.add_option(
+      "--allow-database", context.options.allow_database,
+      "erase the configured database NAME (its name as the server reports it); without it this "
+      "command runs only on a throwaway cluster and refuses any configured database");
 }
 
 }  // namespace coexist::cli

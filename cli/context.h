@@ -19,6 +19,9 @@ struct GlobalOptions {
   std::string data_dir;      // --data-dir: the `db up` cluster's folder
   std::string log_level;     // --log-level; empty: config's, else info
   std::string log_format;    // --log-format text|json
+  // --allow-database NAME of the commands that erase data: the database
+  // they may erase when one is configured (db/server.h, DatabaseUse).
+  std::optional<std::string> allow_database;
 };
 
 // Shared by the commands of one invocation.
@@ -30,14 +33,24 @@ class Context {
   const config::Config& Config();
   bool HasConfigFile() const { return !options.config_path.empty(); }
 
-  // Where the database is (db/server.h's rules); the throwaway cluster, if
-  // one is started, lives as long as this Context.
-  const db::Server& Server(bool allow_throwaway = true);
+  // Where the database of a command that keeps state is (db/server.h's
+  // rules, DatabaseUse::kKeepState): never a throwaway cluster; throws
+  // ConfigurationError (78) when none is configured.
+  const db::Server& Server();
+  // The database of a command that erases or overwrites data
+  // (DatabaseUse::kEraseData): a throwaway cluster, which lives as long as
+  // this Context, or a configured database that --allow-database names.
+  const db::Server& ServerToErase();
 
  private:
+  const db::Server& Resolve(db::DatabaseUse use);
+
   std::optional<config::Config> config_;
   std::optional<db::Server> server_;
 };
+
+// Adds --allow-database NAME to a command that erases data.
+void AddAllowDatabaseOption(CLI::App& command, Context& context);
 
 // Each file under cli/ adds its subcommands. The callbacks store their exit
 // status in `exit_code`.

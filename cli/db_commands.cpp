@@ -51,7 +51,7 @@ int Install(Context& context) {
 }
 
 int Status(Context& context, bool json) {
-  const auto& server = context.Server(/*allow_throwaway=*/false);
+  const auto& server = context.Server();
   auto conn = db::Connect(server);
   auto status = db::ReadStatus(*conn, context.Config().target);
   if (json) {
@@ -98,13 +98,17 @@ void AddDbCommands(CLI::App& app, Context& context, int& exit_code) {
   status->add_flag("--json", json, "print JSON instead of text");
   status->callback([&] { exit_code = Status(context, json); });
 
-  auto* seed = db->add_subcommand("seed", "Create the demo table public.products with N rows");
+  auto* seed = db->add_subcommand(
+      "seed",
+      "Create (or empty and refill) the demo table public.products with N rows; on a throwaway "
+      "cluster unless --allow-database names the configured database");
   static long long records = 1000;
   static long long stock = 1000;
   seed->add_option("--records", records, "number of rows")->check(CLI::Range(1LL, 100000000LL));
   seed->add_option("--stock", stock, "initial stock of every row")->check(CLI::NonNegativeNumber);
+  AddAllowDatabaseOption(*seed, context);
   seed->callback([&] {
-    auto conn = db::Connect(context.Server());
+    auto conn = db::Connect(context.ServerToErase());
     db::SeedDemoTable(*conn, records, stock);
     std::cout << "seeded public.products with " << records << " rows\n";
     exit_code = 0;

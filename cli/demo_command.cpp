@@ -15,13 +15,14 @@ namespace coexist::cli {
 void AddDemoCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* demo = app.add_subcommand(
       "demo",
-      "Install the schema and seed the demo table on the configured database (a throwaway cluster "
-      "when none is configured), then print its status");
+      "Install the schema and seed the demo table on a throwaway cluster (a configured database "
+      "only with --allow-database NAME), then print its status");
   static long long records = 1000;
   demo->add_option("--records", records, "rows in the demo table")
       ->check(CLI::Range(1LL, 10000000LL));
+  AddAllowDatabaseOption(*demo, context);
   demo->callback([&] {
-    const auto& server = context.Server();
+    const auto& server = context.ServerToErase();
     auto conn = db::Connect(server);
     db::InstallMigrations(*conn);
     db::SeedDemoTable(*conn, records);

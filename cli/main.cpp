@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "coexist: a batch job processor that shares PostgreSQL rows with online users, an online "
       "workload simulator, and capacity-planning runs.\n"
-      "Without a configured database it starts a throwaway PostgreSQL cluster and removes it "
-      "on exit."};
+      "Commands that erase data (simulate, demo, db seed, online-sim) run on a throwaway "
+      "PostgreSQL cluster, removed on exit, unless --allow-database names the configured "
+      "database; the others need a configured database."};
   app.set_version_flag("--version", "coexist 0.1.0");
   app.require_subcommand(1);
   app.fallthrough();
@@ -60,7 +61,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config", options.config_path, "YAML configuration file");
   app.add_option("--database-url", options.database_url,
                  "libpq URL or key=value string (else COEXIST_DATABASE_URL, database.url, PG* "
-                 "variables, the 'db up' cluster, or a throwaway cluster)");
+                 "variables, or the 'db up' cluster); visible in ps: prefer PGPASSFILE for the "
+                 "password");
   app.add_option("--data-dir", options.data_dir, "data folder of the 'db up' cluster");
   app.add_option("--log-level", options.log_level,
                  "trace, debug, info, warn, error, critical or off (default info)");

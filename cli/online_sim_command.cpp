@@ -107,7 +107,7 @@ int RunSimulation(Context& context, const SimOptions& flags) {
   options.progress = flags.quiet ? nullptr : &std::cerr;
   options.check_lost_updates = !flags.no_lost_check;
 
-  const auto& server = context.Server();
+  const auto& server = context.ServerToErase();
   const auto& target = context.Config().target;
   PrepareDatabase(server, target, flags.seed_records);
   online_sim::Simulator simulator(server.conninfo(), target, online, options);
@@ -128,7 +128,7 @@ int RunSimulation(Context& context, const SimOptions& flags) {
 
 int RunReserve(Context& context, ReserveCli& flags) {
   flags.options.app_work = ParseFlagDuration("app-work", flags.app_work);
-  const auto& server = context.Server();
+  const auto& server = context.ServerToErase();
   online_sim::Reserve reserve(server.conninfo(), flags.options);
   std::vector<online_sim::ReserveRow> rows;
   {
@@ -167,6 +167,9 @@ void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code) {
   sim->add_flag("--no-lost-check", flags.no_lost_check,
                 "skip the lost-update check (when another writer changes the same column)");
   sim->add_flag("--quiet", flags.quiet, "no progress lines");
+  // Its users overwrite the target's values and reserve recreates its
+  // table: the same rule as the commands that erase data.
+  AddAllowDatabaseOption(*sim, context);
 
   static ReserveCli reserve;
   auto* sub = sim->add_subcommand(
@@ -192,6 +195,7 @@ void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code) {
   sub->add_option("--json", reserve.json,
                   "write the rows as a JSON array (keys: items, method, ok, gaveup, conflicts, "
                   "stock_decreased, lost, seconds)");
+  AddAllowDatabaseOption(*sub, context);
   sub->callback([&] { exit_code = RunReserve(context, reserve); });
   sim->callback([&, sub] {
     if (sub->parsed()) return;

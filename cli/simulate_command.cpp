@@ -33,7 +33,7 @@ config::Scenario Load(const std::string& name_or_path) {
 
 int Simulate(Context& context, const std::string& scenario_name, const std::string& out_dir) {
   config::Scenario scenario = Load(scenario_name);
-  const auto& server = context.Server();
+  const auto& server = context.ServerToErase();
   std::atomic<bool> stop{false};
   signals::Handler on_signal([&stop](int) { stop = true; });
 
@@ -85,6 +85,7 @@ void AddSimulateCommand(CLI::App& app, Context& context, int& exit_code) {
                    "scenario YAML file, or a built-in scenario: demo, nightly-settlement, seed001")
       ->required();
   simulate->add_option("--out", out_dir, "folder for the report files (default coexist-report)");
+  AddAllowDatabaseOption(*simulate, context);
   simulate->callback([&] { exit_code = Simulate(context, scenario, out_dir); });
 }
 

@@ -36,6 +36,16 @@ class UnavailableError : public Error {
       : Error(ExitCode::kUnavailable, message, std::move(hint)) {}
 };
 
+// Something a command needs is not configured, or is configured wrongly
+// outside a YAML file: no database at all for a command that keeps state, a
+// malformed database URL (EX_CONFIG). Errors inside a YAML file are
+// config::ConfigError, which adds file:line:column.
+class ConfigurationError : public Error {
+ public:
+  explicit ConfigurationError(const std::string& message, std::string hint = {})
+      : Error(ExitCode::kConfig, message, std::move(hint)) {}
+};
+
 // A failure that may pass if tried again later: database down (EX_TEMPFAIL).
 class TempFailError : public Error {
  public:

@@ -13,8 +13,9 @@ namespace coexist::config {
 using std::chrono::milliseconds;
 
 // `database:` — where the data is. Without a url (and without --database-url,
-// COEXIST_DATABASE_URL or PG* variables) coexist uses the `db up` cluster or
-// starts a throwaway one; see db/server.h.
+// COEXIST_DATABASE_URL or PG* variables) coexist uses the `db up` cluster;
+// commands that keep state fail without one, commands that erase data start a
+// throwaway one; see db/server.h.
 struct DatabaseConfig {
   // libpq URL or key=value string; "${VAR}" substitution keeps secrets out of
   // the file. Never logged.

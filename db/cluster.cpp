@@ -1,5 +1,6 @@
 #include "db/cluster.h"
 
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -11,7 +12,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -36,11 +39,81 @@ bool HasServerPrograms(const fs::path& bindir) {
 
 bool ProcessAlive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
+// Alive and not a zombie: a server we signalled may be our own child.
+bool ProcessRunning(pid_t pid) {
+  if (!ProcessAlive(pid)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto state_at = line.rfind(')');
+  return state_at == std::string::npos || line.find(" Z", state_at) != state_at + 1;
+}
+
 pid_t ReadPid(const fs::path& file) {
   std::ifstream in(file);
   long pid = -1;
   if (!(in >> pid)) return -1;
   return static_cast<pid_t>(pid);
+}
+
+// The uids whose throwaway folders and servers are ours: this process's,
+// and the account the servers run as when this process is root.
+std::vector<uid_t> OurUids() {
+  std::vector<uid_t> uids{geteuid()};
+  if (auto run_as = UnprivilegedUserIfRoot()) uids.push_back(run_as->uid);
+  return uids;
+}
+
+bool OwnedBy(uid_t uid, const std::vector<uid_t>& owners) {
+  return std::find(owners.begin(), owners.end(), uid) != owners.end();
+}
+
+// Why `dir` is not a folder of ours that only its owner can write to ("is
+// a symbolic link", ...), or "" when it is. lstat: never follows a link.
+std::string FolderProblem(const fs::path& dir, const std::vector<uid_t>& owners) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return std::string("cannot be read: ") + strerror(errno);
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (!OwnedBy(st.st_uid, owners)) return "belongs to uid " + std::to_string(st.st_uid);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return "is writable by other users";
+  return "";
+}
+
+// The pid in `file` inside a folder of ours, read without following a
+// link, from a regular file of ours; -1 otherwise.
+pid_t ReadOurPid(const fs::path& file, const std::vector<uid_t>& owners) {
+  int fd = open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st {};
+  bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && OwnedBy(st.st_uid, owners);
+  char text[32] = {};
+  ssize_t size = ours ? read(fd, text, sizeof text - 1) : -1;
+  close(fd);
+  if (size <= 0) return -1;
+  long pid = std::strtol(text, nullptr, 10);
+  return pid > 0 && pid <= std::numeric_limits<pid_t>::max() ? static_cast<pid_t>(pid) : -1;
+}
+
+std::string ProcLink(pid_t pid, const char* what) {
+  std::error_code ec;
+  fs::path target = fs::read_symlink("/proc/" + std::to_string(pid) + "/" + what, ec);
+  return ec ? std::string() : target.string();
+}
+
+// Whether `pid` is verifiably a PostgreSQL server of ours serving
+// `data_dir`: a process of one of `owners`, running a "postgres" binary,
+// whose working folder (the postmaster's is its data folder) is `data_dir`.
+// A pid from a stale or planted postmaster.pid may name anything else.
+bool IsOurServer(pid_t pid, const fs::path& data_dir, const std::vector<uid_t>& owners) {
+  struct stat st {};
+  if (pid <= 0 || stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0) return false;
+  if (!OwnedBy(st.st_uid, owners)) return false;
+  if (fs::path(ProcLink(pid, "exe")).filename() != "postgres") return false;
+  if (!FolderProblem(data_dir, owners).empty()) return false;  // a link, another user's
+  std::error_code ec;
+  fs::path expected = fs::canonical(data_dir.parent_path(), ec) / data_dir.filename();
+  return !ec && ProcLink(pid, "cwd") == expected.string();
 }
 
 std::string Tail(const fs::path& file, size_t max_lines = 15) {
@@ -53,10 +126,77 @@ std::string Tail(const fs::path& file, size_t max_lines = 15) {
   return out;
 }
 
+// Hands a folder we created to the server's account; never through a link.
 void Chown(const fs::path& path, const std::optional<RunAs>& run_as) {
-  if (run_as && chown(path.c_str(), run_as->uid, run_as->gid) != 0) {
+  if (run_as &&
+      fchownat(AT_FDCWD, path.c_str(), run_as->uid, run_as->gid, AT_SYMLINK_NOFOLLOW) != 0) {
     throw UnavailableError("cannot hand " + path.string() + " to user " + run_as->name);
   }
+}
+
+// Absolute, without "." or "..", and without a trailing "/" (with which
+// lstat would follow a link).
+fs::path Normalized(const fs::path& dir) {
+  fs::path out = fs::absolute(dir).lexically_normal();
+  return out.has_filename() ? out : out.parent_path();
+}
+
+// Makes `data_dir` (the `db up` cluster's folder) a folder of ours, or
+// refuses. Its parent may be a shared folder such as /var/tmp: anyone may
+// have planted a link or a folder there, so the parent must be a real folder
+// of root or ours that others cannot write to (or sticky), and `data_dir` a
+// real folder of ours or of the server's account; nothing follows a link.
+void PrepareLocalDataDir(const fs::path& given, const std::optional<RunAs>& run_as) {
+  const fs::path data_dir = Normalized(given);
+  auto refuse = [](const fs::path& path, const std::string& problem) {
+    return Error(ExitCode::kCantCreate,
+                 "refusing to use " + path.string() + " for the local cluster: it " + problem,
+                 "remove it if you did not make it (another user may have planted it), or pass "
+                 "--data-dir with a folder of your own.");
+  };
+  fs::path parent = data_dir.parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  struct stat st {};
+  if (lstat(parent.c_str(), &st) != 0) throw refuse(parent, "cannot be created");
+  if (S_ISLNK(st.st_mode)) throw refuse(parent, "is a symbolic link");
+  if (!S_ISDIR(st.st_mode)) throw refuse(parent, "is not a directory");
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    throw refuse(parent, "belongs to uid " + std::to_string(st.st_uid));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    throw refuse(parent, "is writable by other users");
+  }
+  if (mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw refuse(data_dir, std::string("cannot be created: ") + strerror(errno));
+  }
+  std::vector<uid_t> owners{geteuid()};
+  if (run_as) owners.push_back(run_as->uid);
+  if (std::string problem = FolderProblem(data_dir, owners); !problem.empty()) {
+    throw refuse(data_dir, problem);
+  }
+  if (fs::exists(data_dir / "PG_VERSION")) return;
+  int fd = open(data_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  bool handed =
+      fd >= 0 && fchmod(fd, 0700) == 0 && (!run_as || fchown(fd, run_as->uid, run_as->gid) == 0);
+  if (fd >= 0) close(fd);
+  if (!handed) throw refuse(data_dir, std::string("cannot be handed over: ") + strerror(errno));
+}
+
+// The same checks without creating anything, for a folder that exists.
+std::string LocalDataDirProblem(const fs::path& given) {
+  const fs::path data_dir = Normalized(given);
+  std::vector<uid_t> owners = OurUids();
+  std::string problem = FolderProblem(data_dir, owners);
+  if (!problem.empty()) return data_dir.string() + " " + problem;
+  struct stat st {};
+  fs::path parent = data_dir.parent_path();
+  if (lstat(parent.c_str(), &st) != 0 || S_ISLNK(st.st_mode) ||
+      (st.st_uid != 0 && st.st_uid != geteuid()) ||
+      ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)) {
+    return parent.string() + " is a link, another user's, or writable by others";
+  }
+  return "";
 }
 
 std::string Conninfo(const fs::path& socket_dir, const std::string& dbname) {
@@ -282,16 +422,25 @@ std::string TempCluster::ConnectionString(const std::string& dbname) const {
 }
 
 int RemoveStaleTempClusters(const fs::path& temp_root) {
+  const std::vector<uid_t> owners = OurUids();
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(temp_root, ec)) {
     if (!entry.path().filename().string().starts_with(kTempPrefix)) continue;
-    pid_t owner = ReadPid(entry.path() / "owner.pid");
+    // Another user's folder, or a link, in a shared $TMPDIR: not ours to judge.
+    if (!FolderProblem(entry.path(), owners).empty()) continue;
+    pid_t owner = ReadOurPid(entry.path() / "owner.pid", owners);
     if (owner <= 0 || ProcessAlive(owner)) continue;
-    pid_t server = ReadPid(entry.path() / "data" / "postmaster.pid");
-    if (ProcessAlive(server)) {
+    fs::path data = entry.path() / "data";
+    pid_t server = ReadOurPid(data / "postmaster.pid", owners);
+    if (IsOurServer(server, data, owners)) {
       kill(server, SIGQUIT);
-      for (int i = 0; i < 500 && ProcessAlive(server); ++i) std::this_thread::sleep_for(10ms);
+      for (int i = 0; i < 500 && ProcessRunning(server); ++i) std::this_thread::sleep_for(10ms);
+    } else if (ProcessAlive(server)) {
+      spdlog::warn(
+          "stale throwaway cluster names a process that is not its server, not signalled "
+          "dir={} pid={}",
+          log::Value(entry.path().string()), server);
     }
     std::error_code remove_ec;
     if (fs::remove_all(entry.path(), remove_ec) > 0 && !remove_ec) {
@@ -313,6 +462,13 @@ fs::path DefaultLocalDataDir() {
 
 LocalClusterStatus ProbeLocalCluster(const fs::path& data_dir) {
   LocalClusterStatus status{.data_dir = data_dir};
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(data_dir, ec))) return status;
+  // A server behind a planted folder would receive every command's data.
+  if (std::string problem = LocalDataDirProblem(data_dir); !problem.empty()) {
+    spdlog::warn("local cluster folder ignored reason={}", log::Value(problem));
+    return status;
+  }
   pid_t pid = ReadPid(data_dir / "postmaster.pid");
   if (ProcessAlive(pid) &&
       PQping(LocalClusterConnectionString(data_dir, "postgres").c_str()) == PQPING_OK) {
@@ -330,11 +486,8 @@ std::string LocalClusterUp(const fs::path& data_dir) {
   if (ProbeLocalCluster(data_dir).running) return LocalClusterConnectionString(data_dir);
   fs::path bindir = FindServerBinDir();
   auto run_as = UnprivilegedUserIfRoot();
+  PrepareLocalDataDir(data_dir, run_as);
   if (!fs::exists(data_dir / "PG_VERSION")) {
-    fs::create_directories(data_dir.parent_path());
-    fs::create_directories(data_dir);
-    fs::permissions(data_dir, fs::perms::owner_all);
-    Chown(data_dir, run_as);
     RunInitdb(bindir, data_dir, run_as);
     spdlog::info("local cluster created data_dir={}", log::Value(data_dir.string()));
   }
@@ -353,6 +506,12 @@ std::string LocalClusterUp(const fs::path& data_dir) {
 }
 
 void LocalClusterDown(const fs::path& data_dir, bool remove_data) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(data_dir, ec))) return;
+  if (std::string problem = LocalDataDirProblem(data_dir); !problem.empty()) {
+    throw Error(ExitCode::kCantCreate, "refusing to stop or remove the local cluster: " + problem,
+                "remove it if you did not make it; another user may have planted it.");
+  }
   if (ProbeLocalCluster(data_dir).running) {
     auto result = RunCommand({(FindServerBinDir() / "pg_ctl").string(), "-D", data_dir.string(),
                               "-m", "fast", "-w", "stop"},

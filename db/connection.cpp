@@ -11,11 +11,14 @@ std::unique_ptr<pqxx::connection> Connect(const Server& server,
 
 std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,
                                           const std::string& application_name) {
+  CheckConninfo(conninfo);
   std::unique_ptr<pqxx::connection> conn;
   try {
     conn = std::make_unique<pqxx::connection>(conninfo);
   } catch (const pqxx::broken_connection& e) {
-    std::string reason = e.what();
+    // libpq's message may quote the connection string (the daemon logs
+    // this on every retry).
+    std::string reason = RedactPasswords(e.what(), conninfo);
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
     throw TempFailError(
         "cannot connect to the database " + DescribeConninfo(conninfo) + ": " + reason,

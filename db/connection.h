@@ -15,7 +15,8 @@ namespace coexist::db {
 // server's TCP keepalives for this session (a dead client host's session and
 // locks go within about two minutes).
 // Throws TempFailError, naming the server (never a password), when the server
-// cannot be reached.
+// cannot be reached; ConfigurationError (78) when libpq cannot parse the
+// connection string (db::CheckConninfo).
 std::unique_ptr<pqxx::connection> Connect(const Server& server,
                                           const std::string& application_name = "coexist");
 std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,

@@ -8,6 +8,21 @@ namespace coexist::db {
 
 class TempCluster;
 
+// What a command does to its database; it decides which rules below apply
+// (DESIGN.md "Running it", docs/operations.md "Which database a command uses").
+enum class DatabaseUse {
+  // Keeps or reads state that must outlive the command (enqueue, batch,
+  // db install/status, the admin commands): rules 1-5 only. A throwaway
+  // cluster would be deleted a second later, so without any of them
+  // Resolve throws ConfigurationError (exit 78).
+  kKeepState,
+  // Erases or overwrites data with test data (simulate, demo, db seed,
+  // online-sim): rule 6 when rules 1-5 find nothing. A database that rules
+  // 1-5 find is used only when `allow_database` names it; else UsageError
+  // (exit 64) saying what would be erased.
+  kEraseData,
+};
+
 // Where a command's database is, and how it was chosen. First match wins:
 //  1. --database-url on the command line
 //  2. COEXIST_DATABASE_URL in the environment
@@ -15,14 +30,17 @@ class TempCluster;
 //  4. PGHOST, PGDATABASE or PGSERVICE in the environment (libpq reads them)
 //  5. the local cluster of `coexist db up`, while it runs
 //  6. a throwaway cluster, started now and removed when the Server goes
+//     (DatabaseUse::kEraseData only)
 struct ServerChoice {
   std::optional<std::string> command_line_url;
   std::optional<std::string> config_url;
   // `db up`'s data folder; empty means DefaultLocalDataDir().
   std::string local_data_dir;
-  // Whether rule 6 may start a cluster. False for commands that must not
-  // silently work on an empty throwaway database (db status on a real site).
-  bool allow_throwaway = true;
+  DatabaseUse use = DatabaseUse::kKeepState;
+  // kEraseData: the name of the database the user allows to be erased
+  // (--allow-database). It must be the database rules 1-5 lead to, as the
+  // server reports it once connected.
+  std::optional<std::string> allow_database;
 };
 
 enum class ServerSource {
@@ -40,8 +58,11 @@ const char* ToString(ServerSource source);
 // applied: keep the Server alive as long as any connection is in use.
 class Server {
  public:
-  // Applies the rules above. Throws UnavailableError when a throwaway
-  // cluster is needed and cannot be started, UsageError when none is allowed.
+  // Applies the rules above. Throws ConfigurationError (78) when a URL is
+  // malformed or a kKeepState command finds no database, UsageError (64)
+  // when a kEraseData command may not erase the database it found,
+  // TempFailError (75) when that database cannot be reached to check its
+  // name, UnavailableError when a throwaway cluster cannot be started.
   static Server Resolve(const ServerChoice& choice);
   // A server at a known connection string (tests).
   static Server At(std::string conninfo);
@@ -67,5 +88,18 @@ class Server {
 // host=, port=, dbname=, user= of a connection string or URL, never a
 // password; "(unparseable connection string)" when libpq cannot parse it.
 std::string DescribeConninfo(const std::string& conninfo);
+
+// Throws ConfigurationError (exit 78) naming the problem, never the
+// password, when libpq cannot parse `conninfo` or a port is not a number
+// from 1 to 65535. `origin` names where it came from ("--database-url");
+// may be empty.
+void CheckConninfo(const std::string& conninfo, const std::string& origin = {});
+
+// `text` with every password that `conninfo` holds replaced by "********":
+// the one libpq parses, and, also when libpq cannot parse the string, a
+// URL's "user:password@" part and password= settings, as written and
+// percent-decoded. For any message that may echo a connection string
+// (libpq's errors do).
+std::string RedactPasswords(std::string text, const std::string& conninfo);
 
 }  // namespace coexist::db

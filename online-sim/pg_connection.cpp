@@ -6,6 +6,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "db/server.h"
+
 namespace coexist::online_sim {
 namespace {
 
@@ -110,7 +112,8 @@ Awaitable<> Connection::Connect() {
   PostgresPollingStatusType status = PGRES_POLLING_WRITING;
   while (status != PGRES_POLLING_OK) {
     if (status == PGRES_POLLING_FAILED || PQstatus(conn_) == CONNECTION_BAD) {
-      std::string message = Trimmed(PQerrorMessage(conn_));
+      // libpq may quote the connection string; the pool logs this message.
+      std::string message = db::RedactPasswords(Trimmed(PQerrorMessage(conn_)), conninfo_);
       Close();
       throw std::runtime_error(message);
     }

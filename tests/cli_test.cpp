@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/support/database_test.h"
 
@@ -19,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using coexist::testing::ClusterEnvironment;
 
 struct Outcome {
   int status = -1;
@@ -54,13 +57,14 @@ class CliTest : public coexist::testing::DatabaseTest {
   }
 
   // Runs build/coexist with `args` (shell words) with no database configured
-  // unless the args say so, throwaway clusters under the scratch folder.
-  Outcome Run(const std::string& args) {
+  // unless the args (or `env`, shell words such as "PGHOST=/x") say so,
+  // throwaway clusters under the scratch folder.
+  Outcome Run(const std::string& args, const std::string& env = "") {
     std::string command =
         "env -u COEXIST_DATABASE_URL -u PGHOST -u PGDATABASE -u PGSERVICE TMPDIR=" +
         scratch_.string() + " XDG_STATE_HOME=" + scratch_.string() + " HOME=" + scratch_.string() +
-        " " + COEXIST_BINARY + " " + args + " > " + (scratch_ / "out").string() + " 2> " +
-        (scratch_ / "err").string();
+        " " + env + " " + COEXIST_BINARY + " " + args + " > " + (scratch_ / "out").string() +
+        " 2> " + (scratch_ / "err").string();
     int raw = std::system(command.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), Slurp(scratch_ / "out"),
             Slurp(scratch_ / "err")};
@@ -120,6 +124,29 @@ TEST_F(CliTest, HelpExplainsTheCommands) {
   }
 }
 
+// A malformed URL is a configuration error (78), for every kind of
+// command, and its message never holds the password. The daemon stops at
+// once instead of logging the URL on every retry.
+TEST_F(CliTest, MalformedDatabaseUrlExits78WithoutThePassword) {
+  auto config = Write("job.yaml",
+                      "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
+                      "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
+  for (const char* url :
+       {"postgresql://u:s3cret@host:notaport/db", "postgresql://u:s3cret%zz@host/db"}) {
+    for (const std::string& command : std::vector<std::string>{
+             "db install", "batch daemon --config " + config.string(), "demo"}) {
+      auto result = Run("--database-url '" + std::string(url) + "' " + command);
+      EXPECT_EQ(result.status, 78) << url << " " << command << ": " << result.err;
+      EXPECT_NE(result.err.find("the database URL in --database-url"), std::string::npos)
+          << result.err;
+      EXPECT_EQ((result.out + result.err).find("s3cret"), std::string::npos) << result.err;
+      result = Run(command, "COEXIST_DATABASE_URL='" + std::string(url) + "'");
+      EXPECT_EQ(result.status, 78) << url << " " << command << ": " << result.err;
+      EXPECT_EQ((result.out + result.err).find("s3cret"), std::string::npos) << result.err;
+    }
+  }
+}
+
 TEST_F(CliTest, UnreachableDatabaseExits75WithoutThePassword) {
   auto result = Run("--database-url 'postgresql://app:s3cret@/shop?host=" + scratch_.string() +
                     "/nowhere' db install");
@@ -128,11 +155,76 @@ TEST_F(CliTest, UnreachableDatabaseExits75WithoutThePassword) {
   EXPECT_EQ(result.err.find("s3cret"), std::string::npos) << result.err;
 }
 
-TEST_F(CliTest, StatusWithoutAnyDatabaseIsAUsageError) {
-  auto result = Run("db status");
-  EXPECT_EQ(result.status, 64);
-  EXPECT_NE(result.err.find("no database configured"), std::string::npos) << result.err;
+// Commands that keep state never fall back to a throwaway cluster, which
+// would be deleted a second after they wrote into it.
+TEST_F(CliTest, CommandsThatKeepStateNeedAConfiguredDatabase) {
+  auto config = Write("job.yaml",
+                      "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
+                      "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
+  auto items = Write("items.csv", "key\n1\n");
+  for (const std::string& command :
+       std::vector<std::string>{"db status", "db install", "enqueue --file " + items.string(),
+                                "--config " + config.string() + " enqueue --file " + items.string(),
+                                "--config " + config.string() + " batch run",
+                                "--config " + config.string() + " batch run --dry-run",
+                                "--config " + config.string() + " batch daemon", "locks list",
+                                "queue status", "runs list"}) {
+    auto result = Run(command);
+    EXPECT_EQ(result.status, 78) << command << ": " << result.err;
+    EXPECT_NE(result.err.find("coexist: no database configured"), std::string::npos)
+        << command << ": " << result.err;
+    EXPECT_NE(result.err.find("HINT: pass --database-url URL, set COEXIST_DATABASE_URL"),
+              std::string::npos)
+        << result.err;
+    EXPECT_EQ(ThrowawayFolders(), 0) << command;
+  }
+}
+
+// simulate, demo, db seed and online-sim replace or overwrite data: on a
+// configured database (any of the rules) only when --allow-database names
+// it. The refusal says what would be erased, and nothing is.
+TEST_F(CliTest, CommandsThatEraseDataRefuseAConfiguredDatabase) {
+  const std::string db = database_name();
+  const std::string socket = ClusterEnvironment::Get().cluster().dir().string();
+  const std::string pg_env = "PGHOST=" + socket + " PGPORT=5432 PGUSER=coexist PGDATABASE=" + db;
+  const std::vector<std::pair<std::string, std::string>> ways = {
+      {"--database-url " + Url() + " ", ""},
+      {"", "COEXIST_DATABASE_URL=" + Url()},
+      {"", pg_env},
+  };
+  for (const auto& [flags, env] : ways) {
+    for (const std::string& command : std::vector<std::string>{
+             "db seed --records 5", "demo --records 5", "simulate demo --out " + scratch_.string(),
+             "online-sim --duration 1s --quiet", "online-sim reserve --per-client 1"}) {
+      auto result = Run(flags + command, env);
+      EXPECT_EQ(result.status, 64) << env << " " << command << ": " << result.err;
+      EXPECT_NE(result.err.find("coexist: refusing to erase database \"" + db +
+                                "\" (host=" + socket + " port=5432, chosen by "),
+                std::string::npos)
+          << result.err;
+      EXPECT_NE(result.err.find("HINT: to erase it, pass --allow-database " + db + ";"),
+                std::string::npos)
+          << result.err;
+      result = Run(flags + command + " --allow-database production", env);
+      EXPECT_EQ(result.status, 64) << env << " " << command << ": " << result.err;
+      EXPECT_NE(result.err.find("--allow-database production does not name the database this "
+                                "command would erase: database \"" +
+                                db + "\""),
+                std::string::npos)
+          << result.err;
+    }
+  }
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM public.products"),
+            std::to_string(ClusterEnvironment::kTemplateRecords));
+  EXPECT_EQ(QueryValue("SELECT to_regnamespace('coexist_reserve') IS NULL"), "t");
   EXPECT_EQ(ThrowawayFolders(), 0);
+
+  auto result = Run("--database-url " + Url() + " db seed --records 5 --allow-database " + db);
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM public.products"), "5");
+  result = Run("db seed --records 5 --allow-database " + db);
+  EXPECT_EQ(result.status, 64) << "named a database, but none is configured";
+  EXPECT_NE(result.err.find("but no database is configured"), std::string::npos) << result.err;
 }
 
 TEST_F(CliTest, InstallSeedAndStatusOnAConfiguredDatabase) {
@@ -143,7 +235,8 @@ TEST_F(CliTest, InstallSeedAndStatusOnAConfiguredDatabase) {
             std::string::npos)
       << result.err;
   EXPECT_EQ(Run("--database-url " + Url() + " db install").status, 0) << "rerun is a no-op";
-  result = Run("--database-url " + Url() + " db seed --records 42");
+  result =
+      Run("--database-url " + Url() + " db seed --records 42 --allow-database " + database_name());
   EXPECT_EQ(result.status, 0) << result.err;
   result = Run("--database-url " + Url() + " --log-format json db status --json");
   EXPECT_EQ(result.status, 0) << result.err;

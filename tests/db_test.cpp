@@ -2,6 +2,7 @@
 // migrations, the version trigger, server resolution.
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +102,91 @@ TEST(TempCluster, StaleClusterOfAKilledOwnerIsRemoved) {
   fs::remove_all(root);
 }
 
+// Runs `sleep 60`, a process that is not a server of ours, as this user.
+pid_t StartUnrelatedProcess() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sleep", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// A pid that no process has: a child that exited and was reaped.
+pid_t DeadPid() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+// A folder that looks like a throwaway cluster whose owner died, with a
+// postmaster.pid naming `server`: what anyone can plant in a shared $TMPDIR.
+fs::path PlantStaleCluster(const fs::path& root, const std::string& name, pid_t server) {
+  fs::path dir = root / ("coexist-pg-" + name);
+  fs::create_directories(dir / "data");
+  fs::permissions(dir, fs::perms::owner_all);
+  std::ofstream(dir / "owner.pid") << DeadPid() << '\n';
+  std::ofstream(dir / "data" / "postmaster.pid") << server << "\n/some/data\n";
+  return dir;
+}
+
+bool Running(pid_t pid) {
+  // waitpid reaps it if it died, so kill(pid, 0) cannot see a zombie.
+  return waitpid(pid, nullptr, WNOHANG) == 0 && kill(pid, 0) == 0;
+}
+
+TEST(TempCluster, StaleCleanupNeverSignalsAProcessThatIsNotItsServer) {
+  fs::path root = ScratchRoot("planted");
+  pid_t unrelated = StartUnrelatedProcess();
+  fs::path ours = PlantStaleCluster(root, "ours", unrelated);
+  EXPECT_EQ(RemoveStaleTempClusters(root), 1) << "a stale folder of ours still goes";
+  EXPECT_FALSE(fs::exists(ours));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(Running(unrelated)) << "the pid in postmaster.pid was signalled";
+  kill(unrelated, SIGKILL);
+  waitpid(unrelated, nullptr, 0);
+  fs::remove_all(root);
+}
+
+TEST(TempCluster, StaleCleanupLeavesOtherUsersFoldersAndLinksAlone) {
+  fs::path root = ScratchRoot("foreign");
+  pid_t unrelated = StartUnrelatedProcess();
+  fs::path foreign = PlantStaleCluster(root, "foreign", unrelated);
+  const uid_t stranger = 54321;  // no account of ours
+  for (const auto& entry : fs::recursive_directory_iterator(foreign)) {
+    ASSERT_EQ(lchown(entry.path().c_str(), stranger, stranger), 0);
+  }
+  ASSERT_EQ(lchown(foreign.c_str(), stranger, stranger), 0);
+  fs::path elsewhere = root / "elsewhere";
+  fs::create_directories(elsewhere);
+  std::ofstream(elsewhere / "owner.pid") << DeadPid() << '\n';
+  fs::create_directory_symlink(elsewhere, root / "coexist-pg-link");
+
+  EXPECT_EQ(RemoveStaleTempClusters(root), 0);
+  EXPECT_TRUE(fs::exists(foreign / "data" / "postmaster.pid"));
+  EXPECT_TRUE(fs::exists(elsewhere / "owner.pid"));
+  EXPECT_TRUE(fs::is_symlink(root / "coexist-pg-link"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(Running(unrelated)) << "another user's postmaster.pid was believed";
+  kill(unrelated, SIGKILL);
+  waitpid(unrelated, nullptr, 0);
+  fs::remove_all(root);
+}
+
+// The other side: a live server of ours in a stale folder is stopped.
+TEST(TempCluster, StaleCleanupStopsALiveServerOfOurs) {
+  fs::path root = ScratchRoot("live");
+  auto cluster = TempCluster::Start({.temp_root = root});
+  pid_t server = cluster->server_pid();
+  std::ofstream(cluster->dir() / "owner.pid") << DeadPid() << '\n';
+  EXPECT_EQ(RemoveStaleTempClusters(root), 1);
+  EXPECT_FALSE(fs::exists(cluster->dir()));
+  EXPECT_FALSE(Running(server)) << "the stale server was not stopped";
+  cluster.reset();
+  fs::remove_all(root);
+}
+
 TEST(ServerBinaries, AreFound) {
   fs::path bindir = FindServerBinDir();
   EXPECT_TRUE(fs::exists(bindir / "initdb"));
@@ -131,11 +217,15 @@ TEST(ServerResolve, CommandLineWinsAndNothingIsStarted) {
   unsetenv("PGDATABASE");
 }
 
-TEST(ServerResolve, RefusesAThrowawayWhenNotAllowed) {
+TEST(ServerResolve, CommandsThatKeepStateNeverGetAThrowawayCluster) {
   fs::path empty = ScratchRoot("nolocal");
-  EXPECT_THROW(
-      Server::Resolve({.local_data_dir = (empty / "pgdata").string(), .allow_throwaway = false}),
-      UsageError);
+  try {
+    Server::Resolve({.local_data_dir = (empty / "pgdata").string()});
+    ADD_FAILURE() << "no database configured, yet a server was chosen";
+  } catch (const ConfigurationError& e) {
+    EXPECT_NE(std::string(e.what()).find("no database configured"), std::string::npos);
+    EXPECT_NE(e.hint().find("coexist db up"), std::string::npos) << e.hint();
+  }
   fs::remove_all(empty);
 }
 
@@ -143,7 +233,8 @@ TEST(ServerResolve, StartsAThrowawayClusterWhenNothingIsConfigured) {
   fs::path empty = ScratchRoot("throwaway");
   fs::path dir;
   {
-    Server server = Server::Resolve({.local_data_dir = (empty / "pgdata").string()});
+    Server server = Server::Resolve(
+        {.local_data_dir = (empty / "pgdata").string(), .use = DatabaseUse::kEraseData});
     EXPECT_EQ(server.source(), ServerSource::kThrowaway);
     auto conn = Connect(server);
     EXPECT_EQ(pqxx::work(*conn).exec("SELECT 1")[0][0].as<int>(), 1);
@@ -154,14 +245,14 @@ TEST(ServerResolve, StartsAThrowawayClusterWhenNothingIsConfigured) {
 TEST(LocalCluster, UpIsUsedByOtherCommandsUntilDown) {
   fs::path root = ScratchRoot("local");
   fs::path data = root / "pgdata";
-  if (geteuid() == 0) {
-    // As root the server runs as "postgres", which must own the folder chain.
-    fs::permissions(root, fs::perms::all);
-  }
+  // As root the server runs as "postgres", which must enter the parent; only
+  // its owner may write there (db up refuses a parent others can write to).
+  fs::permissions(root, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
   std::string conninfo = LocalClusterUp(data);
   EXPECT_TRUE(ProbeLocalCluster(data).running);
   EXPECT_EQ(LocalClusterUp(data), conninfo) << "a second 'db up' is a no-op";
-  Server server = Server::Resolve({.local_data_dir = data.string(), .allow_throwaway = false});
+  Server server = Server::Resolve({.local_data_dir = data.string()});
   EXPECT_EQ(server.source(), ServerSource::kLocalCluster);
   EXPECT_EQ(pqxx::work(*Connect(server)).exec("SELECT 1")[0][0].as<int>(), 1);
   LocalClusterDown(data, /*remove_data=*/false);
@@ -170,6 +261,145 @@ TEST(LocalCluster, UpIsUsedByOtherCommandsUntilDown) {
   LocalClusterDown(data, /*remove_data=*/true);
   EXPECT_FALSE(fs::exists(data));
   fs::remove_all(root);
+}
+
+// `db up` as root under /var/tmp: anyone may plant a link where it creates
+// its folder, or its parent. It refuses, and the link's target is untouched.
+TEST(LocalCluster, UpRefusesPlantedLinks) {
+  fs::path root = ScratchRoot("planted-up");
+  fs::permissions(root, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::path victim = root / "victim";
+  fs::create_directories(victim);
+  fs::permissions(victim, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  struct stat before {};
+  ASSERT_EQ(stat(victim.c_str(), &before), 0);
+  fs::create_directory_symlink(victim, root / "pgdata");
+  fs::create_directory_symlink(victim, root / "state");
+
+  for (const fs::path& data : {root / "pgdata", root / "state" / "pgdata"}) {
+    try {
+      LocalClusterUp(data);
+      ADD_FAILURE() << "db up used " << data;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::kCantCreate);
+      EXPECT_NE(std::string(e.what()).find("is a symbolic link"), std::string::npos) << e.what();
+    }
+    struct stat after {};
+    ASSERT_EQ(stat(victim.c_str(), &after), 0);
+    EXPECT_EQ(after.st_uid, before.st_uid) << data;
+    EXPECT_EQ(after.st_gid, before.st_gid) << data;
+    EXPECT_EQ(after.st_mode, before.st_mode) << data;
+    EXPECT_TRUE(fs::is_empty(victim)) << data;
+  }
+  EXPECT_FALSE(ProbeLocalCluster(root / "pgdata").running);
+  fs::remove_all(root);
+}
+
+TEST(LocalCluster, UpRefusesAParentOthersCanWriteTo) {
+  fs::path root = ScratchRoot("shared-up");  // mode 777, not sticky
+  try {
+    LocalClusterUp(root / "pgdata");
+    ADD_FAILURE() << "db up used a folder under a world-writable parent";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kCantCreate);
+    EXPECT_NE(std::string(e.what()).find("writable by other users"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(root / "pgdata"));
+  fs::remove_all(root);
+}
+
+// A malformed URL is a configuration error (78) that never shows the
+// password, also in the message that `batch daemon` logs on every retry
+// (db::Connect's).
+TEST(Conninfo, MalformedIsAConfigurationErrorWithoutThePassword) {
+  for (const char* url :
+       {"postgresql://u:s3cret@host:notaport/db", "postgresql://u:s3cret%zz@host/db",
+        "postgresql://u@host/db?password=s3cret%zz", "host=h password=s3cret port=notaport",
+        "host=h password=s3cret dbname", "host=h password='s3cret", "host=h password=s3 cret"}) {
+    for (auto attempt : {+[](const std::string& c) { CheckConninfo(c, "--database-url"); },
+                         +[](const std::string& c) { Connect(c); }}) {
+      try {
+        attempt(url);
+        ADD_FAILURE() << url << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ExitCode::kConfig) << url << ": " << e.what();
+        std::string text = std::string(e.what()) + "\n" + e.hint();
+        EXPECT_EQ(text.find("s3"), std::string::npos) << url << ": " << text;
+        EXPECT_EQ(text.find("cret"), std::string::npos) << url << ": " << text;
+        EXPECT_NE(text.find("database URL"), std::string::npos) << text;
+      }
+    }
+  }
+  EXPECT_NO_THROW(CheckConninfo("postgresql://u:s3cret@host:5432,other:/db"));
+  EXPECT_NO_THROW(CheckConninfo(""));
+}
+
+TEST(Conninfo, MalformedNamesTheProblem) {
+  auto message = [](const std::string& conninfo) {
+    try {
+      CheckConninfo(conninfo, "COEXIST_DATABASE_URL");
+    } catch (const ConfigurationError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("postgresql://u:s3cret@host:notaport/db"),
+            "the database URL in COEXIST_DATABASE_URL has an invalid port \"notaport\"");
+  EXPECT_EQ(message("postgresql://u:s3cret%zz@host/db"),
+            "the database URL in COEXIST_DATABASE_URL is malformed: invalid percent-encoded "
+            "token: \"...\"");
+  EXPECT_EQ(message("host=h passwrd=x"),
+            "the database URL in COEXIST_DATABASE_URL is malformed: invalid connection option "
+            "\"passwrd\"");
+}
+
+TEST(Conninfo, RedactsEveryFormOfThePassword) {
+  EXPECT_EQ(RedactPasswords("a s3cr@t b", "postgresql://u:s3cr%40t@h/db"), "a ******** b");
+  EXPECT_EQ(RedactPasswords("a s3cr%40t b", "postgresql://u:s3cr%40t@h/db"), "a ******** b");
+  EXPECT_EQ(RedactPasswords("x s3 cret y", "host=h password='s3 cret'"), "x ******** y");
+  EXPECT_EQ(RedactPasswords("s3cret!", "host=h password=s3cret port=bad%"), "********!");
+  EXPECT_EQ(RedactPasswords("nothing here", "host=h"), "nothing here");
+}
+
+class EraseData : public DatabaseTest {};
+
+// simulate, demo, db seed, online-sim: a configured database only when the
+// user names it, and the refusal says what would be erased.
+TEST_F(EraseData, AConfiguredDatabaseIsRefusedUnlessNamed) {
+  const ServerChoice choice{.command_line_url = conninfo(), .use = DatabaseUse::kEraseData};
+  try {
+    Server::Resolve(choice);
+    ADD_FAILURE() << "a configured database was erased without --allow-database";
+  } catch (const UsageError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("refusing to erase database \"" + database_name() + "\" (host="),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("chosen by --database-url"), std::string::npos) << what;
+    EXPECT_EQ(e.hint(), "to erase it, pass --allow-database " + database_name() +
+                            "; to run on a throwaway cluster instead, drop --database-url.");
+  }
+  ServerChoice wrong = choice;
+  wrong.allow_database = "production";
+  EXPECT_THROW(Server::Resolve(wrong), UsageError);
+  ServerChoice named = choice;
+  named.allow_database = database_name();
+  Server server = Server::Resolve(named);
+  EXPECT_EQ(server.source(), ServerSource::kCommandLine);
+  EXPECT_EQ(server.conninfo(), conninfo());
+}
+
+TEST_F(EraseData, NamingADatabaseWhenNoneIsConfiguredIsRefused) {
+  fs::path empty = ScratchRoot("erase-none");
+  try {
+    Server::Resolve({.local_data_dir = (empty / "pgdata").string(),
+                     .use = DatabaseUse::kEraseData,
+                     .allow_database = "shop"});
+    ADD_FAILURE() << "--allow-database shop ran on a throwaway cluster";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("but no database is configured"), std::string::npos);
+  }
+  fs::remove_all(empty);
 }
 
 class Migrations : public DatabaseTest {};

@@ -349,8 +349,10 @@ int RunCli(const std::string& args) {
 }
 
 TEST_F(OnlineSimTest, CommandExitStatusesOnBadInput) {
+  // online-sim overwrites the target's values: it needs --allow-database.
   std::string url = "--database-url '" + conninfo() + "'";
-  EXPECT_EQ(RunCli(url + " online-sim --pool 5000 --duration 1s"), 69);
+  std::string allow = " --allow-database " + database_name();
+  EXPECT_EQ(RunCli(url + " online-sim --pool 5000 --duration 1s" + allow), 69);
   EXPECT_EQ(RunCli("--database-url 'host=/nonexistent-coexist port=1' online-sim --duration 1s"),
             75);
   auto config =
@@ -358,10 +360,10 @@ TEST_F(OnlineSimTest, CommandExitStatusesOnBadInput) {
   std::ofstream(config) << "online:\n  mix:\n    view: 0\n    optimistic_edit: 0\n"
                            "    pessimistic_edit: 0\n    offline_edit: 0\n"
                            "    atomic_decrement: 0\n";
-  EXPECT_EQ(RunCli(url + " --config " + config.string() + " online-sim --duration 1s"), 78);
+  EXPECT_EQ(RunCli(url + " --config " + config.string() + " online-sim --duration 1s" + allow), 78);
   std::filesystem::remove(config);
-  EXPECT_EQ(RunCli(url + " online-sim --duration 1s --users 0"), 64);
-  EXPECT_EQ(RunCli(url + " online-sim --duration 1s --quiet --users 4 --pool 4"), 0);
+  EXPECT_EQ(RunCli(url + " online-sim --duration 1s --users 0" + allow), 64);
+  EXPECT_EQ(RunCli(url + " online-sim --duration 1s --quiet --users 4 --pool 4" + allow), 0);
 }
 
 TEST_F(OnlineSimTest, CtrlCPrintsThePartialResultAndExits130) {
@@ -369,10 +371,11 @@ TEST_F(OnlineSimTest, CtrlCPrintsThePartialResultAndExits130) {
   std::filesystem::create_directories(dir);
   auto output = (dir / "out.txt").string();
   auto json = (dir / "report.json").string();
-  pid_t pid = Spawn({.argv = {COEXIST_BINARY, "--database-url", conninfo(), "online-sim",
-                              "--duration", "60s", "--users", "4", "--pool", "4", "--json", json},
-                     .output_path = output,
-                     .parent_death_signal = SIGKILL});
+  pid_t pid = Spawn(
+      {.argv = {COEXIST_BINARY, "--database-url", conninfo(), "online-sim", "--duration", "60s",
+                "--users", "4", "--pool", "4", "--json", json, "--allow-database", database_name()},
+       .output_path = output,
+       .parent_death_signal = SIGKILL});
   auto read = [&] {
     std::ifstream in(output);
     return std::string(std::istreambuf_iterator<char>(in), {});
