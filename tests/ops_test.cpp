@@ -306,6 +306,23 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   tx.exec_params("SELECT coexist.release_edit_lock('products', 50, $1::uuid)", token);
   tx.commit();
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 50"), "999");
+  // A lock the batch revoked: the online role learns who revoked it (CX002),
+  // although it may not read coexist.events itself.
+  pqxx::work again(*online);
+  token = again.exec1("SELECT coexist.acquire_edit_lock('products', 51, 'alice', '1 minute')")[0]
+              .as<std::string>();
+  again.commit();
+  QueryValue("SELECT coexist.revoke_edit_lock('products', 51, 'batch:nightly')");
+  pqxx::work lost(*online);
+  try {
+    lost.exec_params("SELECT coexist.check_edit_lock('products', 51, $1::uuid)", token);
+    ADD_FAILURE() << "check_edit_lock of a revoked lock passed";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_EQ(e.sqlstate(), "CX002") << e.what();
+    EXPECT_NE(std::string(e.what()).find("was revoked by batch:nightly"), std::string::npos)
+        << e.what();
+  }
+  lost.abort();
   // What the online role must not do: touch the batch's tables.
   // (libpqxx 6.4 throws insufficient_privilege without its sqlstate().)
   pqxx::work other(*online);
