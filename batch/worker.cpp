@@ -12,6 +12,7 @@
 #include "batch/queue_sql.h"
 #include "common/log.h"
 #include "db/connection.h"
+#include "db/failure.h"
 #include "db/sqlstate.h"
 #include "pacing/pacer.h"
 
@@ -43,10 +44,6 @@ struct Worker::Outcome {
 namespace {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-bool IsTimeout(const std::string& sqlstate) {
-  return sqlstate == db::sqlstate::kQueryCanceled || sqlstate == db::sqlstate::kLockNotAvailable;
-}
 
 // Counts NOTIFY coexist_edit_lock_released on the aux connection.
 struct Listener : pqxx::notification_receiver {
@@ -436,7 +433,22 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     return;
   } catch (const pqxx::sql_error& e) {
     error = e.what();
-    timed_out = IsTimeout(e.sqlstate());
+    while (!error.empty() && error.back() == '\n') error.pop_back();
+    // A refusal no item can help (a right revoked, a table gone, the server
+    // out of resources) stops the run with the chunk rolled back and no
+    // item charged; charged, it would kill the whole queue in a few chunks.
+    switch (db::JudgeStatement(db::SqlStateOf(e))) {
+      case db::StatementFault::kDeployment:
+        throw OperationRefusedError(error);
+      case db::StatementFault::kServer:
+        throw TempFailError("the server could not run the operation: " + error,
+                            "no item was charged; the next run picks them up.");
+      case db::StatementFault::kTimeout:
+        timed_out = true;
+        break;
+      case db::StatementFault::kItem:
+        break;
+    }
   } catch (const pqxx::transaction_rollback& e) {
     error = e.what();
   }

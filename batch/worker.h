@@ -78,6 +78,20 @@ class RunFencedError : public TempFailError {
       : TempFailError(message, "the next run picks up the items this one did not complete.") {}
 };
 
+// The database refuses the operation for a reason no item can help (a
+// right revoked, a table or column gone: SQLSTATE classes 42, 3D, 3F, 28):
+// the chunk rolls back, no item is charged an attempt, the run stops.
+// Exit status 78: the deployment must be fixed.
+class OperationRefusedError : public ConfigurationError {
+ public:
+  explicit OperationRefusedError(const std::string& database_error)
+      : ConfigurationError(
+            "the database refuses the operation for every item: " + database_error,
+            "no item was charged an attempt. Grant the batch role what the operation needs "
+            "(docs/operations.md, \"Database roles\") or restore what the error names, then run "
+            "again.") {}
+};
+
 class Worker {
  public:
   // `pacer` sizes each chunk and holds the worker while the run is paused

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "config/config_error.h"
+#include "db/failure.h"
 
 namespace {
 
@@ -94,7 +95,22 @@ int main(int argc, char** argv) {
     return Report(std::string("coexist: lost the database connection: ") + e.what(), "",
                   ExitCode::kTempFail);
   } catch (const pqxx::sql_error& e) {
-    return Report(std::string("coexist: database error ") + e.sqlstate() + ": " + e.what(), "",
+    // A right revoked or an object gone is the deployment's to fix (78); a
+    // server out of resources or shutting down passes later (75).
+    std::string state = coexist::db::SqlStateOf(e);
+    switch (coexist::db::JudgeStatement(state)) {
+      case coexist::db::StatementFault::kDeployment:
+        return Report("coexist: the database refused a statement: " + state + ": " + e.what(),
+                      "grant the role what it needs (docs/operations.md, \"Database roles\") or "
+                      "restore what the error names, then run again.",
+                      ExitCode::kConfig);
+      case coexist::db::StatementFault::kServer:
+        return Report("coexist: the server could not run a statement: " + state + ": " + e.what(),
+                      "", ExitCode::kTempFail);
+      default:
+        break;
+    }
+    return Report(std::string("coexist: database error ") + state + ": " + e.what(), "",
                   ExitCode::kSoftware);
   } catch (const std::exception& e) {
     return Report(std::string("coexist: internal error: ") + e.what(),

@@ -329,6 +329,54 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   EXPECT_THROW(other.exec("DELETE FROM coexist.queue"), pqxx::insufficient_privilege);
 }
 
+// A right the operation needs, missing (revoked mid-run by a DBA, or never
+// granted), is the deployment's fault: the run stops with 78 and charges no
+// item an attempt, even with max_attempts 1 (before, every item of the queue
+// went dead within a few chunks).
+TEST_F(OpsTest, ARevokedRightStopsTheRunWithoutChargingItems) {
+  std::string online_role = "online_" + database_name();
+  std::string batch_role = "batch_" + database_name();
+  auto config = (dir_ / "job.yaml").string();
+  std::ofstream(config) << "batch: {job: ops, chunk_size: 5, max_attempts: 1}\n"
+                        << "policy: {name: skip_locked}\n"
+                        << testing::LedgerOperation();
+  auto install = Coexist({"--config", config, "db", "install"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  // The ledger's INSERT is not granted: the operation's statement is refused.
+  QueryValue(DocumentedGrants(online_role, batch_role));
+  Enqueue(1, 20);
+  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                         "--config", config, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 78) << run.output;
+  EXPECT_NE(run.output.find("refuses the operation for every item: ERROR:  permission denied for "
+                            "table ledger"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
+                       "coexist.queue"),
+            "queued:0");
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
+
+  // UPDATE on the target revoked: coexist's own row lock is refused first.
+  QueryValue("GRANT INSERT ON ledger TO " + batch_role + "; REVOKE UPDATE ON products FROM " +
+             batch_role);
+  run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                    "--config", config, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 78) << run.output;
+  EXPECT_NE(run.output.find("permission denied for table products"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
+                       "coexist.queue"),
+            "queued:0");
+
+  // Granted back: the next run does all of it.
+  QueryValue("GRANT UPDATE ON products TO " + batch_role);
+  run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                    "--config", config, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
+}
+
 TEST_F(OpsTest, TheDocumentedBatchRoleMaySignalAnOnlineRolesBlocker) {
   auto p = RunPriorityAsBatchRole(true);
   EXPECT_EQ(p.run.status, 0) << p.run.output;
