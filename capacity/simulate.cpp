@@ -54,6 +54,29 @@ void PrepareData(const std::string& conninfo, const config::ScenarioSettings& se
                                    settings.records, settings.queue_items));
 }
 
+// The online application's rights as docs/operations.md ("Database roles")
+// grants them, for the simulation's online role; again in every cell, as
+// PrepareData recreates the target.
+void GrantOnlineRole(const std::string& conninfo, const std::string& role) {
+  auto conn = db::Connect(conninfo, "coexist-simulate");
+  pqxx::work tx(*conn);
+  std::string name = tx.quote_name(role);
+  tx.exec("GRANT USAGE ON SCHEMA coexist TO " + name +
+          "; GRANT SELECT, INSERT, UPDATE, DELETE ON coexist.edit_locks TO " + name +
+          "; GRANT SELECT ON coexist.windows, coexist.targets TO " + name +
+          "; GRANT SELECT, INSERT, UPDATE, DELETE ON public.products TO " + name);
+  tx.commit();
+}
+
+void CreateOnlineRole(const std::string& conninfo, const std::string& role) {
+  auto conn = db::Connect(conninfo, "coexist-simulate");
+  pqxx::work tx(*conn);
+  if (tx.exec_params("SELECT 1 FROM pg_roles WHERE rolname = $1", role).empty()) {
+    tx.exec("CREATE ROLE " + tx.quote_name(role) + " LOGIN");
+  }
+  tx.commit();
+}
+
 // A time_window batch writes its windows when it starts; the simulation's
 // window ends when the batch does (see config/scenarios/demo.yaml).
 void CloseWindows(const std::string& conninfo) {
@@ -152,6 +175,12 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   const auto& settings = scenario.settings;
   config::Config config = CellConfig(settings, spec.config);
   PrepareData(conninfo, settings, config);
+  std::string online_conninfo = conninfo;
+  if (!options.online_role.empty()) {
+    GrantOnlineRole(conninfo, options.online_role);
+    // libpq takes the last value of a repeated keyword.
+    online_conninfo += " user=" + options.online_role;
+  }
 
   CellResult cell;
   cell.index = spec.index;
@@ -162,7 +191,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   auto start = Clock::now();
 
   {
-    OnlinePhase before(conninfo, config, settings.warmup, start, cell);
+    OnlinePhase before(online_conninfo, config, settings.warmup, start, cell);
     auto report = before.Run();
     cell.before = PhaseOf(report);
     AddOnline(cell, report);
@@ -171,7 +200,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   // The batch on its own thread while the online load goes on; the load
   // ends when the batch does, or when the window closes.
   std::atomic<bool> stop_batch{false};
-  OnlinePhase during(conninfo, config, settings.window, start, cell);
+  OnlinePhase during(online_conninfo, config, settings.window, start, cell);
   batch::RunSummary summary;
   std::exception_ptr batch_error;
   cell.batch_start_seconds = Since(start);
@@ -212,7 +241,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   // The batch's window closes with the batch: time_window's refusals stop.
   CloseWindows(conninfo);
   if (options.stop == nullptr || !options.stop->load()) {
-    OnlinePhase after(conninfo, config, settings.cooldown, start, cell);
+    OnlinePhase after(online_conninfo, config, settings.cooldown, start, cell);
     auto report = after.Run();
     cell.after = PhaseOf(report);
     AddOnline(cell, report);
@@ -251,6 +280,7 @@ void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
                  const SimulateOptions& options, std::vector<CellResult>& results) {
   auto start = Clock::now();
   size_t total = scenario.cells.size();
+  if (!options.online_role.empty()) CreateOnlineRole(conninfo, options.online_role);
   for (const auto& spec : scenario.cells) {
     if (options.stop != nullptr && options.stop->load()) break;
     if (options.progress != nullptr) {

@@ -15,6 +15,13 @@ struct SimulateOptions {
   // Set from a signal handler: the cell in flight stops early (its batch
   // drains its chunk) and no further cell starts.
   const std::atomic<bool>* stop = nullptr;
+  // The online users log in as this role (created when missing, granted
+  // what docs/operations.md grants the online application, in every cell)
+  // instead of as the connection string's user. Set on a throwaway cluster,
+  // whose user is a superuser: batch_priority never signals a superuser's
+  // session, so the simulated users would never be forced out of the way.
+  // `conninfo` must then be in keyword form (a throwaway cluster's is).
+  std::string online_role;
 };
 
 // Runs every cell of the scenario on the server, one after another, each on

@@ -41,7 +41,12 @@ int Simulate(Context& context, const std::string& scenario_name, const std::stri
   auto summary = capacity::Summarize(scenario);
   std::exception_ptr failure;
   try {
-    capacity::RunScenario(server.conninfo(), scenario, {.progress = &std::cerr, .stop = &stop},
+    // A throwaway cluster's user is a superuser, whose sessions batch_priority
+    // never signals: the simulated users get a role of their own there.
+    std::string online_role =
+        server.source() == db::ServerSource::kThrowaway ? "coexist_sim_online" : "";
+    capacity::RunScenario(server.conninfo(), scenario,
+                          {.progress = &std::cerr, .stop = &stop, .online_role = online_role},
                           cells);
   } catch (...) {
     failure = std::current_exception();

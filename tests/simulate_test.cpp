@@ -92,5 +92,51 @@ online:
   fs::remove_all(dir);
 }
 
+// On a throwaway cluster the connection's user is a superuser, whose
+// sessions batch_priority never signals; `simulate` then gives the online
+// users a role of their own (SimulateOptions::online_role). Its grants must
+// be enough for every transaction kind of the mix, in every cell (the
+// target is recreated per cell).
+TEST_F(Simulate, TheOnlineUsersMayRunAsARoleOfTheirOwn) {
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 30
+  queue_items: 200
+  warmup: 800ms
+  cooldown: 500ms
+  window: 30s
+sweep:
+  policy.name: [batch_priority, skip_locked]
+policy_options:
+  batch_priority:
+    online_application_name: "coexist-online%"
+batch:
+  job: roles
+  chunk_size: 20
+online:
+  users: 4
+  think_time: 10ms
+  pool_size: 4
+  offline_hold: 100ms
+)",
+                                             "roles.yaml");
+  std::string role = "sim_online_" + database_name();
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {.online_role = role}, cells);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const auto& cell : cells) {
+    EXPECT_GT(cell.before.transactions, 0) << cell.policy;
+    EXPECT_GT(cell.after.transactions, 0) << cell.policy;
+    EXPECT_EQ(cell.lost_updates, 0) << cell.policy;
+    EXPECT_EQ(cell.applied_twice, 0) << cell.policy;
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 200) << cell.policy;
+  }
+  EXPECT_EQ(QueryValue("SELECT rolsuper FROM pg_roles WHERE rolname = '" + role + "'"), "f");
+  EXPECT_EQ(QueryValue("SELECT has_table_privilege('" + role + "', 'public.products', 'UPDATE')"),
+            "t");
+  EXPECT_EQ(QueryValue("SELECT has_table_privilege('" + role + "', 'coexist.queue', 'SELECT')"),
+            "f");
+}
+
 }  // namespace
 }  // namespace coexist::capacity
