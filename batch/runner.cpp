@@ -87,6 +87,27 @@ void Snapshot(const Counters& c, RunSummary& s) {
 
 }  // namespace
 
+SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
+  auto control = db::Connect(conninfo, config.database.application_name);
+  CheckConfig(*control, config);
+  QueueSql sql(*control, config);
+  {
+    // Session-level, like a run's: released when `control` closes.
+    pqxx::nontransaction tx(*control);
+    if (!sql.TryLockJob(tx)) throw BusyError(config, sql.FindJobHolder(tx));
+  }
+  SweepResult result;
+  pqxx::work tx(*control);
+  result.abandoned = sql.AbandonStaleRuns(tx);
+  result.handed_back = sql.HandBackOrphaned(tx);
+  tx.commit();
+  for (long long id : result.abandoned) {
+    spdlog::warn("stale run abandoned run_id={} job={}", id, config.batch.job);
+  }
+  if (result.handed_back > 0) spdlog::warn("records handed back count={}", result.handed_back);
+  return result;
+}
+
 RunSummary Run(const std::string& conninfo, const config::Config& config,
                const RunOptions& options) {
   auto started = Clock::now();

@@ -71,6 +71,18 @@ struct RunOptions {
 RunSummary Run(const std::string& conninfo, const config::Config& config,
                const RunOptions& options = {});
 
+// What a dead run of the job left (kill -9, a lost host or server, an OOM
+// kill), cleared without starting a run: its runs row marked abandoned and
+// its status_partition takeovers handed back (their records the online
+// side's again). Every run does this when it starts; `coexist runs sweep`
+// does it between runs. Throws JobBusyError (4, or 5 past busy_timeout)
+// when a run of the job is at work: that run has done it already.
+struct SweepResult {
+  std::vector<long long> abandoned;  // run ids
+  long long handed_back = 0;         // records
+};
+SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config);
+
 // 0 when every settled item is done and the queue was drained;
 // kItemsDeferred when some were deferred, or when claiming stopped early
 // (outside_window, drain_margin, stopped, operator, stop_file,

@@ -1,4 +1,4 @@
-// coexist locks list|release|sweep, queue status|retry|purge, runs list|show:
+// coexist locks list|release|sweep, queue status|retry|purge, runs list|show|sweep:
 // what operators use to see and repair state without writing SQL.
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 
 #include "admin/edit_locks.h"
 #include "admin/queue.h"
+#include "batch/runner.h"
 #include "cli/context.h"
 #include "common/error.h"
 #include "config/duration.h"
@@ -248,6 +249,29 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
                                  r.run_id, r.job, r.policy, r.outcome, r.started_at, r.seconds,
                                  r.done, r.deferred, r.dead);
       }
+    }
+    exit_code = 0;
+  });
+  auto* sweep = runs->add_subcommand(
+      "sweep",
+      "Clear what dead runs of the configuration's job left (kill -9, a lost host or server): "
+      "mark them abandoned, hand their status_partition records back; exit 4 when a run of the "
+      "job is at work (it has done so)");
+  sweep->add_flag("--json", f.json, "print JSON");
+  sweep->callback([&] {
+    auto result = batch::SweepDeadRuns(context.Server().conninfo(), context.Config());
+    if (f.json) {
+      std::cout << nlohmann::json{{"abandoned_runs", result.abandoned},
+                                  {"handed_back", result.handed_back}}
+                       .dump(2)
+                << '\n';
+    } else {
+      std::string ids;
+      for (long long id : result.abandoned) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      std::cout << fmt::format("{} dead run{} marked abandoned{}; {} record{} handed back\n",
+                               result.abandoned.size(), result.abandoned.size() == 1 ? "" : "s",
+                               ids.empty() ? "" : " (" + ids + ")", result.handed_back,
+                               result.handed_back == 1 ? "" : "s");
     }
     exit_code = 0;
   });

@@ -246,14 +246,50 @@ TEST_F(BatchCrashTest, AKilledStatusPartitionRunsRowsAreWritableAtOnce) {
   ASSERT_EQ(QueryValue("SELECT owner FROM products WHERE id = " + key), "batch");
 
   auto online = Connect("coexist-online");
-  EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = stock + 1000000 WHERE id = " +
-                                             key),
-            "");
+  EXPECT_EQ(
+      testing::SqlStateOf(*online, "UPDATE products SET stock = stock + 1000000 WHERE id = " + key),
+      "");
   EXPECT_EQ(QueryValue("SELECT owner FROM products WHERE id = " + key), "online");
 
   pid = StartRun("second.log");
   EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
   QueryValue("UPDATE products SET stock = stock - 1000000 WHERE id = " + key);
+  ExpectEveryItemAppliedOnce();
+}
+
+// `coexist runs sweep` clears a dead run's leftovers without waiting for the
+// next run: the runs row abandoned, the records handed back, the items
+// still queued for the next run. While a run works, it refuses with 4.
+TEST_F(BatchCrashTest, RunsSweepHandsBackADeadStatusPartitionRunsRecords) {
+  WriteConfig("{name: status_partition}", 4);
+  pid_t pid = StartRun("first.log");
+  WaitForLedger(300);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)
+      << "the kill left no takeover; make the run slower";
+  long long queued = Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'");
+
+  auto sweep = RunCommand(
+      {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "runs", "sweep"});
+  EXPECT_EQ(sweep.status, 0) << sweep.output;
+  EXPECT_NE(sweep.output.find("1 dead run marked abandoned (1)"), std::string::npos)
+      << sweep.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner = 'batch'"), 0);
+  EXPECT_EQ(QueryValue("SELECT outcome FROM coexist.runs WHERE run_id = 1"), "abandoned");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'"), queued);
+
+  {
+    // Whoever holds the job's lock (a run at work) does the sweeping itself.
+    auto holder = Connect("holder");
+    pqxx::nontransaction(*holder).exec("SELECT coexist.try_lock_job('crash')");
+    sweep = RunCommand(
+        {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "runs", "sweep"});
+    EXPECT_EQ(sweep.status, 4) << sweep.output;
+  }
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
   ExpectEveryItemAppliedOnce();
 }
 
