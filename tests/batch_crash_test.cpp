@@ -93,6 +93,17 @@ class BatchCrashTest : public testing::DatabaseTest {
       std::this_thread::sleep_for(20ms);
     }
   }
+  // A status_partition run (4 workers) killed mid-run, between taking rows
+  // over and handing them back: coexist.takeovers is not empty.
+  void KillAStatusPartitionRunWithTakeovers() {
+    WriteConfig("{name: status_partition}", 4);
+    pid_t pid = StartRun("first.log");
+    WaitForLedger(300);
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+    ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)
+        << "the kill left no takeover; make the run slower";
+  }
   std::string Log(const std::string& name) {
     std::ifstream in(dir_ / name);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -236,13 +247,8 @@ TEST_F(BatchCrashTest, ASquattedJobLockIsNamedAndBecomesAFailureAfterBusyTimeout
 // guard lets a write to a record whose takeover no live run holds through,
 // and the record is online's again; the next run applies every item once.
 TEST_F(BatchCrashTest, AKilledStatusPartitionRunsRowsAreWritableAtOnce) {
-  WriteConfig("{name: status_partition}", 4);
-  pid_t pid = StartRun("first.log");
-  WaitForLedger(300);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(KillAStatusPartitionRunWithTakeovers());
   auto key = QueryValue("SELECT min(record_key) FROM coexist.takeovers");
-  ASSERT_NE(key, "") << "the kill left no takeover; make the run slower";
   ASSERT_EQ(QueryValue("SELECT owner FROM products WHERE id = " + key), "batch");
 
   auto online = Connect("coexist-online");
@@ -251,7 +257,7 @@ TEST_F(BatchCrashTest, AKilledStatusPartitionRunsRowsAreWritableAtOnce) {
       "");
   EXPECT_EQ(QueryValue("SELECT owner FROM products WHERE id = " + key), "online");
 
-  pid = StartRun("second.log");
+  pid_t pid = StartRun("second.log");
   EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
   QueryValue("UPDATE products SET stock = stock - 1000000 WHERE id = " + key);
   ExpectEveryItemAppliedOnce();
@@ -261,13 +267,7 @@ TEST_F(BatchCrashTest, AKilledStatusPartitionRunsRowsAreWritableAtOnce) {
 // next run: the runs row abandoned, the records handed back, the items
 // still queued for the next run. While a run works, it refuses with 4.
 TEST_F(BatchCrashTest, RunsSweepHandsBackADeadStatusPartitionRunsRecords) {
-  WriteConfig("{name: status_partition}", 4);
-  pid_t pid = StartRun("first.log");
-  WaitForLedger(300);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
-  ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)
-      << "the kill left no takeover; make the run slower";
+  ASSERT_NO_FATAL_FAILURE(KillAStatusPartitionRunWithTakeovers());
   long long queued = Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'");
 
   auto sweep = RunCommand(
@@ -288,7 +288,7 @@ TEST_F(BatchCrashTest, RunsSweepHandsBackADeadStatusPartitionRunsRecords) {
         {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "runs", "sweep"});
     EXPECT_EQ(sweep.status, 4) << sweep.output;
   }
-  pid = StartRun("second.log");
+  pid_t pid = StartRun("second.log");
   EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
   ExpectEveryItemAppliedOnce();
 }
