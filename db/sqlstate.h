@@ -8,11 +8,12 @@
 namespace coexist::db::sqlstate {
 
 // coexist's own.
-inline constexpr const char* kEditLockBusy = "CX001";      // another owner holds the edit lock
-inline constexpr const char* kEditLockLost = "CX002";      // expired, released or revoked
-inline constexpr const char* kWindowRefused = "CX003";     // time_window: batch window active
-inline constexpr const char* kOwnerRefused = "CX004";      // status_partition: row owned by batch
-inline constexpr const char* kEditLockedRefused = "CX005"; // write to a row another owner edit-locks
+inline constexpr const char* kEditLockBusy = "CX001";   // another owner holds the edit lock
+inline constexpr const char* kEditLockLost = "CX002";   // expired, released or revoked
+inline constexpr const char* kWindowRefused = "CX003";  // time_window: batch window active
+inline constexpr const char* kOwnerRefused = "CX004";   // status_partition: row owned by batch
+inline constexpr const char* kEditLockedRefused =
+    "CX005";  // write to a row another owner edit-locks
 
 // PostgreSQL's.
 inline constexpr const char* kLockNotAvailable = "55P03";  // NOWAIT, lock_timeout
@@ -21,6 +22,6 @@ inline constexpr const char* kAdminShutdown = "57P01";     // pg_terminate_backe
 inline constexpr const char* kDeadlockDetected = "40P01";
 inline constexpr const char* kSerializationFailure = "40001";
 inline constexpr const char* kUniqueViolation = "23505";
-inline constexpr const char* kStringTooLong = "22001";     // an edit-lock owner over 200 bytes
+inline constexpr const char* kStringTooLong = "22001";  // an edit-lock owner over 200 bytes
 
 }  // namespace coexist::db::sqlstate

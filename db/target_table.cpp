@@ -34,7 +34,8 @@ void SeedDemoTable(pqxx::connection_base& conn, long long records, long long ini
     // The batch's own counter in simulations (coexist simulate): kept apart
     // from stock, so the online lost-update check and the batch's ledger
     // check each see only their own writes.
-    tx.exec("ALTER TABLE public.products ADD COLUMN IF NOT EXISTS settled bigint NOT NULL DEFAULT 0");
+    tx.exec(
+        "ALTER TABLE public.products ADD COLUMN IF NOT EXISTS settled bigint NOT NULL DEFAULT 0");
     tx.exec("TRUNCATE public.products");
     tx.exec_params(
         "INSERT INTO public.products (id, stock) SELECT g, $2 FROM generate_series(1, $1) g",

@@ -31,8 +31,8 @@ struct TargetTable {
 void InstallVersionTrigger(pqxx::connection_base& conn, const TargetTable& target);
 
 // The demo target, public.products: id, stock, version, owner, note,
-// updated_at, settled (what a simulation's batch adds to). Creates it when missing, replaces its rows with ids 1..records
-// (stock = initial_stock, version 0, owner 'online'), and installs the
+// updated_at, settled (what a simulation's batch adds to). Creates it when missing, replaces its
+// rows with ids 1..records (stock = initial_stock, version 0, owner 'online'), and installs the
 // version trigger (and the coexist schema when missing).
 void SeedDemoTable(pqxx::connection_base& conn, long long records, long long initial_stock = 1000);
 

@@ -1,5 +1,6 @@
 #include "pacing/control_state.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -61,7 +62,9 @@ std::string ControlState::Handle(std::string_view raw) {
   if (has_value && name == "chunk-time") {
     auto parsed = config::ParseDuration(value);
     if (!parsed || *parsed < milliseconds(1) || *parsed > std::chrono::hours(1)) {
-      return Error("'" + std::string(value) + "' is not a chunk time",
+      // fmt, not "'" + std::string(value) + ...: GCC 12 at -O3 reports a false
+      // -Wrestrict inside that concatenation.
+      return Error(fmt::format("'{}' is not a chunk time", value),
                    "write a duration from 1ms to 1h, e.g. chunk-time=250ms.");
     }
     auto target = std::chrono::duration_cast<milliseconds>(*parsed);
@@ -75,7 +78,7 @@ std::string ControlState::Handle(std::string_view raw) {
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), size);
     if (ec != std::errc() || end != value.data() + value.size() || size < 1 ||
         size > kMaxChunkSize) {
-      return Error("'" + std::string(value) + "' is not a chunk size",
+      return Error(fmt::format("'{}' is not a chunk size", value),
                    "write a whole number from 1 to " + std::to_string(kMaxChunkSize) + ".");
     }
     sizing_ = SizingOverride{.chunk_size = size};
