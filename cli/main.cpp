@@ -91,6 +91,18 @@ int main(int argc, char** argv) {
     return Report(std::string("config error: ") + e.what(), e.hint(), e.code());
   } catch (const coexist::Error& e) {
     return Report(std::string("coexist: ") + e.what(), e.hint(), e.code());
+  } catch (const pqxx::transaction_rollback& e) {
+    // A deadlock or serialization failure that escaped the command's own
+    // retries: trying again later is the cure.
+    return Report(std::string("coexist: the database rolled back a transaction: ") + e.what(), "",
+                  ExitCode::kTempFail);
+  } catch (const pqxx::in_doubt_error& e) {
+    return Report(std::string("coexist: lost the connection while committing; whether the last "
+                              "transaction committed is unknown: ") +
+                      e.what(),
+                  "check what it did (coexist queue status, coexist runs list) before running it "
+                  "again; a batch run may simply be run again.",
+                  ExitCode::kTempFail);
   } catch (const pqxx::broken_connection& e) {
     return Report(std::string("coexist: lost the database connection: ") + e.what(), "",
                   ExitCode::kTempFail);

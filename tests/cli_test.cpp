@@ -124,6 +124,29 @@ TEST_F(CliTest, HelpExplainsTheCommands) {
   }
 }
 
+// A database error that escapes a command gets the exit status of what it
+// means (db/failure.h): retry later (75) for a deadlock, a serialization
+// failure or a server out of resources; the deployment's fault (78) for a
+// right missing or an object gone; only the rest is an internal error (70).
+TEST_F(CliTest, DatabaseErrorsExitWithWhatTheyMean) {
+  QueryValue(
+      "CREATE FUNCTION public.fail_with(code text) RETURNS SETOF bigint LANGUAGE plpgsql AS "
+      "$$BEGIN RAISE EXCEPTION 'failing with %', code USING ERRCODE = code; END$$");
+  for (const auto& [select, status] : std::vector<std::pair<std::string, int>>{
+           {"SELECT public.fail_with('40P01')", 75},  // deadlock
+           {"SELECT public.fail_with('40001')", 75},  // serialization failure
+           {"SELECT public.fail_with('53100')", 75},  // disk full
+           {"SELECT public.fail_with('42501')", 78},  // insufficient privilege
+           {"SELECT id FROM public.no_such_table", 78},
+           {"SELECT no_such_column FROM public.products", 78},
+           {"SELECT public.fail_with('P0001')", 70},
+       }) {
+    auto out = Run("--database-url " + Url() + " enqueue --select \"" + select + "\"");
+    EXPECT_EQ(out.status, status) << select << "\n" << out.err;
+    EXPECT_EQ(out.err.find("internal error"), std::string::npos) << select << "\n" << out.err;
+  }
+}
+
 // A malformed URL is a configuration error (78), for every kind of
 // command, and its message never holds the password. The daemon stops at
 // once instead of logging the URL on every retry.
