@@ -1,5 +1,22 @@
 #pragma once
 
+// The queue and runs commands of operators: `coexist queue status`, `queue
+// retry --dead`, `queue purge`, `runs list`, `runs show`
+// (docs/operations.md, "Repair without SQL" and "Retention"); the daemon's
+// retention calls PurgeOldRows too. `runs sweep` is batch::SweepDeadRuns.
+//
+// Every function uses `conn` for transactions of its own (each says which)
+// and leaves none open, so `conn` must have no transaction open (libpqxx
+// throws pqxx::usage_error otherwise). An empty `job` means every job.
+// Errors are libpqxx's, uncaught: pqxx::broken_connection when the server
+// goes away, pqxx::sql_error when the database refuses a statement (42P01
+// when the coexist schema is not installed, 42501 when the role lacks a
+// right on coexist.queue, runs or events), pqxx::in_doubt_error when the
+// connection breaks during a commit.
+//
+// Thread safety: plain functions; a connection is used by one thread at a
+// time, as libpqxx requires.
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -13,35 +30,49 @@ class connection_base;
 
 namespace coexist::admin {
 
+// One job's queue, as `coexist queue status` shows it.
 struct JobQueueStatus {
   std::string job;
-  std::map<std::string, long long> by_state;    // queued, deferred, done, dead (zeros included)
-  std::optional<double> oldest_queued_seconds;  // age of the oldest queued or deferred item
+  std::map<std::string, long long> by_state;  // queued, deferred, done, dead (zeros included)
+  // Seconds since the oldest queued or deferred item was enqueued;
+  // nullopt when the job has none.
+  std::optional<double> oldest_queued_seconds;
+  // Deferred items by defer_reason ("(none)" when it has none).
   std::map<std::string, long long> defer_reasons;
 };
 
+// How many dead items of a job share one last_error.
 struct DeadError {
   std::string job;
-  std::string error;
+  std::string error;  // last_error; "(no error kept)" when it is NULL
   long long items = 0;
 };
 
 struct QueueStatus {
+  // One per job that has items in coexist.queue (any state), by job name;
+  // empty when the queue holds none of the selected job(s).
   std::vector<JobQueueStatus> jobs;
   std::vector<DeadError> top_dead_errors;  // most frequent first, at most 10
 };
 
-// `coexist queue status`: for one job, or all jobs when `job` is empty.
+// `coexist queue status` for `job`, or for every job when it is empty, in
+// one read-only transaction (READ COMMITTED: each statement sees the queue
+// as it is then, so the counts of a queue that a run works on may not add
+// up to one instant). Writes nothing.
 QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job);
 
-// `coexist queue retry --dead`: dead items of the job (all jobs when empty)
-// go back to queued with attempts reset and their last error kept, one
-// events row (kind items_retried) recording how many and who. Returns how many.
+// `coexist queue retry --dead`: the dead items of `job` (every job when
+// empty) go back to queued, claimable at once: attempts reset to 0,
+// last_error kept, deferrals unchanged. One statement in one transaction
+// of its own, which also writes one coexist.events row per job that had
+// dead items (kind items_retried, actor = `actor`, details.items). Sends no
+// NOTIFY: a daemon finds the items at its next poll. Returns how many items
+// were retried (0: none were dead; nothing is written then).
 long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
                          const std::string& actor);
 
 // How old a row must be to go: a done item since done_at, an event since
-// `at`, a finished run since ended_at. Zero keeps that kind.
+// `at`, a finished run since ended_at. Zero (or less) keeps that kind.
 struct PurgeAges {
   std::chrono::milliseconds done_items{0};
   std::chrono::milliseconds events{0};
@@ -58,34 +89,54 @@ struct PurgeCounts {
 inline constexpr int kPurgeBatchRows = 5000;
 
 // `coexist queue purge` and the daemon's retention: deletes done items,
-// events and finished runs older than their age, kPurgeBatchRows a
-// statement, each statement its own transaction that skips rows another
-// session has locked, so it never holds locks for long nor waits behind a
-// batch. Never touches queued, deferred or dead items, nor a running run.
-// When anything went, writes one events row (kind queue_purged, actor, the
-// counts). Checks `stop` between statements. Returns what it deleted.
+// events and finished runs older than their age, of every job, oldest
+// first. No transaction spans the purge: each DELETE of at most
+// kPurgeBatchRows rows commits on its own (autocommit) and skips rows
+// another session has locked (SKIP LOCKED), so it never holds locks for
+// long nor waits behind a batch; a skipped row goes at the next purge. The
+// cutoff (now - age) is fixed when each kind starts. Never touches queued,
+// deferred or dead items, nor a run whose outcome is 'running'.
+//
+// When anything went, a last statement writes one coexist.events row (kind
+// queue_purged, actor = `actor`, details: the counts). `stop` (may be null)
+// is read before every DELETE: once set, no further DELETE starts, and
+// what went so far is reported and audited. When a statement fails the
+// exception propagates: the DELETEs before it stay committed, and no
+// queue_purged row is written. Returns what it deleted.
 PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
                          const std::string& actor, const std::atomic<bool>* stop = nullptr);
 
+// One coexist.runs row, as `coexist runs list` shows it.
 struct RunRow {
   long long run_id = 0;
   std::string job, policy, host;
-  int pid = 0;
-  std::string started_at, ended_at, outcome;
+  int pid = 0;  // the run's process on `host`
+  // "YYYY-MM-DD HH:MI:SS+TZ" in the session's time zone; ended_at is ""
+  // while the run is running.
+  std::string started_at, ended_at;
+  std::string outcome;  // running, succeeded, incomplete, failed, abandoned
   long long claimed = 0, done = 0, deferred = 0, dead = 0;
-  double seconds = 0;
+  double seconds = 0;  // ended_at (or now, while running) - started_at
 };
 
-// `coexist runs list`: newest first.
+// `coexist runs list`: the `limit` newest runs of `job` (every job when
+// empty), newest (highest run_id) first, in one read-only transaction.
+// `limit` 0 returns none; a negative one is refused by PostgreSQL
+// (pqxx::sql_error; the CLI allows 1..100000). Empty: no runs recorded (or
+// all purged by retention).
 std::vector<RunRow> ListRuns(pqxx::connection_base& conn, const std::string& job, int limit);
 
 struct RunDetail {
   RunRow run;
+  // runs.details: the run's settings, merged with its summary (docs/batch.md,
+  // --json) once it finished.
   std::string details_json;
+  // The run's coexist.events rows by kind (those retention has not purged).
   std::map<std::string, long long> events_by_kind;
 };
 
-// `coexist runs show ID`; nullopt when there is no such run.
+// `coexist runs show ID`, in one read-only transaction; nullopt when there
+// is no such run (never started, or purged by retention).
 std::optional<RunDetail> ShowRun(pqxx::connection_base& conn, long long run_id);
 
 }  // namespace coexist::admin

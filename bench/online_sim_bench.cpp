@@ -19,7 +19,7 @@
 //    trip and every 2 ms still paid, no lock ever waited for), pgbench
 //    running the seed's transaction from a -f script (-c 16 -j 1 -t 25,
 //    \gset and \sleep 2 ms), and how late a 2 ms sleep wakes here. The
-//    issue's bounds (0.8 s serial, 50 ms per client) count the app work
+//    targets (1.15 x 0.8 s serial, 2 x 50 ms per client) count the app work
 //    alone; the one-client run shows what the round trips add on top.
 
 #include <spdlog/spdlog.h>
@@ -187,7 +187,7 @@ double SleepOvershootMicros() {
 struct ReserveCase {
   std::string method;
   int items;
-  double bound_seconds;  // the issue's: app work alone, times the allowed factor
+  double bound_seconds;  // the target: app work alone, times the allowed factor
   const char* bound_text;
   std::vector<double> coexist, one_client, pgbench;
 };

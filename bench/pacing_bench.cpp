@@ -1,5 +1,5 @@
 // Pacing benchmark (not a test): does adaptive pacing keep the online users'
-// latency while the batch still gets its work done? Issue 7's measured proof.
+// latency while the batch still gets its work done? The measured answer.
 //
 // One throwaway cluster; per round, two capacity cells on fresh data with the
 // same steady, moderate online load (closed model, edits and views on the
@@ -8,7 +8,7 @@
 //   paced:   chunks sized to pacing.chunk_time, throttled on lock waiters.
 // Each cell measures the online p99 alone (warmup) and during its batch, so
 // every ratio compares figures taken minutes apart on the same machine.
-// Prints both, the batch rates, and the two ratios of issue 7's targets:
+// Prints both, the batch rates, and the two ratios pacing is held to:
 //   paced p99 during the batch <= 1.25x the p99 without the batch;
 //   paced batch rate           >= 0.50x the unpaced rate.
 //

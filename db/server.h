@@ -9,7 +9,7 @@ namespace coexist::db {
 class TempCluster;
 
 // What a command does to its database; it decides which rules below apply
-// (DESIGN.md "Running it", docs/operations.md "Which database a command uses").
+// (docs/design.md "Running it", docs/operations.md "Which database a command uses").
 enum class DatabaseUse {
   // Keeps or reads state that must outlive the command (enqueue, batch,
   // db install/status, the admin commands): rules 1-5 only. A throwaway

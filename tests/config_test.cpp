@@ -232,7 +232,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "daemon:\n  reconnect_initial: 5s\n  reconnect_max: 1s\n",
            "bad.yaml:3:18: daemon.reconnect_max: reconnect_max (1s) is shorter than "
            "reconnect_initial (5s)", "raise reconnect_max"},
-  // batch_priority signals only what its pattern names (issue 12)
+  // batch_priority signals only what its pattern names: a pattern of only
+  // wildcards (it names no application) or one that matches the batch's own
+  // application_name is refused.
   BadInput{"online_pattern_bare_percent",
            "policy:\n  name: batch_priority\n  online_application_name: \"%\"\n",
            "bad.yaml:3:28: policy.online_application_name: '%' matches the sessions of any "

@@ -2,10 +2,11 @@
 -- gone: it looks up the edit_lock_revoked event of the lock's token. It ran
 -- with the caller's rights, and the documented online role
 -- (docs/operations.md, "Database roles") has no right on coexist.events (its
--- details name other owners and runs): check_edit_lock, renew_edit_lock and
--- release_edit_lock of a lost lock then failed with "permission denied for
--- table events" (42501) instead of CX002. SECURITY DEFINER: the function
--- reads only the one event it needs, and the caller sees only its actor.
+-- details name other owners and runs): check_edit_lock and renew_edit_lock
+-- of a lost lock then failed with "permission denied for table events"
+-- (42501) instead of CX002. (release_edit_lock of a lost lock returns false
+-- and never raises.) SECURITY DEFINER: the function reads only the one
+-- event it needs, and the caller sees only its actor.
 CREATE OR REPLACE FUNCTION coexist.raise_edit_lock_lost(target regclass, record_key bigint,
                                                         token uuid)
 RETURNS void

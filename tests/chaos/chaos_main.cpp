@@ -1,5 +1,5 @@
-// The chaos suite (issue 12, docs/operations.md "Chaos suite"): real
-// coexist processes against a real PostgreSQL, under faults, with the
+// The chaos suite (docs/operations.md, "Faults survived, and the chaos
+// suite"): real coexist processes against a real PostgreSQL, under faults, with the
 // invariants checked after every iteration. Prints a table (fault,
 // iterations, violations, the exit statuses the faulted processes showed)
 // and exits 1 when any invariant was violated.
