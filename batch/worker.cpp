@@ -27,7 +27,7 @@ struct Worker::Outcome {
   std::vector<long long> applied;
   std::vector<Failure> failures;
   std::vector<Deferral> deferrals;
-  std::vector<Deferral> timeouts;  // timed out again after the split: deferred
+  std::vector<Deferral> timeouts;  // timed out (or rolled back) again after the split: deferred
   long long dead = 0;
   long long escalated = 0;
   long long revoked = 0;
@@ -423,7 +423,9 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
                            bool split_after_timeout) {
   if (items.empty()) return;
   std::string error;
-  bool timed_out = false;
+  // Set when trying again may pass: the reason the items are deferred if
+  // the halves fail the same way ("timeout", "deadlock", "serialization").
+  std::string transient;
   auto started = steady_clock::now();
   try {
     Savepoint sub(tx, "apply");
@@ -444,21 +446,26 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
         throw TempFailError("the server could not run the operation: " + error,
                             "no item was charged; the next run picks them up.");
       case db::StatementFault::kTimeout:
-        timed_out = true;
+        transient = "timeout";
+        out.timed_out = true;  // the pacer shrinks the next chunks
         break;
       case db::StatementFault::kItem:
         break;
     }
   } catch (const pqxx::transaction_rollback& e) {
+    // A deadlock or serialization failure says nothing about the items:
+    // like a timeout, the statement is tried again in smaller pieces and
+    // what fails again is deferred, never charged an attempt.
     error = e.what();
+    transient =
+        dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr ? "deadlock" : "serialization";
   }
-  if (timed_out) {
-    out.timed_out = true;
+  if (!transient.empty()) {
     auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
-    spdlog::warn("chunk timed out items={} took_ms={} retry={}", items.size(), took.count(),
-                 split_after_timeout ? "deferred" : "halves");
+    spdlog::warn("chunk rolled back reason={} items={} took_ms={} retry={}", transient,
+                 items.size(), took.count(), split_after_timeout ? "deferred" : "halves");
     if (split_after_timeout) {
-      for (const auto& item : items) out.timeouts.push_back({item.item_id, "timeout", false});
+      for (const auto& item : items) out.timeouts.push_back({item.item_id, transient, false});
       return;
     }
     auto piece = static_cast<std::size_t>(pacing::SplitOnTimeout(static_cast<int>(items.size())));

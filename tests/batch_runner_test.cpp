@@ -298,6 +298,45 @@ TEST_F(BatchRunnerTest, AMissingOperationIsAConfigurationError) {
 // The start-up check of the operation runs none of the user's SQL: a second
 // statement after a semicolon used to be run by the simple-protocol
 // "PREPARE ... AS <sql>" of the check.
+// A deadlock or serialization failure of the operation is nobody's fault:
+// the statement is tried again in smaller pieces, and an item that keeps
+// failing that way is deferred, never charged an attempt (before, a chunk of
+// one item was charged, and with max_attempts 1 went dead).
+TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
+  QueryValue(
+      "CREATE SEQUENCE public.boom; CREATE TABLE public.boom_limit (n bigint);"
+      "INSERT INTO public.boom_limit VALUES (1);"
+      "CREATE FUNCTION public.deadlock_first(ids bigint[]) RETURNS bigint[] LANGUAGE plpgsql AS "
+      "$$BEGIN IF nextval('public.boom') <= (SELECT n FROM public.boom_limit) THEN "
+      "RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END IF; RETURN ids; END$$");
+  auto config = config::LoadString(
+      "batch: {job: j, chunk_size: 1, max_attempts: 1}\npolicy: {name: skip_locked}\n"
+      "operation:\n  chunk_sql: UPDATE products SET stock = stock + 1 WHERE id = ANY "
+      "(public.deadlock_first($1::bigint[]))\n",
+      "job.yaml");
+  // The first try deadlocks, the second passes: done, one attempt.
+  EnqueueRange(1, 1);
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.done, 1);
+  EXPECT_EQ(summary.dead, 0);
+  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts FROM coexist.queue WHERE record_key = 1"),
+            "done:1");
+  // Both tries deadlock: deferred for the next run, no attempt charged.
+  QueryValue("SELECT setval('public.boom', 1, false); UPDATE public.boom_limit SET n = 2");
+  EnqueueRange(2, 2);
+  summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.deferred, 1);
+  EXPECT_EQ(summary.dead, 0);
+  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts || ':' || defer_reason FROM coexist.queue "
+                       "WHERE record_key = 2"),
+            "deferred:0:deadlock");
+  EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1000);
+  QueryValue("UPDATE public.boom_limit SET n = 0; UPDATE coexist.queue SET not_before = now()");
+  summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.done, 1);
+  EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1001);
+}
+
 TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
   EnqueueRange(1, 3);
   struct Case {
