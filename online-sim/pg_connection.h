@@ -12,12 +12,19 @@
 #include <string_view>
 #include <vector>
 
-#include "online-sim/asio.h"
+#include "common/asio.h"
 
 struct pg_conn;
 struct pg_result;
 
 namespace coexist::online_sim {
+
+// online-sim's coroutines use common/asio.h's names unqualified.
+namespace asio = boost::asio;
+using asio::use_awaitable;
+using async::Awaitable;
+using async::Sleep;
+using async::Spawn;
 
 // Every SQL statement the simulator sends, prepared once per connection on
 // first use (prepared statements are named verb_noun).

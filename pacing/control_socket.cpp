@@ -1,27 +1,24 @@
 #include "pacing/control_socket.h"
 
+// First, before any other Boost.Asio header: it carries the Boost 1.74
+// <utility> workaround.
+// clang-format off
+#include "common/asio.h"
+// clang-format on
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <thread>
-
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>;
-// g++ 12 no longer pulls it in transitively.
-#include <spdlog/spdlog.h>
-
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
+#include <thread>
 #include <utility>
 
 #include "common/error.h"
@@ -137,20 +134,6 @@ asio::awaitable<void> Serve(Socket socket, ControlState& state) {
   }
 }
 
-// Starts a coroutine whose escaping exception is logged, never swallowed.
-void Spawn(asio::io_context& io, asio::awaitable<void> task, const char* what) {
-  asio::co_spawn(io, std::move(task), [what](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      spdlog::error("control socket task failed task={} error={}", what, log::Value(ex.what()));
-    } catch (...) {
-      spdlog::error("control socket task failed task={} error=unknown", what);
-    }
-  });
-}
-
 }  // namespace
 
 struct ControlServer::Impl {
@@ -171,7 +154,7 @@ struct ControlServer::Impl {
         spdlog::warn("control socket accept failed error={}", log::Value(ec.message()));
         continue;
       }
-      Spawn(io, Serve(std::move(socket), state), "serve");
+      async::Spawn(io, Serve(std::move(socket), state), "control socket: serve");
     }
   }
 };
@@ -181,7 +164,7 @@ ControlServer::ControlServer(std::string path, ControlState& state)
   ClearStaleSocket(impl_->path);
   int fd = BindListener(impl_->path);
   impl_->acceptor.assign(asio::local::stream_protocol(), fd);
-  Spawn(impl_->io, impl_->Accept(), "accept");
+  async::Spawn(impl_->io, impl_->Accept(), "control socket: accept");
   impl_->thread = std::jthread([this] { impl_->io.run(); });
   spdlog::info("control socket listening path={}", log::Value(impl_->path));
 }

@@ -1,10 +1,10 @@
-#include "online-sim/asio.h"
+#include "common/asio.h"
 
 #include <spdlog/spdlog.h>
 
 #include "common/log.h"
 
-namespace coexist::online_sim {
+namespace coexist::async {
 
 void Spawn(asio::io_context& io, Awaitable<> task, std::string what,
            std::function<void(std::exception_ptr)> on_error) {
@@ -28,4 +28,4 @@ Awaitable<> Sleep(std::chrono::steady_clock::duration duration) {
   co_await timer.async_wait(use_awaitable);
 }
 
-}  // namespace coexist::online_sim
+}  // namespace coexist::async

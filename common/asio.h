@@ -1,8 +1,10 @@
 #pragma once
 
-// The one header that brings Boost.Asio into coexist. Include it only from
-// online-sim's .cpp files and private headers: Asio costs seconds of compile
-// time per translation unit on two cores.
+// The one header that brings Boost.Asio into coexist (online-sim's
+// connections and users, pacing's control socket). Include it only from
+// .cpp files and private headers, never from a header others include: Asio
+// costs seconds of compile time per translation unit on two cores. Further
+// Asio headers a file needs (sockets, read_until) come after this one.
 
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>;
 // g++ 12 no longer pulls it in transitively. (Its own block, so that
@@ -18,11 +20,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <string>
 
-namespace coexist::online_sim {
+namespace coexist::async {
 
 namespace asio = boost::asio;
 template <typename T = void>
@@ -38,4 +41,4 @@ void Spawn(asio::io_context& io, Awaitable<> task, std::string what,
 // Waits `duration` on a fresh timer; zero or negative returns at once.
 Awaitable<> Sleep(std::chrono::steady_clock::duration duration);
 
-}  // namespace coexist::online_sim
+}  // namespace coexist::async
