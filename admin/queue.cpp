@@ -117,7 +117,13 @@ long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
       "WITH retried AS ("
       "  UPDATE coexist.queue SET state = 'queued', attempts = 0, not_before = '-infinity',"
       "         updated_at = now()"
-      "   WHERE state = 'dead' AND ($1 = '' OR job = $1) RETURNING job),"
+      "   WHERE state = 'dead' AND ($1 = '' OR job = $1) RETURNING job, record_key, item_id),"
+      // Later pending items of those keys now follow a pending one: the
+      // claim lets them wait for it (0015's follows_pending).
+      " followers AS ("
+      "  UPDATE coexist.queue f SET follows_pending = true FROM retried r"
+      "   WHERE f.job = r.job AND f.record_key = r.record_key AND f.item_id > r.item_id"
+      "     AND f.state IN ('queued', 'deferred') AND NOT f.follows_pending),"
       " counted AS (SELECT job, count(*) AS n FROM retried GROUP BY job),"
       " audit AS ("
       "  INSERT INTO coexist.events (kind, job, actor, details)"

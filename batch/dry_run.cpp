@@ -43,9 +43,10 @@ std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& 
   for (const auto& row : tx.exec_params(R"sql(
     SELECT item_id, record_key, attempts, deferrals FROM coexist.queue q
      WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() AND item_id > $2
-       AND NOT EXISTS (SELECT 1 FROM coexist.queue e  -- as claim_items: one item per key
-                        WHERE e.job = q.job AND e.record_key = q.record_key
-                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))
+       AND (NOT q.follows_pending  -- as claim_items: an earlier item of the key goes first
+            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
+                            WHERE e.job = q.job AND e.record_key = q.record_key
+                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
      ORDER BY item_id
      LIMIT $3)sql",
                                         job, after, kPage)) {

@@ -82,9 +82,10 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
      WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
        AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
-       AND NOT EXISTS (SELECT 1 FROM coexist.queue e  -- an earlier item of the key goes first
-                        WHERE e.job = q.job AND e.record_key = q.record_key
-                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))
+       AND (NOT q.follows_pending  -- an earlier item of the key goes first (0007, 0015)
+            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
+                            WHERE e.job = q.job AND e.record_key = q.record_key
+                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
      ORDER BY q.item_id
      LIMIT $3
        FOR UPDATE SKIP LOCKED)sql");
@@ -94,9 +95,10 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
      WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
        AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
-       AND NOT EXISTS (SELECT 1 FROM coexist.queue e  -- an earlier item of the key goes first
-                        WHERE e.job = q.job AND e.record_key = q.record_key
-                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))
+       AND (NOT q.follows_pending  -- an earlier item of the key goes first (0007, 0015)
+            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
+                            WHERE e.job = q.job AND e.record_key = q.record_key
+                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
        AND NOT EXISTS (SELECT 1 FROM coexist.takeovers t WHERE t.item_id = q.item_id)
      ORDER BY q.item_id
      LIMIT $3
@@ -237,8 +239,7 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
     SELECT count(*) FILTER (WHERE ok AND NOT terminate), count(*) FILTER (WHERE ok AND terminate)
       FROM k)sql");
 
-  conn.prepare("hold_run", R"sql(
-    SELECT outcome FROM coexist.runs WHERE run_id = $1 FOR KEY SHARE)sql");
+  conn.prepare("hold_run", "SELECT coexist.hold_run($1)");
   conn.prepare("insert_run", R"sql(
     INSERT INTO coexist.runs (job, policy, host, pid, details, backend_pid)
     VALUES ($1, $2, $3, $4, $5::jsonb, pg_backend_pid())
@@ -322,8 +323,7 @@ std::optional<JobHolder> QueueSql::FindJobHolder(pqxx::transaction_base& tx) {
 }
 
 bool QueueSql::HoldRun(pqxx::transaction_base& tx, long long run_id) {
-  auto rows = tx.exec_prepared("hold_run", run_id);
-  return !rows.empty() && rows[0][0].as<std::string>() == "running";
+  return tx.exec_prepared1("hold_run", run_id)[0].as<bool>();
 }
 
 std::vector<long long> QueueSql::AbandonStaleRuns(pqxx::transaction_base& tx) {

@@ -117,9 +117,9 @@ WorkWaiter::QueueCounts WorkWaiter::Counts(const std::string& job) {
       " WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() "
       // Items behind an earlier pending item of their key are not claimable
       // (claim_items): counting them would start a run that claims nothing.
-      "   AND NOT EXISTS (SELECT 1 FROM coexist.queue e WHERE e.job = q.job "
-      "                     AND e.record_key = q.record_key AND e.item_id < q.item_id "
-      "                     AND e.state IN ('queued', 'deferred'))",
+      "   AND (NOT q.follows_pending OR NOT EXISTS (SELECT 1 FROM coexist.queue e "
+      "          WHERE e.job = q.job AND e.record_key = q.record_key AND e.item_id < q.item_id "
+      "            AND e.state IN ('queued', 'deferred')))",
       job);
   return {row[0].as<long long>(), row[1].as<long long>()};
 }

@@ -10,6 +10,7 @@
 
 #include <map>
 
+#include "admin/queue.h"
 #include "batch/enqueue.h"
 #include "batch/runner.h"
 #include "config/config.h"
@@ -134,6 +135,60 @@ std::vector<Case> AllCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(StylesAndPolicies, SameKeyTest, ::testing::ValuesIn(AllCases()), CaseName);
+
+// The claim's key order: an item waits while an earlier item of its key is
+// still pending, deferred included (an online user holds the row). Checked
+// for items enqueued together, and for an item enqueued while the earlier
+// one was dead and then put back by `queue retry --dead`.
+class KeyOrderTest : public testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    QueryValue("CREATE TABLE ledger (key bigint NOT NULL, uid text NOT NULL)");
+  }
+  // Runs the job once while an online transaction holds record 7's row.
+  RunSummary RunWhileRowSevenIsHeld() {
+    auto online = Connect("coexist-online");
+    pqxx::work held(*online);
+    held.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");
+    auto summary = batch::Run(conninfo(), Config());
+    held.abort();
+    return summary;
+  }
+  config::Config Config() {
+    return config::LoadString(std::string("batch: {job: j, chunk_size: 50}\npolicy:\n") +
+                                  kPolicies[0] + kStyles[0].operation,
+                              "test.yaml");
+  }
+  std::string States() {
+    return QueryValue(
+        "SELECT string_agg(payload->>'uid' || ':' || state, ',' ORDER BY item_id) FROM "
+        "coexist.queue WHERE record_key = 7");
+  }
+  static EnqueueItem Item(const char* uid) {
+    return {7, std::string("{\"qty\": 1, \"uid\": \"") + uid + "\"}", std::nullopt};
+  }
+};
+
+TEST_F(KeyOrderTest, ALaterItemWaitsWhileAnEarlierOneOfItsKeyIsDeferred) {
+  EnqueueItems(conninfo(), "j", {Item("a"), Item("b")});
+  auto summary = RunWhileRowSevenIsHeld();
+  EXPECT_EQ(summary.deferred, 1);
+  EXPECT_EQ(States(), "a:deferred,b:queued") << "b went before a";
+  QueryValue("UPDATE coexist.queue SET not_before = now()");
+  batch::Run(conninfo(), Config());
+  EXPECT_EQ(States(), "a:done,b:done");
+  EXPECT_EQ(QueryValue("SELECT string_agg(uid, ',' ORDER BY ctid) FROM ledger"), "a,b");
+}
+
+TEST_F(KeyOrderTest, AnItemPutBackByRetryGoesBeforeLaterItemsOfItsKey) {
+  EnqueueItems(conninfo(), "j", {Item("a")});
+  QueryValue("UPDATE coexist.queue SET state = 'dead', attempts = 5");
+  EnqueueItems(conninfo(), "j", {Item("b")});  // a is not pending now
+  EXPECT_EQ(admin::RetryDeadItems(*Connect("coexist-admin"), "j", "admin:test"), 1);
+  RunWhileRowSevenIsHeld();
+  EXPECT_EQ(States(), "a:deferred,b:queued") << "b went before the retried a";
+}
 
 }  // namespace
 }  // namespace coexist::batch
