@@ -63,7 +63,8 @@ double SimulatorTps(const std::string& conninfo, int seconds) {
   coexist::online_sim::RunOptions options;
   options.duration = std::chrono::seconds(seconds);
   options.check_lost_updates = false;
-  coexist::online_sim::Simulator simulator(conninfo, coexist::db::TargetTable{}, config, options);
+  coexist::online_sim::Simulator simulator(conninfo, coexist::config::TargetTable{}, config,
+                                           options);
   simulator.Prepare();
   Report report = simulator.Run();
   return report.throughput;

@@ -29,7 +29,7 @@ void ReadLog(Section& s, LogConfig& out) {
   s.Finish();
 }
 
-void ReadTarget(Section& s, db::TargetTable& out) {
+void ReadTarget(Section& s, config::TargetTable& out) {
   s.QualifiedName("table", out.schema, out.table);
   s.Identifier("key_column", out.key_column);
   s.Identifier("version_column", out.version_column);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "config/config_error.h"
-#include "db/target_table.h"
+#include "config/target_table.h"
 
 namespace coexist::config {
 
@@ -289,7 +289,7 @@ struct Config {
   std::string source;  // the file it came from, for messages
   DatabaseConfig database;
   LogConfig log;
-  db::TargetTable target;
+  config::TargetTable target;
   BatchConfig batch;
   PacingConfig pacing;
   OnlineConfig online;

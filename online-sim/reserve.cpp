@@ -107,7 +107,7 @@ ReserveRow Reserve::RunOne(int items, const std::string& method) {
   config.atomic_floor = 0;
   config.application_name = "coexist-reserve";
   config.seed = options_.seed;
-  db::TargetTable target{kSchema, kTable, "id", "version", std::nullopt};
+  config::TargetTable target{kSchema, kTable, "id", "version", std::nullopt};
   RunOptions run;
   run.duration = std::chrono::hours(1);
   run.transactions_per_user = options_.per_client;

@@ -33,7 +33,7 @@ std::array<double, kKindCount> Weights(const config::OnlineMix& mix) {
 }  // namespace
 
 struct Simulator::State {
-  State(std::string conninfo_in, db::TargetTable target_in, config::OnlineConfig config_in,
+  State(std::string conninfo_in, config::TargetTable target_in, config::OnlineConfig config_in,
         RunOptions options_in)
       : conninfo(std::move(conninfo_in)),
         target(std::move(target_in)),
@@ -44,7 +44,7 @@ struct Simulator::State {
         ticker(engine.io) {}
 
   std::string conninfo;
-  db::TargetTable target;
+  config::TargetTable target;
   config::OnlineConfig config;
   RunOptions options;
   Engine engine;
@@ -198,7 +198,7 @@ Awaitable<> Simulator::State::Progress() {
   }
 }
 
-Simulator::Simulator(std::string conninfo, db::TargetTable target, config::OnlineConfig config,
+Simulator::Simulator(std::string conninfo, config::TargetTable target, config::OnlineConfig config,
                      RunOptions options)
     : state_(std::make_unique<State>(std::move(conninfo), std::move(target), std::move(config),
                                      options)) {}

@@ -267,7 +267,8 @@ std::string QuoteIdentifier(const std::string& name) {
   return out + "\"";
 }
 
-StatementIds AddStatements(Catalog& c, const db::TargetTable& target, const std::string& value) {
+StatementIds AddStatements(Catalog& c, const config::TargetTable& target,
+                           const std::string& value) {
   std::string table = QuoteIdentifier(target.schema) + "." + QuoteIdentifier(target.table);
   std::string k = QuoteIdentifier(target.key_column);
   std::string v = QuoteIdentifier(value);

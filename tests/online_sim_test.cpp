@@ -65,7 +65,7 @@ class OnlineSimTest : public testing::DatabaseTest {
     RunOptions options;
     options.duration = duration;
     options.transactions_per_user = per_user;
-    Simulator simulator(conninfo(), db::TargetTable{}, config, options);
+    Simulator simulator(conninfo(), config::TargetTable{}, config, options);
     simulator.Prepare();
     return simulator.Run();
   }
@@ -300,7 +300,7 @@ TEST_F(OnlineSimTest, OpenModelCountsFromTheScheduledStart) {
 TEST_F(OnlineSimTest, PoolLargerThanTheServerAllowsFailsBeforeAnyLoad) {
   auto config = OnlyKind("view", 1);
   config.pool_size = 5000;
-  Simulator simulator(conninfo(), db::TargetTable{}, config, RunOptions{});
+  Simulator simulator(conninfo(), config::TargetTable{}, config, RunOptions{});
   try {
     simulator.Prepare();
     FAIL() << "a pool of 5000 was accepted";
