@@ -6,7 +6,12 @@
 #include <vector>
 
 #include "config/config_error.h"
+#include "config/policy_config.h"
 #include "config/target_table.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace coexist::config {
 
@@ -118,58 +123,6 @@ struct OnlineConfig {
   // Open model: transactions whose latency (from their scheduled start)
   // exceeds this are counted late. 0: none counted.
   milliseconds latency_limit = milliseconds(0);
-};
-
-// One batch window of the time_window policy, e.g. 01:00-05:00 Asia/Tokyo on
-// weekdays. The window belongs to the day it starts on; end <= start means it
-// ends the next day, end == start means 24 hours.
-struct WindowConfig {
-  std::string time_zone = "UTC";                      // IANA name, validated at load
-  std::vector<int> weekdays = {1, 2, 3, 4, 5, 6, 7};  // ISO: 1 = Monday .. 7 = Sunday
-  std::chrono::minutes start{60};                     // "01:00"
-  std::chrono::minutes end{5 * 60};                   // "05:00"
-};
-
-// `policy:` — how the batch coexists with online users (docs/policies.md).
-// Only the keys of the named policy are accepted.
-struct PolicyConfig {
-  // time_window, status_partition, online_priority, batch_priority, skip_locked.
-  std::string name = "skip_locked";
-
-  // time_window: when the batch may claim. Claiming stops drain_margin
-  // before a window ends. mode read_only: online writes are refused (CX003)
-  // while a window is active; allow: online writes pass.
-  std::vector<WindowConfig> windows;
-  milliseconds drain_margin = std::chrono::minutes(5);
-  std::string mode = "read_only";
-
-  // online_priority (and skip_locked's on_exhausted: wait): how long the
-  // batch waits for one record's row lock or edit lock before deferring it.
-  milliseconds max_wait = std::chrono::seconds(30);
-
-  // batch_priority (and skip_locked's on_exhausted: force): an online backend
-  // blocking the batch's row lock is cancelled after cancel_after (an idle
-  // in transaction one terminated) and terminated after terminate_after,
-  // only when its application_name matches online_application_name (a SQL
-  // LIKE pattern) and it is no superuser's, coexist's own or another
-  // database's; otherwise the item is deferred. Validated at load: not only
-  // % and _, not matching database.application_name.
-  milliseconds cancel_after = std::chrono::seconds(2);
-  milliseconds terminate_after = std::chrono::seconds(5);
-  std::string online_application_name = "coexist-online%";
-
-  // skip_locked: an item deferred max_deferrals times escalates: wait (as
-  // online_priority), force (as batch_priority) or report (stays deferred,
-  // with an escalation event).
-  int max_deferrals = 5;
-  std::string on_exhausted = "report";
-
-  // Row-lock waits go in SET LOCAL lock_timeout steps, doubling from
-  // lock_wait_initial up to lock_wait_max, never queueing for long.
-  milliseconds lock_wait_initial{100};
-  milliseconds lock_wait_max{1000};
-  // A deferred item is not claimed again before this delay (next run).
-  milliseconds defer_delay{0};
 };
 
 // `operation:` — what the batch does per item. Exactly one of item_sql and
@@ -306,5 +259,7 @@ struct Config {
 Config LoadFile(const std::string& path);
 // The same for YAML text; `name` stands for the file in messages.
 Config LoadString(const std::string& yaml, const std::string& name);
+// The same for parsed YAML; LoadScenario reads each cell of a sweep with it.
+Config ReadConfig(const YAML::Node& root, const std::string& name);
 
 }  // namespace coexist::config

@@ -10,6 +10,8 @@
 #include "config/duration.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
+#include "policies/online_priority.h"
+#include "policies/skip_locked.h"
 
 namespace coexist::config {
 namespace {
@@ -250,6 +252,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "database:\n  application_name: coexist-online-batch\npolicy:\n  name: batch_priority\n",
            "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
            "application_name 'coexist-online-batch'", "change database.application_name"},
+  // Without a policy: section, the default policy (skip_locked) checks too.
+  BadInput{"batch_name_matches_the_default_policy_pattern",
+           "database:\n  application_name: coexist-online-batch\n",
+           "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
+           "application_name 'coexist-online-batch'", "change database.application_name"},
   BadInput{"online_pattern_trailing_escape",
            "policy:\n  name: batch_priority\n  online_application_name: \"web\\\\\"\n",
            "bad.yaml:3:28: policy.online_application_name: 'web\\' ends with LIKE's escape "
@@ -389,13 +396,15 @@ online:
   ASSERT_EQ(scenario.cells.size(), 4u);
   const auto& first = scenario.cells[0];
   EXPECT_EQ(first.config.policy.name, "skip_locked");
-  EXPECT_EQ(first.config.policy.max_deferrals, 2);
+  EXPECT_EQ(policies::OptionsOf<policies::SkipLocked::Options>(first.config.policy).max_deferrals,
+            2);
   EXPECT_EQ(first.config.online.users, 10);
   EXPECT_EQ(first.load_level, "online.users=10");
   EXPECT_EQ(first.config.online.think_time, std::chrono::milliseconds(100));
   const auto& last = scenario.cells[3];
   EXPECT_EQ(last.config.policy.name, "online_priority");
-  EXPECT_EQ(last.config.policy.max_wait, std::chrono::seconds(3));
+  EXPECT_EQ(policies::OptionsOf<policies::OnlinePriority::Options>(last.config.policy).max_wait,
+            std::chrono::seconds(3));
   EXPECT_EQ(last.config.online.users, 40);
   EXPECT_EQ(last.parameters.at("policy.name"), "online_priority");
   EXPECT_EQ(scenario.settings.name, std::filesystem::path(path).stem().string());
