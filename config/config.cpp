@@ -150,7 +150,6 @@ void ReadPolicy(Section& s, const policies::ReadContext& context, PolicyConfig& 
   std::vector<std::string_view> names;
   for (const auto& registration : registrations) names.push_back(registration.name);
   if (auto at = s.Choice("name", names)) out.name = registrations[*at].name;
-  if (out.name.empty()) out.name = policies::DefaultName();
   s.Duration("defer_delay", out.defer_delay, milliseconds(0), hours(24 * 7));
   s.Duration("lock_wait_initial", out.lock_wait_initial, milliseconds(1), milliseconds(60'000));
   s.Duration("lock_wait_max", out.lock_wait_max, milliseconds(1), milliseconds(60'000));
@@ -280,6 +279,7 @@ policies::ReadContext PolicyContext(const Section& top, const YAML::Node& root,
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
+  config.policy.name = policies::DefaultName();
   if (root.IsNull()) return config;
   if (!root.IsMap()) {
     Section top(YAML::Node(YAML::NodeType::Map), "", name);

@@ -3,14 +3,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "config/config_error.h"
 #include "config/duration.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
 #include "policies/online_priority.h"
+#include "policies/registry.h"
 #include "policies/skip_locked.h"
 
 namespace coexist::config {
@@ -49,6 +52,34 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(config.target.Name(), "public.products");
   EXPECT_EQ(config.batch.chunk_size, 500);
   EXPECT_FALSE(config.database.url.has_value());
+  EXPECT_EQ(config.policy.name, "skip_locked");
+}
+
+// The loader's policy names are the registry's: an unknown name's hint lists
+// every registered one, and each registered one is accepted.
+TEST(Config, AcceptsExactlyTheRegisteredPolicyNames) {
+  std::string hint;
+  try {
+    LoadString("policy:\n  name: first_come\n", "p.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "p.yaml:2:9: policy.name: unknown value 'first_come'");
+    hint = e.hint();
+  }
+  const std::string prefix = "use one of: ";
+  ASSERT_TRUE(hint.starts_with(prefix) && hint.ends_with(".")) << hint;
+  std::vector<std::string> listed;
+  std::istringstream list(hint.substr(prefix.size(), hint.size() - prefix.size() - 1));
+  for (std::string name; std::getline(list >> std::ws, name, ',');) listed.push_back(name);
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, policies::Names());
+  for (const auto& name : policies::Names()) {
+    try {
+      EXPECT_EQ(LoadString("policy:\n  name: " + name + "\n", "p.yaml").policy.name, name);
+    } catch (const ConfigError& e) {  // time_window wants windows: its name was accepted
+      EXPECT_EQ(std::string(e.what()).find("policy.name"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Config, ReadsEverySection) {
