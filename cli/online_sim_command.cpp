@@ -99,7 +99,9 @@ int RunSimulation(Context& context, const SimOptions& flags) {
   if (flags.users) online.users = *flags.users;
   if (flags.pool) online.pool_size = *flags.pool;
   if (flags.rate) online.rate = *flags.rate;
-  if (!flags.model.empty()) online.model = flags.model;
+  if (!flags.model.empty()) {  // CLI11 let only closed or open through
+    online.model = flags.model == "open" ? config::LoadModel::kOpen : config::LoadModel::kClosed;
+  }
   if (!flags.latency_limit.empty()) {
     online.latency_limit = ParseFlagDuration("latency-limit", flags.latency_limit);
   }

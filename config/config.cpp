@@ -55,14 +55,20 @@ void ReadMix(Section& s, OnlineMix& out) {
 
 void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
   using std::chrono::seconds;
-  s.Enum("model", out.model, {"closed", "open"});
+  s.Enum("model", out.model, {{"closed", LoadModel::kClosed}, {"open", LoadModel::kOpen}});
   s.Int("users", out.users, 1, 100000);
   s.Double("rate", out.rate, 0.001, 1e6);
   s.Duration("think_time", out.think_time, milliseconds(0), hours(24));
-  s.Enum("think_distribution", out.think_distribution, {"fixed", "exponential", "lognormal"});
+  s.Enum("think_distribution", out.think_distribution,
+         {{"fixed", ThinkDistribution::kFixed},
+          {"exponential", ThinkDistribution::kExponential},
+          {"lognormal", ThinkDistribution::kLognormal}});
   s.Double("think_sigma", out.think_sigma, 0.01, 5);
   s.Int("pool_size", out.pool_size, 1, 10000);
-  s.Enum("key_distribution", out.key_distribution, {"uniform", "zipf", "hot_set"});
+  s.Enum("key_distribution", out.key_distribution,
+         {{"uniform", KeyDistribution::kUniform},
+          {"zipf", KeyDistribution::kZipf},
+          {"hot_set", KeyDistribution::kHotSet}});
   s.Double("zipf_s", out.zipf_s, 0.01, 10);
   s.Double("hot_traffic", out.hot_traffic, 0, 1);
   s.Double("hot_keys", out.hot_keys, 1e-9, 1);
@@ -80,7 +86,8 @@ void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
   s.Int("max_retries", out.max_retries, 0, 1000);
   s.Duration("backoff_base", out.backoff_base, milliseconds(0), seconds(60));
   s.Duration("backoff_cap", out.backoff_cap, milliseconds(0), seconds(600));
-  s.Enum("lock_mode", out.lock_mode, {"lock_timeout", "nowait"});
+  s.Enum("lock_mode", out.lock_mode,
+         {{"lock_timeout", LockMode::kLockTimeout}, {"nowait", LockMode::kNowait}});
   s.Duration("lock_timeout", out.lock_timeout, milliseconds(0), hours(1));
   s.Duration("offline_hold", out.offline_hold, milliseconds(0), hours(8));
   s.Duration("offline_ttl", out.offline_ttl, seconds(1), hours(24));
@@ -128,7 +135,8 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.Duration("hold_time", out.hold_time, milliseconds(0), hours(1));
   if (auto t = s.Map("critical_load")) ReadThresholds(*t, out.critical_load = {});
   s.Duration("critical_recheck", out.critical_recheck, milliseconds(0), std::chrono::minutes(10));
-  s.Enum("critical_action", out.critical_action, {"hibernate", "stop"});
+  s.Enum("critical_action", out.critical_action,
+         {{"hibernate", CriticalAction::kHibernate}, {"stop", CriticalAction::kStop}});
   s.Duration("hibernate_time", out.hibernate_time, milliseconds(1), hours(24));
   s.String("throttle_query", out.throttle_query);
   s.String("pause_file", out.pause_file);
@@ -314,6 +322,8 @@ Config Read(const YAML::Node& root, const std::string& name) {
 }
 
 }  // namespace
+
+const char* ToString(LoadModel model) { return model == LoadModel::kOpen ? "open" : "closed"; }
 
 Config ReadConfig(const YAML::Node& root, const std::string& name) { return Read(root, name); }
 

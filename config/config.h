@@ -67,23 +67,32 @@ struct OnlineMix {
   double nolock = 0;             // read, app work, blind write: shows lost updates
 };
 
+// The YAML values of online.model, online.think_distribution,
+// online.key_distribution and online.lock_mode, described below.
+enum class LoadModel { kClosed, kOpen };
+enum class ThinkDistribution { kFixed, kExponential, kLognormal };
+enum class KeyDistribution { kUniform, kZipf, kHotSet };
+enum class LockMode { kLockTimeout, kNowait };
+// "closed", "open": for logs and reports.
+const char* ToString(LoadModel model);
+
 struct OnlineConfig {
   // closed: `users` virtual users, each thinking between transactions;
   // open: transactions arrive as a Poisson process at `rate` per second.
-  std::string model = "closed";
+  LoadModel model = LoadModel::kClosed;
   int users = 50;     // closed model's virtual users. 1..100000
   double rate = 100;  // open model's arrivals per second. 0.001..1e6
   // Think time between a closed user's transactions: its mean, and its
   // distribution (fixed, exponential or lognormal with shape think_sigma).
   milliseconds think_time = std::chrono::seconds(1);
-  std::string think_distribution = "exponential";
+  ThinkDistribution think_distribution = ThinkDistribution::kExponential;
   double think_sigma = 0.5;  // lognormal's sigma. 0.01..5
   // Connections shared by all users, like an application server's pool;
   // a transaction waits for a free one (that wait is measured). 1..10000
   int pool_size = 16;
   // Which record a transaction touches: uniform, zipf (exponent zipf_s) or
   // hot_set (hot_traffic of the transactions go to hot_keys of the records).
-  std::string key_distribution = "uniform";
+  KeyDistribution key_distribution = KeyDistribution::kUniform;
   double zipf_s = 1.0;       // 0.01..10
   double hot_traffic = 0.8;  // 0..1
   double hot_keys = 0.2;     // 0..1, exclusive of 0
@@ -98,7 +107,7 @@ struct OnlineConfig {
   milliseconds backoff_cap = milliseconds(200);
   // How pessimistic edits wait for a row lock: lock_timeout (wait up to
   // lock_timeout; 0 waits forever) or nowait (fail at once with 55P03).
-  std::string lock_mode = "lock_timeout";
+  LockMode lock_mode = LockMode::kLockTimeout;
   milliseconds lock_timeout = std::chrono::seconds(2);
   // Offline edits: the mean human think time the edit lock is held
   // (distributed like think_time), the lock's time to live (renewed at half
@@ -156,6 +165,9 @@ struct LoadThresholds {
   milliseconds statement_latency{0};  // the batch's own statement latency in its last chunk
 };
 
+// pacing.critical_action: what a load still critical after critical_recheck does.
+enum class CriticalAction { kHibernate, kStop };
+
 // `pacing:` — how hard the batch pushes while online users are there
 // (docs/pacing.md): chunk sizing to a target duration, health-based
 // throttling, and operator control (flag files, control socket).
@@ -185,8 +197,8 @@ struct PacingConfig {
   // stops the run cleanly (critical_action: stop).
   LoadThresholds critical_load{.lock_waiters = 100};
   milliseconds critical_recheck = std::chrono::seconds(1);  // 0..10m
-  std::string critical_action = "hibernate";                // hibernate or stop
-  milliseconds hibernate_time = std::chrono::minutes(1);    // 1ms..24h
+  CriticalAction critical_action = CriticalAction::kHibernate;
+  milliseconds hibernate_time = std::chrono::minutes(1);  // 1ms..24h
   // Optional SQL returning one number; a value > 0 throttles like max_load.
   // Empty: not used.
   std::string throttle_query;

@@ -317,7 +317,7 @@ void Simulator::Prepare() {
                         "check that the server accepts that many connections now.");
   }
   spdlog::info("online-sim ready records={} pool_size={} model={}", engine.keys.size(),
-               s.config.pool_size, s.config.model);
+               s.config.pool_size, config::ToString(s.config.model));
 }
 
 Report Simulator::Run() {
@@ -334,7 +334,7 @@ Report Simulator::Run() {
   s.deadline.async_wait([&s](boost::system::error_code ec) {
     if (!ec) s.BeginStop(false);
   });
-  bool open = s.config.model == "open";
+  bool open = s.config.model == config::LoadModel::kOpen;
   s.active = s.config.users;
   for (int id = 0; id < s.config.users; ++id) {
     Spawn(engine.io, open ? s.OpenWorker(id) : s.ClosedUser(id), "virtual user", on_error);

@@ -76,7 +76,7 @@ struct LostUpdateCheck {
 };
 
 struct Report {
-  std::string model;
+  config::LoadModel model = config::LoadModel::kClosed;
   int users = 0;
   double rate = 0;
   int pool_size = 0;
