@@ -6,6 +6,7 @@
 
 #include "batch/queue_sql.h"
 #include "db/target_table.h"
+#include "policies/policy.h"
 
 namespace coexist::batch {
 namespace {
@@ -65,21 +66,19 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
   }
   // The job's windows are what the configuration says now: replace them.
   tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
-  if (config.policy.name == "time_window") {
-    int position = 0;
-    for (const auto& w : config.policy.windows) {
-      std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
-      tx.exec_params(
-          "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
-          " end_time, mode) VALUES ($1, $2::regclass, $3, $4, $5::integer[], $6::time, $7::time,"
-          " $8)",
-          config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
-          Clock(w.end), config.policy.mode);
-    }
+  auto windows = policies::Create(config.policy)->Windows();
+  int position = 0;
+  for (const auto& w : windows) {
+    std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
+    tx.exec_params(
+        "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
+        " end_time, mode) VALUES ($1, $2::regclass, $3, $4, $5::integer[], $6::time, $7::time,"
+        " $8)",
+        config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
+        Clock(w.end), policies::ToString(w.mode));
   }
   tx.commit();
-  spdlog::info("guard trigger installed target={} windows={}", t.Name(),
-               config.policy.name == "time_window" ? config.policy.windows.size() : 0);
+  spdlog::info("guard trigger installed target={} windows={}", t.Name(), windows.size());
 }
 
 }  // namespace

@@ -480,11 +480,11 @@ std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx, 
   }
 }
 
-std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid) {
+std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid,
+                                        const std::string& online_pattern) {
   std::vector<Blocker> out;
   for (const auto& row :
-       tx.exec_prepared("find_blockers", pid, config_.policy.online_application_name,
-                        config_.database.application_name)) {
+       tx.exec_prepared("find_blockers", pid, online_pattern, config_.database.application_name)) {
     Blocker b;
     b.pid = row[0].as<int>();
     b.application_name = row[1].as<std::string>();
@@ -498,8 +498,9 @@ std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid) {
 }
 
 Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
-                                   bool terminate, long long run_id, long long item_id,
-                                   long long key, int batch_pid) {
+                                   const std::string& online_pattern, bool terminate,
+                                   long long run_id, long long item_id, long long key,
+                                   int batch_pid) {
   std::vector<long long> pids;
   std::vector<std::optional<std::string>> backend_starts;
   std::vector<std::optional<std::string>> xact_starts;
@@ -510,11 +511,10 @@ Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector
     xact_starts.push_back(b.xact_start);
   }
   if (pids.empty()) return {};
-  auto row =
-      tx.exec_prepared1("signal_blockers", ArrayLiteral(pids), ArrayLiteral(backend_starts),
-                        ArrayLiteral(xact_starts), terminate,
-                        config_.policy.online_application_name, config_.database.application_name,
-                        batch_pid, config_.batch.job, run_id, item_id, key, target_);
+  auto row = tx.exec_prepared1("signal_blockers", ArrayLiteral(pids), ArrayLiteral(backend_starts),
+                               ArrayLiteral(xact_starts), terminate, online_pattern,
+                               config_.database.application_name, batch_pid, config_.batch.job,
+                               run_id, item_id, key, target_);
   return {row[0].as<int>(), row[1].as<int>()};
 }
 

@@ -60,7 +60,7 @@ struct Blocker {
   std::string application_name;
   // May be signalled: a client backend of this database, not a superuser's,
   // not one of coexist's own (application_name starting with the batch's),
-  // whose application_name matches policy.online_application_name.
+  // whose application_name matches the policy's online pattern.
   bool online = false;
   // Its identity when seen (timestamptz as text), re-checked in the very
   // statement that signals it: a pid reused by another session, or the same
@@ -178,8 +178,11 @@ class QueueSql {
   std::optional<std::string> RevokeEditLock(pqxx::transaction_base& tx, long long key,
                                             long long run_id, long long item_id,
                                             std::chrono::milliseconds step);
-  // The backends blocking `pid` (asked from another connection while it waits).
-  std::vector<Blocker> Blockers(pqxx::transaction_base& tx, int pid);
+  // The backends blocking `pid` (asked from another connection while it
+  // waits); those matching `online_pattern` (the policy's SignalPattern())
+  // may be signalled.
+  std::vector<Blocker> Blockers(pqxx::transaction_base& tx, int pid,
+                                const std::string& online_pattern);
   // Cancels (or terminates) those of `blockers` that are still the session
   // and transaction seen and still may be signalled (Blocker::online), in
   // one statement with their `events` rows. An idle-in-transaction blocker
@@ -187,8 +190,8 @@ class QueueSql {
   // worker's backend, never signalled. Run it in its own transaction (the
   // aux connection), so the audit stays when the chunk rolls back.
   Signalled SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
-                           bool terminate, long long run_id, long long item_id, long long key,
-                           int batch_pid);
+                           const std::string& online_pattern, bool terminate, long long run_id,
+                           long long item_id, long long key, int batch_pid);
   // status_partition: owner := 'batch' + takeovers rows; and back.
   void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
   void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);

@@ -26,14 +26,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Problems only the database can see are configuration errors (78).
-void CheckConfig(pqxx::connection_base& conn, const config::Config& config) {
+void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
+                 const policies::Policy& policy) {
   if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
     throw config::ConfigError({config.source, 0, 0}, "operation", "no operation is configured",
                               "set operation.chunk_sql (over arrays) or operation.item_sql.");
   }
-  if (config.policy.name == "status_partition" && !config.target.owner_column) {
+  if (policy.TakesOver() && !config.target.owner_column) {
     throw config::ConfigError({config.source, 0, 0}, "target.owner_column",
-                              "status_partition needs an owner column",
+                              std::string(policy.Name()) + " needs an owner column",
                               "set target.owner_column to a text column holding online/batch.");
   }
   CheckOperation(conn, config);
@@ -89,7 +90,7 @@ void Snapshot(const Counters& c, RunSummary& s) {
 
 SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
   auto control = db::Connect(conninfo, config.database.application_name);
-  CheckConfig(*control, config);
+  CheckConfig(*control, config, *policies::Create(config.policy));
   QueueSql sql(*control, config);
   {
     // Session-level, like a run's: released when `control` closes.
@@ -117,7 +118,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
     db::InstallMigrations(*control);
     InstallGuard(*control, config);
   }
-  CheckConfig(*control, config);
+  CheckConfig(*control, config, *policy);
   QueueSql sql(*control, config);
   {
     // Session-level: held until `control` closes, however the run ends.

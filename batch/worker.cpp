@@ -128,9 +128,7 @@ void Worker::Run() {
       std::to_string(config_.database.statement_timeout.count()) + "ms");
   db_->sql = std::make_unique<QueueSql>(*conn_, config_);
   db_->operation = std::make_unique<Operation>(*conn_, config_.operation);
-  bool waits = policy_.WantsBlockers() || config_.policy.name == "online_priority" ||
-               (config_.policy.name == "skip_locked" && config_.policy.on_exhausted == "wait");
-  if (waits) {
+  if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
     db_->aux_sql = std::make_unique<QueueSql>(*db_->aux, config_);
     db_->listener = std::make_unique<Listener>(*db_->aux);
@@ -331,7 +329,7 @@ bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLoc
     return true;
   }
   if (d.action == Action::kWaitEditLock) {
-    auto remaining = config_.policy.max_wait - facts.waited;
+    auto remaining = policy_.MaxWait() - facts.waited;
     StartWaiting(item.item_id, now + std::min<milliseconds>(lock.expires_in + milliseconds(10),
                                                             std::max(remaining, milliseconds(0))));
     return false;
@@ -360,8 +358,9 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
       // defers at the end of its wait, instead of failing the run.
       try {
         pqxx::nontransaction atx(*db_->aux);
-        auto n = db_->aux_sql->SignalBlockers(atx, blockers, terminate, run_id_, item.item_id,
-                                              item.key, db_->conn->backendpid());
+        auto n =
+            db_->aux_sql->SignalBlockers(atx, blockers, policy_.SignalPattern(), terminate, run_id_,
+                                         item.item_id, item.key, db_->conn->backendpid());
         out.signalled += n.cancelled + n.terminated;
         spdlog::info("online backends signalled item_id={} key={} cancelled={} terminated={}",
                      item.item_id, item.key, n.cancelled, n.terminated);
@@ -401,7 +400,7 @@ bool Worker::LockStep(pqxx::dbtransaction& tx, long long key, milliseconds step,
   auto probe = std::async(std::launch::async, [this, pid, step] {
     std::this_thread::sleep_for(std::min<milliseconds>(step / 2, milliseconds(50)));
     pqxx::read_transaction atx(*db_->aux);
-    return db_->aux_sql->Blockers(atx, pid);
+    return db_->aux_sql->Blockers(atx, pid, policy_.SignalPattern());
   });
   bool locked = db_->sql->LockRecordStep(tx, key, step);
   auto found = probe.get();

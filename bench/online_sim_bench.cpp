@@ -58,12 +58,13 @@ double SimulatorTps(const std::string& conninfo, int seconds) {
   config.users = 16;
   config.pool_size = 16;
   config.think_time = std::chrono::milliseconds(0);
-  config.think_distribution = "fixed";
+  config.think_distribution = coexist::config::ThinkDistribution::kFixed;
   config.app_work = std::chrono::milliseconds(0);
   coexist::online_sim::RunOptions options;
   options.duration = std::chrono::seconds(seconds);
   options.check_lost_updates = false;
-  coexist::online_sim::Simulator simulator(conninfo, coexist::db::TargetTable{}, config, options);
+  coexist::online_sim::Simulator simulator(conninfo, coexist::config::TargetTable{}, config,
+                                           options);
   simulator.Prepare();
   Report report = simulator.Run();
   return report.throughput;

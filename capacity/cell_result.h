@@ -28,7 +28,7 @@ struct TimePoint {
 // online load before, during and after it, on fresh data.
 struct CellResult {
   int index = 0;  // 1-based position in the sweep
-  // The swept keys and their values in this cell ("policy" -> "skip_locked").
+  // The swept keys and their values in this cell ("online.users" -> "40").
   std::map<std::string, std::string> parameters;
   std::string policy;
   // A label for the online load level ("users=50"), used to group the

@@ -24,7 +24,7 @@ std::filesystem::path DataDir(const Context& context) {
                                           : std::filesystem::path(context.options.data_dir);
 }
 
-bool TargetExists(pqxx::connection_base& conn, const db::TargetTable& target) {
+bool TargetExists(pqxx::connection_base& conn, const config::TargetTable& target) {
   pqxx::read_transaction tx(conn);
   std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
   return tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>();

@@ -26,7 +26,7 @@ void AddDemoCommand(CLI::App& app, Context& context, int& exit_code) {
     auto conn = db::Connect(server);
     db::InstallMigrations(*conn);
     db::SeedDemoTable(*conn, records);
-    PrintStatus(std::cout, db::ReadStatus(*conn, db::TargetTable{}), server);
+    PrintStatus(std::cout, db::ReadStatus(*conn, config::TargetTable{}), server);
     exit_code = 0;
   });
 }

@@ -59,13 +59,13 @@ void WriteFile(const std::string& path, const std::string& text) {
   }
 }
 
-bool TableExists(pqxx::connection_base& conn, const db::TargetTable& target) {
+bool TableExists(pqxx::connection_base& conn, const config::TargetTable& target) {
   pqxx::read_transaction tx(conn);
   std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
   return tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>();
 }
 
-bool HasVersionTrigger(pqxx::connection_base& conn, const db::TargetTable& target) {
+bool HasVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target) {
   pqxx::read_transaction tx(conn);
   std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
   return !tx.exec_params(
@@ -78,11 +78,12 @@ bool HasVersionTrigger(pqxx::connection_base& conn, const db::TargetTable& targe
 // The schema (edit-lock API) and the version trigger must be there; the
 // demo table is seeded when it is the target and missing, so that the
 // command works out of the box on a throwaway cluster.
-void PrepareDatabase(const db::Server& server, const db::TargetTable& target, long long records) {
+void PrepareDatabase(const db::Server& server, const config::TargetTable& target,
+                     long long records) {
   auto conn = db::Connect(server);
   db::InstallMigrations(*conn);
   if (!TableExists(*conn, target)) {
-    if (target.Name() != db::TargetTable{}.Name()) {
+    if (target.Name() != config::TargetTable{}.Name()) {
       throw UnavailableError("target table " + target.Name() + " does not exist",
                              "create it, or fix target.table in the configuration.");
     }
@@ -98,7 +99,9 @@ int RunSimulation(Context& context, const SimOptions& flags) {
   if (flags.users) online.users = *flags.users;
   if (flags.pool) online.pool_size = *flags.pool;
   if (flags.rate) online.rate = *flags.rate;
-  if (!flags.model.empty()) online.model = flags.model;
+  if (!flags.model.empty()) {  // CLI11 let only closed or open through
+    online.model = flags.model == "open" ? config::LoadModel::kOpen : config::LoadModel::kClosed;
+  }
   if (!flags.latency_limit.empty()) {
     online.latency_limit = ParseFlagDuration("latency-limit", flags.latency_limit);
   }

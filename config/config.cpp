@@ -1,14 +1,11 @@
 #include "config/config.h"
 
 #include <arpa/inet.h>
-#include <date/tz.h>
 #include <netinet/in.h>
-
-#include <fstream>
-#include <sstream>
 
 #include "config/duration.h"
 #include "config/yaml_reader.h"
+#include "policies/registry.h"
 
 namespace coexist::config {
 namespace {
@@ -29,7 +26,7 @@ void ReadLog(Section& s, LogConfig& out) {
   s.Finish();
 }
 
-void ReadTarget(Section& s, db::TargetTable& out) {
+void ReadTarget(Section& s, TargetTable& out) {
   s.QualifiedName("table", out.schema, out.table);
   s.Identifier("key_column", out.key_column);
   s.Identifier("version_column", out.version_column);
@@ -58,14 +55,20 @@ void ReadMix(Section& s, OnlineMix& out) {
 
 void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
   using std::chrono::seconds;
-  s.Enum("model", out.model, {"closed", "open"});
+  s.Enum("model", out.model, {{"closed", LoadModel::kClosed}, {"open", LoadModel::kOpen}});
   s.Int("users", out.users, 1, 100000);
   s.Double("rate", out.rate, 0.001, 1e6);
   s.Duration("think_time", out.think_time, milliseconds(0), hours(24));
-  s.Enum("think_distribution", out.think_distribution, {"fixed", "exponential", "lognormal"});
+  s.Enum("think_distribution", out.think_distribution,
+         {{"fixed", ThinkDistribution::kFixed},
+          {"exponential", ThinkDistribution::kExponential},
+          {"lognormal", ThinkDistribution::kLognormal}});
   s.Double("think_sigma", out.think_sigma, 0.01, 5);
   s.Int("pool_size", out.pool_size, 1, 10000);
-  s.Enum("key_distribution", out.key_distribution, {"uniform", "zipf", "hot_set"});
+  s.Enum("key_distribution", out.key_distribution,
+         {{"uniform", KeyDistribution::kUniform},
+          {"zipf", KeyDistribution::kZipf},
+          {"hot_set", KeyDistribution::kHotSet}});
   s.Double("zipf_s", out.zipf_s, 0.01, 10);
   s.Double("hot_traffic", out.hot_traffic, 0, 1);
   s.Double("hot_keys", out.hot_keys, 1e-9, 1);
@@ -83,7 +86,8 @@ void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
   s.Int("max_retries", out.max_retries, 0, 1000);
   s.Duration("backoff_base", out.backoff_base, milliseconds(0), seconds(60));
   s.Duration("backoff_cap", out.backoff_cap, milliseconds(0), seconds(600));
-  s.Enum("lock_mode", out.lock_mode, {"lock_timeout", "nowait"});
+  s.Enum("lock_mode", out.lock_mode,
+         {{"lock_timeout", LockMode::kLockTimeout}, {"nowait", LockMode::kNowait}});
   s.Duration("lock_timeout", out.lock_timeout, milliseconds(0), hours(1));
   s.Duration("offline_hold", out.offline_hold, milliseconds(0), hours(8));
   s.Duration("offline_ttl", out.offline_ttl, seconds(1), hours(24));
@@ -131,7 +135,8 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.Duration("hold_time", out.hold_time, milliseconds(0), hours(1));
   if (auto t = s.Map("critical_load")) ReadThresholds(*t, out.critical_load = {});
   s.Duration("critical_recheck", out.critical_recheck, milliseconds(0), std::chrono::minutes(10));
-  s.Enum("critical_action", out.critical_action, {"hibernate", "stop"});
+  s.Enum("critical_action", out.critical_action,
+         {{"hibernate", CriticalAction::kHibernate}, {"stop", CriticalAction::kStop}});
   s.Duration("hibernate_time", out.hibernate_time, milliseconds(1), hours(24));
   s.String("throttle_query", out.throttle_query);
   s.String("pause_file", out.pause_file);
@@ -147,159 +152,22 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   }
 }
 
-// "01:00" -> 60 minutes; 00:00 to 24:00.
-std::chrono::minutes ParseClock(Section& s, const YAML::Node& node, std::string_view key) {
-  std::string text = s.ScalarText(node, key);
-  int h = -1;
-  int m = -1;
-  char colon = 0;
-  std::istringstream in(text);
-  bool ok = static_cast<bool>(in >> h >> colon >> m) && colon == ':' && in.peek() == EOF;
-  if (!ok || h < 0 || h > 24 || m < 0 || m > 59 || (h == 24 && m != 0)) {
-    s.Fail(node, key, "'" + text + "' is not a time of day", "write HH:MM, e.g. 01:30.");
-  }
-  return std::chrono::minutes(h * 60 + m);
-}
-
-int ParseWeekday(Section& s, const YAML::Node& node, std::string_view key) {
-  static const char* const kNames[] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
-  std::string text = s.ScalarText(node, key);
-  for (int i = 0; i < 7; ++i) {
-    if (text == kNames[i] || text == std::to_string(i + 1)) return i + 1;
-  }
-  s.Fail(node, key, "'" + text + "' is not a weekday", "write mon, tue, ... sun (or 1..7).");
-}
-
-void ReadWindow(Section& w, const YAML::Node& node, WindowConfig& out) {
-  w.String("time_zone", out.time_zone);
-  if (node["time_zone"].IsDefined()) {
-    try {
-      date::locate_zone(out.time_zone);
-    } catch (const std::exception&) {
-      w.Fail(node["time_zone"], "time_zone", "unknown time zone '" + out.time_zone + "'",
-             "use an IANA name such as Asia/Tokyo or UTC.");
-    }
-  }
-  std::string unused;
-  w.String("start", unused);  // marks the keys known; parsed with their marks below
-  w.String("end", unused);
-  if (node["start"].IsDefined()) out.start = ParseClock(w, node["start"], "start");
-  if (node["end"].IsDefined()) out.end = ParseClock(w, node["end"], "end");
-  if (auto days = w.Sequence("weekdays")) {
-    out.weekdays.clear();
-    for (const auto& day : *days) out.weekdays.push_back(ParseWeekday(w, day, "weekdays"));
-    if (out.weekdays.empty()) {
-      w.Fail(*days, "weekdays", "the list is empty", "name at least one day.");
-    }
-  }
-  w.Finish();
-}
-
-// SQL LIKE with the default escape (backslash): % any run, _ one byte.
-// Greedy with backtracking to the last %, so O(pattern x text).
-bool LikeMatches(std::string_view pattern, std::string_view text) {
-  constexpr size_t kNone = std::string_view::npos;
-  size_t p = 0;
-  size_t t = 0;
-  size_t star = kNone;  // pattern position after the last %
-  size_t resume = 0;    // text position that % is tried from next
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '%') {
-      star = ++p;
-      resume = t;
-      continue;
-    }
-    if (p < pattern.size()) {
-      bool escaped = pattern[p] == '\\' && p + 1 < pattern.size();
-      char want = escaped ? pattern[p + 1] : pattern[p];
-      if ((!escaped && want == '_') || want == text[t]) {
-        p += escaped ? 2 : 1;
-        ++t;
-        continue;
-      }
-    }
-    if (star == kNone) return false;
-    p = star;
-    t = ++resume;
-  }
-  while (p < pattern.size() && pattern[p] == '%') ++p;
-  return p == pattern.size();
-}
-
-void ReadCancelTerminate(Section& s, const YAML::Node& node, PolicyConfig& out) {
-  s.Duration("cancel_after", out.cancel_after, milliseconds(0), hours(1));
-  s.Duration("terminate_after", out.terminate_after, milliseconds(0), hours(1));
-  s.String("online_application_name", out.online_application_name);
-  // Only %, _ (or nothing): every application's sessions would be signalled.
-  if (out.online_application_name.find_first_not_of("%_") == std::string::npos) {
-    s.Fail(node["online_application_name"], "online_application_name",
-           "'" + out.online_application_name +
-               "' matches the sessions of any application, not just the online one",
-           "the batch cancels and terminates the blockers it matches; write the online "
-           "application's application_name, e.g. coexist-online% or webshop-%.");
-  }
-  size_t escapes = 0;
-  for (auto c = out.online_application_name.rbegin();
-       c != out.online_application_name.rend() && *c == '\\'; ++c) {
-    ++escapes;
-  }
-  if (escapes % 2 == 1) {
-    s.Fail(node["online_application_name"], "online_application_name",
-           "'" + out.online_application_name + "' ends with LIKE's escape character",
-           "write \\\\ for a literal backslash.");
-  }
-  if (out.terminate_after < out.cancel_after) {
-    bool given = node["terminate_after"].IsDefined();
-    s.Fail(node[given ? "terminate_after" : "cancel_after"],
-           given ? "terminate_after" : "cancel_after",
-           "terminate_after (" + FormatDuration(out.terminate_after) +
-               ") is shorter than cancel_after (" + FormatDuration(out.cancel_after) + ")",
-           "the batch cancels first and terminates later; make terminate_after the longer one.");
-  }
-}
-
-// Only the keys of the named policy are read, so Finish() rejects the others.
-void ReadPolicy(Section& s, const YAML::Node& node, const std::string& file, PolicyConfig& out) {
-  s.Enum("name", out.name,
-         {"time_window", "status_partition", "online_priority", "batch_priority", "skip_locked"});
+// The shared keys here; the named policy reads its own (policies/registry.h).
+void ReadPolicy(Section& s, const policies::ReadContext& context, PolicyConfig& out) {
+  auto registrations = policies::Registrations();
+  std::vector<std::string_view> names;
+  for (const auto& registration : registrations) names.push_back(registration.name);
+  if (auto at = s.Choice("name", names)) out.name = registrations[*at].name;
   s.Duration("defer_delay", out.defer_delay, milliseconds(0), hours(24 * 7));
   s.Duration("lock_wait_initial", out.lock_wait_initial, milliseconds(1), milliseconds(60'000));
   s.Duration("lock_wait_max", out.lock_wait_max, milliseconds(1), milliseconds(60'000));
   if (out.lock_wait_max < out.lock_wait_initial) {
-    bool given = node["lock_wait_max"].IsDefined();
-    s.Fail(node[given ? "lock_wait_max" : "lock_wait_initial"],
+    bool given = s.node()["lock_wait_max"].IsDefined();
+    s.Fail(s.node()[given ? "lock_wait_max" : "lock_wait_initial"],
            given ? "lock_wait_max" : "lock_wait_initial",
            "lock_wait_max is shorter than lock_wait_initial", "raise lock_wait_max.");
   }
-  if (out.name == "time_window") {
-    if (auto list = s.Sequence("windows")) {
-      int index = 0;
-      for (const auto& item : *list) {
-        std::string path = s.KeyPath("windows") + "[" + std::to_string(index++) + "]";
-        if (!item.IsMap())
-          s.Fail(item, "windows", "each window must be a map (time_zone, start, end)");
-        Section w(item, path, file);
-        out.windows.emplace_back();
-        ReadWindow(w, item, out.windows.back());
-      }
-    }
-    if (out.windows.empty()) {
-      s.Fail(node, "windows", "time_window needs at least one window",
-             "add windows: [{time_zone: UTC, start: \"01:00\", end: \"05:00\"}].");
-    }
-    s.Duration("drain_margin", out.drain_margin, milliseconds(0), hours(24));
-    s.Enum("mode", out.mode, {"read_only", "allow"});
-    s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
-  } else if (out.name == "online_priority") {
-    s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
-  } else if (out.name == "batch_priority") {
-    ReadCancelTerminate(s, node, out);
-  } else if (out.name == "skip_locked") {
-    s.Int("max_deferrals", out.max_deferrals, 1, 1'000'000);
-    s.Enum("on_exhausted", out.on_exhausted, {"wait", "force", "report"});
-    s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
-    ReadCancelTerminate(s, node, out);
-  }
+  out.options = policies::Find(out.name).value().read_options(s, context);
   s.Finish();
 }
 
@@ -404,9 +272,22 @@ void ReadRetention(Section& s, const YAML::Node& node, RetentionConfig& out) {
   s.Finish();
 }
 
+// What a policy checks its keys against: the batch's own application_name.
+policies::ReadContext PolicyContext(const Section& top, const YAML::Node& root,
+                                    const DatabaseConfig& database) {
+  policies::ReadContext context;
+  context.batch_application_name = database.application_name;
+  YAML::Node section = root["database"];
+  bool given = section.IsDefined() && section.IsMap() && section["application_name"].IsDefined();
+  context.batch_application_name_at =
+      top.MarkOf(given ? section["application_name"] : YAML::Node());
+  return context;
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
+  config.policy.name = policies::DefaultName();
   if (root.IsNull()) return config;
   if (!root.IsMap()) {
     Section top(YAML::Node(YAML::NodeType::Map), "", name);
@@ -419,26 +300,17 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
   if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
-  if (auto s = top.Map("policy")) ReadPolicy(*s, root["policy"], name, config.policy);
+  {
+    // Read even when absent: the default policy checks its defaults too.
+    auto s = top.Map("policy");
+    if (!s) s.emplace(YAML::Node(YAML::NodeType::Map), "policy", name);
+    ReadPolicy(*s, PolicyContext(top, root, config.database), config.policy);
+  }
   if (auto s = top.Map("operation")) ReadOperation(*s, root["operation"], config.operation);
   if (auto s = top.Map("metrics")) ReadMetrics(*s, root["metrics"], config.metrics);
   if (auto s = top.Map("daemon")) ReadDaemon(*s, root["daemon"], config.daemon);
   if (auto s = top.Map("retention")) ReadRetention(*s, root["retention"], config.retention);
   top.Finish();
-  bool reads_pattern =
-      config.policy.name == "batch_priority" || config.policy.name == "skip_locked";
-  if (reads_pattern &&
-      LikeMatches(config.policy.online_application_name, config.database.application_name)) {
-    bool given =
-        root["policy"].IsDefined() && root["policy"]["online_application_name"].IsDefined();
-    top.Fail(
-        given ? root["policy"]["online_application_name"] : root["database"]["application_name"],
-        given ? "policy.online_application_name" : "database.application_name",
-        "'" + config.policy.online_application_name +
-            "' matches the batch's own application_name '" + config.database.application_name + "'",
-        "the batch must never signal its own sessions; make online_application_name name "
-        "only the online application, or change database.application_name.");
-  }
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();
     top.Fail(given ? root["online"]["value_column"] : root["target"]["version_column"],
@@ -450,6 +322,8 @@ Config Read(const YAML::Node& root, const std::string& name) {
 }
 
 }  // namespace
+
+const char* ToString(LoadModel model) { return model == LoadModel::kOpen ? "open" : "closed"; }
 
 Config ReadConfig(const YAML::Node& root, const std::string& name) { return Read(root, name); }
 

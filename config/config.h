@@ -6,7 +6,12 @@
 #include <vector>
 
 #include "config/config_error.h"
-#include "db/target_table.h"
+#include "config/policy_config.h"
+#include "config/target_table.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace coexist::config {
 
@@ -62,23 +67,32 @@ struct OnlineMix {
   double nolock = 0;             // read, app work, blind write: shows lost updates
 };
 
+// The YAML values of online.model, online.think_distribution,
+// online.key_distribution and online.lock_mode, described below.
+enum class LoadModel { kClosed, kOpen };
+enum class ThinkDistribution { kFixed, kExponential, kLognormal };
+enum class KeyDistribution { kUniform, kZipf, kHotSet };
+enum class LockMode { kLockTimeout, kNowait };
+// "closed", "open": for logs and reports.
+const char* ToString(LoadModel model);
+
 struct OnlineConfig {
   // closed: `users` virtual users, each thinking between transactions;
   // open: transactions arrive as a Poisson process at `rate` per second.
-  std::string model = "closed";
+  LoadModel model = LoadModel::kClosed;
   int users = 50;     // closed model's virtual users. 1..100000
   double rate = 100;  // open model's arrivals per second. 0.001..1e6
   // Think time between a closed user's transactions: its mean, and its
   // distribution (fixed, exponential or lognormal with shape think_sigma).
   milliseconds think_time = std::chrono::seconds(1);
-  std::string think_distribution = "exponential";
+  ThinkDistribution think_distribution = ThinkDistribution::kExponential;
   double think_sigma = 0.5;  // lognormal's sigma. 0.01..5
   // Connections shared by all users, like an application server's pool;
   // a transaction waits for a free one (that wait is measured). 1..10000
   int pool_size = 16;
   // Which record a transaction touches: uniform, zipf (exponent zipf_s) or
   // hot_set (hot_traffic of the transactions go to hot_keys of the records).
-  std::string key_distribution = "uniform";
+  KeyDistribution key_distribution = KeyDistribution::kUniform;
   double zipf_s = 1.0;       // 0.01..10
   double hot_traffic = 0.8;  // 0..1
   double hot_keys = 0.2;     // 0..1, exclusive of 0
@@ -93,7 +107,7 @@ struct OnlineConfig {
   milliseconds backoff_cap = milliseconds(200);
   // How pessimistic edits wait for a row lock: lock_timeout (wait up to
   // lock_timeout; 0 waits forever) or nowait (fail at once with 55P03).
-  std::string lock_mode = "lock_timeout";
+  LockMode lock_mode = LockMode::kLockTimeout;
   milliseconds lock_timeout = std::chrono::seconds(2);
   // Offline edits: the mean human think time the edit lock is held
   // (distributed like think_time), the lock's time to live (renewed at half
@@ -118,58 +132,6 @@ struct OnlineConfig {
   // Open model: transactions whose latency (from their scheduled start)
   // exceeds this are counted late. 0: none counted.
   milliseconds latency_limit = milliseconds(0);
-};
-
-// One batch window of the time_window policy, e.g. 01:00-05:00 Asia/Tokyo on
-// weekdays. The window belongs to the day it starts on; end <= start means it
-// ends the next day, end == start means 24 hours.
-struct WindowConfig {
-  std::string time_zone = "UTC";                      // IANA name, validated at load
-  std::vector<int> weekdays = {1, 2, 3, 4, 5, 6, 7};  // ISO: 1 = Monday .. 7 = Sunday
-  std::chrono::minutes start{60};                     // "01:00"
-  std::chrono::minutes end{5 * 60};                   // "05:00"
-};
-
-// `policy:` — how the batch coexists with online users (docs/policies.md).
-// Only the keys of the named policy are accepted.
-struct PolicyConfig {
-  // time_window, status_partition, online_priority, batch_priority, skip_locked.
-  std::string name = "skip_locked";
-
-  // time_window: when the batch may claim. Claiming stops drain_margin
-  // before a window ends. mode read_only: online writes are refused (CX003)
-  // while a window is active; allow: online writes pass.
-  std::vector<WindowConfig> windows;
-  milliseconds drain_margin = std::chrono::minutes(5);
-  std::string mode = "read_only";
-
-  // online_priority (and skip_locked's on_exhausted: wait): how long the
-  // batch waits for one record's row lock or edit lock before deferring it.
-  milliseconds max_wait = std::chrono::seconds(30);
-
-  // batch_priority (and skip_locked's on_exhausted: force): an online backend
-  // blocking the batch's row lock is cancelled after cancel_after (an idle
-  // in transaction one terminated) and terminated after terminate_after,
-  // only when its application_name matches online_application_name (a SQL
-  // LIKE pattern) and it is no superuser's, coexist's own or another
-  // database's; otherwise the item is deferred. Validated at load: not only
-  // % and _, not matching database.application_name.
-  milliseconds cancel_after = std::chrono::seconds(2);
-  milliseconds terminate_after = std::chrono::seconds(5);
-  std::string online_application_name = "coexist-online%";
-
-  // skip_locked: an item deferred max_deferrals times escalates: wait (as
-  // online_priority), force (as batch_priority) or report (stays deferred,
-  // with an escalation event).
-  int max_deferrals = 5;
-  std::string on_exhausted = "report";
-
-  // Row-lock waits go in SET LOCAL lock_timeout steps, doubling from
-  // lock_wait_initial up to lock_wait_max, never queueing for long.
-  milliseconds lock_wait_initial{100};
-  milliseconds lock_wait_max{1000};
-  // A deferred item is not claimed again before this delay (next run).
-  milliseconds defer_delay{0};
 };
 
 // `operation:` — what the batch does per item. Exactly one of item_sql and
@@ -203,6 +165,9 @@ struct LoadThresholds {
   milliseconds statement_latency{0};  // the batch's own statement latency in its last chunk
 };
 
+// pacing.critical_action: what a load still critical after critical_recheck does.
+enum class CriticalAction { kHibernate, kStop };
+
 // `pacing:` — how hard the batch pushes while online users are there
 // (docs/pacing.md): chunk sizing to a target duration, health-based
 // throttling, and operator control (flag files, control socket).
@@ -232,8 +197,8 @@ struct PacingConfig {
   // stops the run cleanly (critical_action: stop).
   LoadThresholds critical_load{.lock_waiters = 100};
   milliseconds critical_recheck = std::chrono::seconds(1);  // 0..10m
-  std::string critical_action = "hibernate";                // hibernate or stop
-  milliseconds hibernate_time = std::chrono::minutes(1);    // 1ms..24h
+  CriticalAction critical_action = CriticalAction::kHibernate;
+  milliseconds hibernate_time = std::chrono::minutes(1);  // 1ms..24h
   // Optional SQL returning one number; a value > 0 throttles like max_load.
   // Empty: not used.
   std::string throttle_query;
@@ -289,7 +254,7 @@ struct Config {
   std::string source;  // the file it came from, for messages
   DatabaseConfig database;
   LogConfig log;
-  db::TargetTable target;
+  config::TargetTable target;
   BatchConfig batch;
   PacingConfig pacing;
   OnlineConfig online;
@@ -306,5 +271,7 @@ struct Config {
 Config LoadFile(const std::string& path);
 // The same for YAML text; `name` stands for the file in messages.
 Config LoadString(const std::string& yaml, const std::string& name);
+// The same for parsed YAML; LoadScenario reads each cell of a sweep with it.
+Config ReadConfig(const YAML::Node& root, const std::string& name);
 
 }  // namespace coexist::config

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "config/yaml_reader.h"
+#include "policies/registry.h"
 
 namespace coexist::config {
 namespace {
@@ -127,7 +128,7 @@ Scenario LoadScenarioString(const std::string& yaml, const std::string& path) {
     cell.load_level = LoadLevel(cell.parameters);
     std::string policy = cell_root["policy"] && cell_root["policy"]["name"]
                              ? cell_root["policy"]["name"].Scalar()
-                             : PolicyConfig{}.name;
+                             : policies::DefaultName();
     if (policy_options && policy_options[policy]) {
       if (!policy_options[policy].IsMap()) {
         top.Fail(policy_options[policy], "policy_options." + policy,

@@ -310,14 +310,20 @@ void Section::Duration(std::string_view key, std::chrono::milliseconds& out,
 
 void Section::Enum(std::string_view key, std::string& out,
                    std::initializer_list<std::string_view> allowed) {
+  if (auto at = Choice(key, {allowed.begin(), allowed.end()})) out = *(allowed.begin() + *at);
+}
+
+std::optional<size_t> Section::Choice(std::string_view key,
+                                      const std::vector<std::string_view>& allowed) {
   const Entry* entry = Find(key);
-  if (entry == nullptr) return;
+  if (entry == nullptr) return std::nullopt;
   std::string text = ScalarText(entry->value, key);
-  if (std::find(allowed.begin(), allowed.end(), text) == allowed.end()) {
+  auto at = std::find(allowed.begin(), allowed.end(), text);
+  if (at == allowed.end()) {
     Fail(entry->value, key, "unknown value '" + text + "'",
          "use one of: " + JoinQuoted(allowed) + ".");
   }
-  out = text;
+  return static_cast<size_t>(at - allowed.begin());
 }
 
 void Section::Identifier(std::string_view key, std::string& out) {

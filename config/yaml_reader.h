@@ -1,7 +1,9 @@
 #pragma once
 
-// Private to config/: typed, position-aware reading of YAML maps. Every
-// problem becomes a ConfigError at the offending node's file:line:column.
+// Typed, position-aware reading of YAML maps, for the configuration loader
+// and the policies' readers of their own keys (policies/registry.h); include
+// it from .cpp files only (it brings in yaml-cpp). Every problem becomes a
+// ConfigError at the offending node's file:line:column.
 
 #include <yaml-cpp/yaml.h>
 
@@ -12,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "config/config_error.h"
@@ -39,6 +42,19 @@ class Section {
                 std::chrono::milliseconds max);
   void Enum(std::string_view key, std::string& out,
             std::initializer_list<std::string_view> allowed);
+  // The same for an enum class: each allowed name with its value, e.g.
+  // {{"wait", OnExhausted::kWait}, {"force", OnExhausted::kForce}}.
+  template <typename E>
+  void Enum(std::string_view key, E& out,
+            std::initializer_list<std::pair<std::string_view, E>> allowed) {
+    std::vector<std::string_view> names;
+    for (const auto& [name, value] : allowed) names.push_back(name);
+    if (auto at = Choice(key, names)) out = (allowed.begin() + *at)->second;
+  }
+  // The position of the value among `allowed`; nullopt when the key is
+  // absent. Any other value fails with "unknown value", naming the allowed
+  // ones in their order.
+  std::optional<size_t> Choice(std::string_view key, const std::vector<std::string_view>& allowed);
   // A SQL identifier: letters, digits, _ and $, not starting with a digit, at
   // most 63 bytes. Quoted when used; validated here so messages are clear.
   void Identifier(std::string_view key, std::string& out);
@@ -50,6 +66,9 @@ class Section {
   void Finish() const;
 
   std::string KeyPath(std::string_view key) const;
+  // This map, and the file it is in (for readers that go into its lists).
+  const YAML::Node& node() const { return node_; }
+  const std::string& file() const { return file_; }
   Mark MarkOf(const YAML::Node& node) const;
   [[noreturn]] void Fail(const YAML::Node& at, std::string_view key, const std::string& message,
                          std::string hint = {}) const;
@@ -70,11 +89,6 @@ class Section {
   std::unordered_map<std::string, size_t> index_;       // name -> entries_ position
   std::set<std::string, std::less<>> known_;
 };
-
-struct Config;
-// Validates a parsed configuration (config.cpp); used by LoadString and by
-// LoadScenario for each cell of a sweep.
-Config ReadConfig(const YAML::Node& root, const std::string& name);
 
 // Configuration files larger than this are refused: a configuration is
 // settings, and a file of megabytes is the wrong file.

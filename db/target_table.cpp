@@ -8,7 +8,7 @@
 
 namespace coexist::db {
 
-void InstallVersionTrigger(pqxx::connection_base& conn, const TargetTable& target) {
+void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target) {
   pqxx::work tx(conn);
   std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
   tx.exec_params("SELECT coexist.install_version_trigger($1::regclass, $2)", table,
@@ -42,7 +42,7 @@ void SeedDemoTable(pqxx::connection_base& conn, long long records, long long ini
         records, initial_stock);
     tx.commit();
   }
-  InstallVersionTrigger(conn, TargetTable{});
+  InstallVersionTrigger(conn, config::TargetTable{});
   pqxx::nontransaction(conn).exec("ANALYZE public.products");
   spdlog::info("demo table seeded target=public.products records={}", records);
 }

@@ -1,7 +1,8 @@
 #pragma once
 
-#include <optional>
 #include <string>
+
+#include "config/target_table.h"
 
 namespace pqxx {
 class connection_base;
@@ -9,26 +10,15 @@ class connection_base;
 
 namespace coexist::db {
 
-// The user's own table that online users and the batch both write.
-// Names are validated identifiers (config/ checks them); SQL quotes them.
-// The key column must be of an integer type (queue.record_key is bigint).
-struct TargetTable {
-  std::string schema = "public";
-  std::string table = "products";
-  std::string key_column = "id";
-  std::string version_column = "version";
-  // Which side owns a row ('online' or 'batch'); status_partition needs it.
-  std::optional<std::string> owner_column = "owner";
-
-  // "public.products", for messages and logs (not for SQL).
-  std::string Name() const { return schema + "." + table; }
-};
+// The target is described by the configuration (config/target_table.h);
+// db/status.h still names it unqualified here.
+using config::TargetTable;
 
 // Installs (or re-installs) the version trigger on the target: every UPDATE
 // bumps the version column, whoever writes. Needs the coexist schema.
 // Throws pqxx::sql_error when the table or column is missing or the version
 // column is not an integer.
-void InstallVersionTrigger(pqxx::connection_base& conn, const TargetTable& target);
+void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target);
 
 // The demo target, public.products: id, stock, version, owner, note,
 // updated_at, settled (what a simulation's batch adds to). Creates it when missing, replaces its

@@ -21,21 +21,18 @@ double Uniform01(Random& random) { return std::uniform_real_distribution<double>
 
 }  // namespace
 
-KeyChooser::KeyChooser(const config::OnlineConfig& config, uint64_t count) : count_(count) {
+KeyChooser::KeyChooser(const config::OnlineConfig& config, uint64_t count)
+    : shape_(config.key_distribution), count_(count) {
   if (count == 0) throw std::invalid_argument("no records to choose from");
-  if (config.key_distribution == "zipf") {
-    shape_ = Shape::kZipf;
+  if (shape_ == config::KeyDistribution::kZipf) {
     s_ = config.zipf_s;
     h_integral_x1_ = HIntegral(1.5) - 1;
     h_integral_n_ = HIntegral(static_cast<double>(count) + 0.5);
     squeeze_ = 2 - HIntegralInverse(HIntegral(2.5) - H(2));
-  } else if (config.key_distribution == "hot_set") {
-    shape_ = Shape::kHotSet;
+  } else if (shape_ == config::KeyDistribution::kHotSet) {
     hot_traffic_ = config.hot_traffic;
     hot_count_ = std::clamp<uint64_t>(
         static_cast<uint64_t>(std::ceil(config.hot_keys * static_cast<double>(count))), 1, count);
-  } else {
-    shape_ = Shape::kUniform;
   }
 }
 
@@ -62,36 +59,30 @@ uint64_t KeyChooser::NextZipf(Random& random) const {
 
 uint64_t KeyChooser::Next(Random& random) const {
   switch (shape_) {
-    case Shape::kZipf:
+    case config::KeyDistribution::kZipf:
       return NextZipf(random);
-    case Shape::kHotSet: {
+    case config::KeyDistribution::kHotSet: {
       bool hot = Uniform01(random) < hot_traffic_ || hot_count_ == count_;
       if (hot) return std::uniform_int_distribution<uint64_t>(0, hot_count_ - 1)(random);
       return std::uniform_int_distribution<uint64_t>(hot_count_, count_ - 1)(random);
     }
-    case Shape::kUniform:
+    case config::KeyDistribution::kUniform:
       break;
   }
   return std::uniform_int_distribution<uint64_t>(0, count_ - 1)(random);
 }
 
-ThinkTime::ThinkTime(const std::string& shape, std::chrono::milliseconds mean, double sigma)
-    : mean_us_(std::chrono::duration<double, std::micro>(mean).count()), sigma_(sigma) {
-  if (shape == "fixed") {
-    shape_ = Shape::kFixed;
-  } else if (shape == "lognormal") {
-    shape_ = Shape::kLognormal;
-  } else {
-    shape_ = Shape::kExponential;
-  }
-}
+ThinkTime::ThinkTime(config::ThinkDistribution shape, std::chrono::milliseconds mean, double sigma)
+    : shape_(shape),
+      mean_us_(std::chrono::duration<double, std::micro>(mean).count()),
+      sigma_(sigma) {}
 
 std::chrono::microseconds ThinkTime::Next(Random& random) const {
   if (mean_us_ <= 0) return std::chrono::microseconds(0);
   double value = mean_us_;
-  if (shape_ == Shape::kExponential) {
+  if (shape_ == config::ThinkDistribution::kExponential) {
     value = std::exponential_distribution<double>(1 / mean_us_)(random);
-  } else if (shape_ == Shape::kLognormal) {
+  } else if (shape_ == config::ThinkDistribution::kLognormal) {
     // mu chosen so that the mean, exp(mu + sigma^2/2), is the configured one.
     double mu = std::log(mean_us_) - sigma_ * sigma_ / 2;
     value = std::lognormal_distribution<double>(mu, sigma_)(random);

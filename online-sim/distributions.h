@@ -32,7 +32,7 @@ class KeyChooser {
   double HIntegralInverse(double x) const;
   uint64_t NextZipf(Random& random) const;
 
-  enum class Shape { kUniform, kZipf, kHotSet } shape_;
+  config::KeyDistribution shape_;
   uint64_t count_;
   double s_ = 1;
   double hot_traffic_ = 0;
@@ -49,12 +49,11 @@ class ThinkTime {
  public:
   explicit ThinkTime(const config::OnlineConfig& config)
       : ThinkTime(config.think_distribution, config.think_time, config.think_sigma) {}
-  // `shape` is fixed, exponential or lognormal.
-  ThinkTime(const std::string& shape, std::chrono::milliseconds mean, double sigma);
+  ThinkTime(config::ThinkDistribution shape, std::chrono::milliseconds mean, double sigma);
   std::chrono::microseconds Next(Random& random) const;
 
  private:
-  enum class Shape { kFixed, kExponential, kLognormal } shape_;
+  config::ThinkDistribution shape_;
   double mean_us_;
   double sigma_;
 };

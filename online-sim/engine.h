@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "db/target_table.h"
+#include "config/target_table.h"
 #include "online-sim/distributions.h"
 #include "online-sim/pool.h"
 #include "online-sim/stats.h"
@@ -29,18 +29,18 @@ struct StatementIds {
 };
 
 // Fills the catalog with the statements for this target and value column.
-StatementIds AddStatements(Catalog& catalog, const db::TargetTable& target,
+StatementIds AddStatements(Catalog& catalog, const config::TargetTable& target,
                            const std::string& value_column);
 
 // "a"."b" quoting for validated identifiers.
 std::string QuoteIdentifier(const std::string& name);
 
 struct Engine {
-  Engine(const config::OnlineConfig& online_config, const db::TargetTable& target_table)
+  Engine(const config::OnlineConfig& online_config, const config::TargetTable& target_table)
       : config(online_config), target(target_table) {}
 
   const config::OnlineConfig& config;
-  const db::TargetTable& target;
+  const config::TargetTable& target;
   std::string target_regclass;  // "public.products", quoted, for ::regclass
   // One thread runs it: the hint lets Asio skip waking other threads.
   asio::io_context io{1};

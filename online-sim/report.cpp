@@ -42,9 +42,10 @@ std::string Latency(const char* name, const LatencyFigures& f) {
 void PrintReport(std::ostream& out, const Report& r) {
   out << Format(
       "online-sim: %s model, %s, pool %d, seed %lld, %.1f s, %lld transactions, %.1f/s%s\n",
-      r.model.c_str(),
-      r.model == "open" ? Format("%.1f arrivals/s, %d workers", r.rate, r.users).c_str()
-                        : Format("%d users", r.users).c_str(),
+      config::ToString(r.model),
+      r.model == config::LoadModel::kOpen
+          ? Format("%.1f arrivals/s, %d workers", r.rate, r.users).c_str()
+          : Format("%d users", r.users).c_str(),
       r.pool_size, r.seed, r.elapsed_seconds, r.transactions, r.throughput,
       r.interrupted ? " (interrupted: partial result)" : "");
   out << Format("%-17s %9s %9s %9s %8s %9s %9s %9s %9s  %s\n", "kind", "tx", "ok", "conflicts",
@@ -58,7 +59,7 @@ void PrintReport(std::ostream& out, const Report& r) {
   }
   out << Latency("all kinds", r.latency);
   out << Latency("pool wait", r.pool_wait);
-  if (r.model == "open") {
+  if (r.model == config::LoadModel::kOpen) {
     out << Latency("schedule lag", r.schedule_lag);
   }
   if (r.latency_limit.count() > 0) {
@@ -90,7 +91,7 @@ std::string ReportJson(const Report& r) {
                      {"latency", Json(k.latency)}});
   }
   const LostUpdateCheck& c = r.lost_check;
-  nlohmann::json doc = {{"model", r.model},
+  nlohmann::json doc = {{"model", config::ToString(r.model)},
                         {"users", r.users},
                         {"rate", r.rate},
                         {"pool_size", r.pool_size},

@@ -89,25 +89,25 @@ ReserveRow Reserve::RunOne(int items, const std::string& method) {
     CreateProducts(*conn, items, options_.initial_stock);
   }
   config::OnlineConfig config;
-  config.model = "closed";
+  config.model = config::LoadModel::kClosed;
   config.users = options_.clients;
   config.pool_size = options_.clients;  // one connection per client, as in the seed
   config.think_time = std::chrono::milliseconds(0);
-  config.think_distribution = "fixed";
-  config.key_distribution = "uniform";
+  config.think_distribution = config::ThinkDistribution::kFixed;
+  config.key_distribution = config::KeyDistribution::kUniform;
   config.records = items;
   config.mix = MixFor(method);
   config.max_retries = options_.max_retries;
   // The seed retries at once; a backoff would change its figures.
   config.backoff_base = config.backoff_cap = std::chrono::milliseconds(0);
-  config.lock_mode = "lock_timeout";
+  config.lock_mode = config::LockMode::kLockTimeout;
   config.lock_timeout = std::chrono::milliseconds(0);  // wait as long as it takes
   config.app_work = options_.app_work;
   config.atomic_delta = 1;
   config.atomic_floor = 0;
   config.application_name = "coexist-reserve";
   config.seed = options_.seed;
-  db::TargetTable target{kSchema, kTable, "id", "version", std::nullopt};
+  config::TargetTable target{kSchema, kTable, "id", "version", std::nullopt};
   RunOptions run;
   run.duration = std::chrono::hours(1);
   run.transactions_per_user = options_.per_client;

@@ -33,7 +33,7 @@ std::array<double, kKindCount> Weights(const config::OnlineMix& mix) {
 }  // namespace
 
 struct Simulator::State {
-  State(std::string conninfo_in, db::TargetTable target_in, config::OnlineConfig config_in,
+  State(std::string conninfo_in, config::TargetTable target_in, config::OnlineConfig config_in,
         RunOptions options_in)
       : conninfo(std::move(conninfo_in)),
         target(std::move(target_in)),
@@ -44,7 +44,7 @@ struct Simulator::State {
         ticker(engine.io) {}
 
   std::string conninfo;
-  db::TargetTable target;
+  config::TargetTable target;
   config::OnlineConfig config;
   RunOptions options;
   Engine engine;
@@ -198,7 +198,7 @@ Awaitable<> Simulator::State::Progress() {
   }
 }
 
-Simulator::Simulator(std::string conninfo, db::TargetTable target, config::OnlineConfig config,
+Simulator::Simulator(std::string conninfo, config::TargetTable target, config::OnlineConfig config,
                      RunOptions options)
     : state_(std::make_unique<State>(std::move(conninfo), std::move(target), std::move(config),
                                      options)) {}
@@ -317,7 +317,7 @@ void Simulator::Prepare() {
                         "check that the server accepts that many connections now.");
   }
   spdlog::info("online-sim ready records={} pool_size={} model={}", engine.keys.size(),
-               s.config.pool_size, s.config.model);
+               s.config.pool_size, config::ToString(s.config.model));
 }
 
 Report Simulator::Run() {
@@ -334,7 +334,7 @@ Report Simulator::Run() {
   s.deadline.async_wait([&s](boost::system::error_code ec) {
     if (!ec) s.BeginStop(false);
   });
-  bool open = s.config.model == "open";
+  bool open = s.config.model == config::LoadModel::kOpen;
   s.active = s.config.users;
   for (int id = 0; id < s.config.users; ++id) {
     Spawn(engine.io, open ? s.OpenWorker(id) : s.ClosedUser(id), "virtual user", on_error);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "db/target_table.h"
+#include "config/target_table.h"
 
 namespace coexist::online_sim {
 
@@ -76,7 +76,7 @@ struct LostUpdateCheck {
 };
 
 struct Report {
-  std::string model;
+  config::LoadModel model = config::LoadModel::kClosed;
   int users = 0;
   double rate = 0;
   int pool_size = 0;
@@ -99,7 +99,7 @@ struct Report {
 // One simulation run against a server. Construct, Prepare(), Run().
 class Simulator {
  public:
-  Simulator(std::string conninfo, db::TargetTable target, config::OnlineConfig config,
+  Simulator(std::string conninfo, config::TargetTable target, config::OnlineConfig config,
             RunOptions options);
   ~Simulator();
 

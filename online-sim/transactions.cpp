@@ -101,7 +101,7 @@ Awaitable<End> OptimisticEdit(Engine& engine, User& user, size_t key) {
 // BEGIN rides with the SELECT and COMMIT with the UPDATE, so the row lock is
 // held for one round trip plus the work, not three.
 Awaitable<End> PessimisticEdit(Engine& engine, User&, size_t key) {
-  bool nowait = engine.config.lock_mode == "nowait";
+  bool nowait = engine.config.lock_mode == config::LockMode::kNowait;
   std::string id = Text(engine.keys[key]);
   Lease lease = co_await engine.pool->Acquire();
   std::vector<Statement> lock{
@@ -267,7 +267,8 @@ std::string QuoteIdentifier(const std::string& name) {
   return out + "\"";
 }
 
-StatementIds AddStatements(Catalog& c, const db::TargetTable& target, const std::string& value) {
+StatementIds AddStatements(Catalog& c, const config::TargetTable& target,
+                           const std::string& value) {
   std::string table = QuoteIdentifier(target.schema) + "." + QuoteIdentifier(target.table);
   std::string k = QuoteIdentifier(target.key_column);
   std::string v = QuoteIdentifier(value);

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "db/target_table.h"
+#include "config/target_table.h"
 #include "pacing/load.h"
 
 namespace coexist::pacing {
@@ -13,7 +13,7 @@ namespace coexist::pacing {
 struct HealthMonitorOptions {
   std::string conninfo;  // never logged
   std::string application_name = "coexist-pacing";
-  db::TargetTable target;      // vacuum signal; events.target
+  config::TargetTable target;  // vacuum signal; events.target
   std::string throttle_query;  // empty: none
   // Bounds every monitoring statement, so a stuck catalog read cannot hang
   // the batch between chunks.

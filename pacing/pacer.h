@@ -34,7 +34,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "db/target_table.h"
+#include "config/target_table.h"
 #include "pacing/chunk_sizer.h"
 #include "pacing/control_state.h"
 
@@ -47,7 +47,7 @@ struct PacerOptions {
   int chunk_size = 500;
   std::string job = "default";      // events.job
   std::optional<long long> run_id;  // events.run_id, when known
-  db::TargetTable target;           // the vacuum signal; events.target
+  config::TargetTable target;       // the vacuum signal; events.target
   std::string conninfo;             // the monitor's own connection; never logged
   std::string application_name = "coexist-pacing";
 };

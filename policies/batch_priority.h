@@ -1,6 +1,6 @@
 #pragma once
 
-#include "policies/policy.h"
+#include "policies/registry.h"
 
 namespace coexist::policies {
 
@@ -15,11 +15,30 @@ namespace coexist::policies {
 class BatchPriority : public Policy {
  public:
   static constexpr const char* kName = "batch_priority";
-  explicit BatchPriority(config::PolicyConfig config) : config_(std::move(config)) {}
+
+  struct Options {
+    // An online backend blocking the batch's row lock is cancelled after
+    // cancel_after (an idle in transaction one terminated) and terminated
+    // after terminate_after, only when its application_name matches
+    // online_application_name (a SQL LIKE pattern) and it is no superuser's,
+    // coexist's own or another database's. Each 0s..1h, cancel_after <=
+    // terminate_after; the pattern not only % and _, not matching
+    // database.application_name.
+    milliseconds cancel_after = std::chrono::seconds(2);
+    milliseconds terminate_after = std::chrono::seconds(5);
+    std::string online_application_name = "coexist-online%";
+  };
+  // cancel_after, terminate_after, online_application_name; skip_locked
+  // reads them too (its on_exhausted: force).
+  static Options ReadOptions(config::Section& s, const ReadContext& context);
+
+  explicit BatchPriority(config::PolicyConfig config)
+      : config_(std::move(config)), options_(OptionsOf<Options>(config_)) {}
   const char* Name() const override { return kName; }
   Decision Decide(const RecordFacts& facts) const override;
   bool WaitsInTransaction() const override { return true; }
   bool WantsBlockers() const override { return true; }
+  std::string SignalPattern() const override { return options_.online_application_name; }
 
   // How long past terminate_after the batch still waits (a terminated
   // backend's locks go when its process exits).
@@ -27,6 +46,10 @@ class BatchPriority : public Policy {
 
  private:
   config::PolicyConfig config_;
+  Options options_;
 };
+
+// SQL LIKE with the default escape (backslash): % any run, _ one byte.
+bool LikeMatches(std::string_view pattern, std::string_view text);
 
 }  // namespace coexist::policies

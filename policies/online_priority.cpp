@@ -1,10 +1,19 @@
 #include "policies/online_priority.h"
 
+#include "config/yaml_reader.h"
+
 namespace coexist::policies {
+
+OnlinePriority::Options OnlinePriority::ReadOptions(config::Section& s,
+                                                    const ReadContext& /*context*/) {
+  Options options;
+  s.Duration("max_wait", options.max_wait, milliseconds(0), std::chrono::hours(24));
+  return options;
+}
 
 Decision OnlinePriority::Decide(const RecordFacts& facts) const {
   if (!facts.row_locked && !facts.edit_locked) return {Action::kApply};
-  if (facts.waited >= config_.max_wait) {
+  if (facts.waited >= options_.max_wait) {
     return {Action::kDefer, "max_wait"};
   }
   // An edit lock is held across a human think time: wait outside any

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "policies/policy.h"
+#include "policies/registry.h"
 
 namespace coexist::policies {
 
@@ -12,12 +12,25 @@ namespace coexist::policies {
 class OnlinePriority : public Policy {
  public:
   static constexpr const char* kName = "online_priority";
-  explicit OnlinePriority(config::PolicyConfig config) : config_(std::move(config)) {}
+
+  struct Options {
+    // How long the batch waits for one record's row lock or edit lock
+    // before deferring it. 0s..24h
+    milliseconds max_wait = std::chrono::seconds(30);
+  };
+  // max_wait; skip_locked reads it too (its on_exhausted: wait).
+  static Options ReadOptions(config::Section& s, const ReadContext& context);
+
+  explicit OnlinePriority(config::PolicyConfig config)
+      : config_(std::move(config)), options_(OptionsOf<Options>(config_)) {}
   const char* Name() const override { return kName; }
   Decision Decide(const RecordFacts& facts) const override;
+  bool WaitsForEditLocks() const override { return true; }
+  milliseconds MaxWait() const override { return options_.max_wait; }
 
  private:
   config::PolicyConfig config_;
+  Options options_;
 };
 
 }  // namespace coexist::policies

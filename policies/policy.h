@@ -1,22 +1,26 @@
 #pragma once
 
-// The five coexistence policies (docs/policies.md) behind one interface.
+// The coexistence policies (docs/policies.md) behind one interface.
 // A policy only DECIDES, from what the batch knows about a record (locked,
 // edit-locked, waited so long, deferred so often), what to do with it; the
 // batch runner (batch/) carries the decision out in SQL. Deciding is pure and
 // takes microseconds, so tests/policies_decision_test.cpp covers every row of
 // every policy's decision table without a database.
 //
+// A policy is a class here with its own options and their reader, and one
+// line in registry.cpp (policies/registry.h); nothing outside policies/
+// knows the names.
+//
 // Thread safety: a Policy is immutable after Create(); share it freely.
 
+#include <any>
 #include <chrono>
-#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "config/config.h"
+#include "config/policy_config.h"
 
 namespace coexist::policies {
 
@@ -77,6 +81,28 @@ struct ClaimGate {
   std::string reason;  // when not allowed: "outside_window"
 };
 
+// What the database does to online writes while a window is active.
+enum class WindowMode {
+  kReadOnly,  // refuses them (CX003)
+  kAllow,     // lets them pass
+};
+// "read_only", "allow": the YAML value and coexist.windows.mode.
+const char* ToString(WindowMode mode);
+
+// A batch window, e.g. 01:00-05:00 Asia/Tokyo on weekdays. The window belongs
+// to the day it starts on; end <= start means it ends the next day, end ==
+// start means 24 hours.
+struct Window {
+  std::string time_zone = "UTC";                      // IANA name, validated at load
+  std::vector<int> weekdays = {1, 2, 3, 4, 5, 6, 7};  // ISO: 1 = Monday .. 7 = Sunday
+  std::chrono::minutes start{60};                     // "01:00"
+  std::chrono::minutes end{5 * 60};                   // "05:00"
+  WindowMode mode = WindowMode::kReadOnly;
+};
+
+// A policy: its decisions, and what the runner must prepare for them (the
+// capability queries below, each false or empty by default). The runner
+// asks these and never a policy's name.
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -86,23 +112,52 @@ class Policy {
   virtual Decision Decide(const RecordFacts& facts) const = 0;
   // Whether claiming may go on at `now`. Default: always.
   virtual ClaimGate MayClaim(std::chrono::system_clock::time_point now) const;
-  // status_partition: take rows over through the owner column in their own
-  // transaction, process them in a second, hand them back.
+  // Whether records are taken over through the target's owner column in
+  // their own transaction, processed in a second and handed back
+  // (status_partition). A run refuses a target without an owner column.
   virtual bool TakesOver() const { return false; }
   // Whether row locks are waited for inside the chunk's transaction until a
   // final decision (batch_priority), rather than one step per chunk.
   virtual bool WaitsInTransaction() const { return false; }
   // Whether a wait step should look up the backends blocking it.
   virtual bool WantsBlockers() const { return false; }
+  // The application_name LIKE pattern of the blocking backends it may cancel
+  // or terminate (online_application_name); empty when it signals none.
+  virtual std::string SignalPattern() const { return {}; }
+  // Whether Decide may answer kWaitEditLock: the worker then LISTENs for
+  // edit-lock releases on a second connection.
+  virtual bool WaitsForEditLocks() const { return false; }
+  // How long it waits for one record before deferring it (max_wait): an
+  // edit-lock wait wakes up by then. Default: no bound of its own.
+  virtual milliseconds MaxWait() const { return milliseconds::max(); }
+  // The windows the database enforces while they are active (coexist.windows,
+  // written when a run starts). Default: none.
+  virtual std::vector<Window> Windows() const { return {}; }
 };
 
-using Factory = std::function<std::unique_ptr<Policy>(const config::PolicyConfig&)>;
-
-// The policy named by config.name. Throws std::invalid_argument for a name
-// no policy has (config/ validates names, so this means a bug).
+// The policy named by config.name (policies/registry.h), the default one
+// when it names none. Throws
+// std::invalid_argument for a name no policy has (the loader accepts only
+// registered names, so this means a bug).
 std::unique_ptr<Policy> Create(const config::PolicyConfig& config);
 // Every registered name, sorted.
 std::vector<std::string> Names();
+
+// A policy's own options held by `config`: its defaults when it holds none.
+// Throws std::invalid_argument when they are of another type (a bug).
+template <typename Options>
+Options OptionsOf(const config::PolicyConfig& config) {
+  if (!config.options.has_value()) return Options{};
+  if (const auto* options = std::any_cast<Options>(&config.options)) return *options;
+  throw std::invalid_argument("policy " + config.name + " was given another policy's options");
+}
+
+// `config` holding `options` instead of its own (a policy that decides as
+// another one, as skip_locked escalates).
+inline config::PolicyConfig WithOptions(config::PolicyConfig config, std::any options) {
+  config.options = std::move(options);
+  return config;
+}
 
 // The doubling lock_timeout schedule shared by the waiting policies: the step
 // after having waited `waited`: lock_wait_initial, doubling, capped at

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "policies/policy.h"
+#include "policies/registry.h"
 
 namespace coexist::policies {
 
@@ -12,6 +12,10 @@ namespace coexist::policies {
 class StatusPartition : public Policy {
  public:
   static constexpr const char* kName = "status_partition";
+
+  struct Options {};  // no keys of its own
+  static Options ReadOptions(config::Section& /*s*/, const ReadContext& /*context*/) { return {}; }
+
   explicit StatusPartition(config::PolicyConfig config) : config_(std::move(config)) {}
   const char* Name() const override { return kName; }
   Decision Decide(const RecordFacts& facts) const override;

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "policies/policy.h"
+#include "policies/registry.h"
 
 namespace coexist::policies {
 
@@ -10,7 +10,7 @@ struct WindowState {
   // The end of the active window (the latest, when windows overlap).
   std::chrono::system_clock::time_point ends_at{};
 };
-WindowState EvaluateWindows(const std::vector<config::WindowConfig>& windows,
+WindowState EvaluateWindows(const std::vector<Window>& windows,
                             std::chrono::system_clock::time_point now);
 
 // time_window: separate by time. The batch claims only inside a window and
@@ -22,13 +22,29 @@ WindowState EvaluateWindows(const std::vector<config::WindowConfig>& windows,
 class TimeWindow : public Policy {
  public:
   static constexpr const char* kName = "time_window";
-  explicit TimeWindow(config::PolicyConfig config) : config_(std::move(config)) {}
+
+  struct Options {
+    // At least one; each {time_zone, start, end, weekdays}, with the
+    // policy's `mode` (read_only, the default, or allow).
+    std::vector<Window> windows;
+    // Claiming stops this long before a window ends. 0s..24h
+    milliseconds drain_margin = std::chrono::minutes(5);
+    // How long a row lock is waited for before the record is deferred. 0s..24h
+    milliseconds max_wait = std::chrono::seconds(30);
+  };
+  static Options ReadOptions(config::Section& s, const ReadContext& context);
+
+  explicit TimeWindow(config::PolicyConfig config)
+      : config_(std::move(config)), options_(OptionsOf<Options>(config_)) {}
   const char* Name() const override { return kName; }
   Decision Decide(const RecordFacts& facts) const override;
   ClaimGate MayClaim(std::chrono::system_clock::time_point now) const override;
+  milliseconds MaxWait() const override { return options_.max_wait; }
+  std::vector<Window> Windows() const override { return options_.windows; }
 
  private:
   config::PolicyConfig config_;
+  Options options_;
 };
 
 }  // namespace coexist::policies

@@ -3,13 +3,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "config/config_error.h"
 #include "config/duration.h"
 #include "config/scenario.h"
 #include "config/yaml_reader.h"
+#include "policies/online_priority.h"
+#include "policies/registry.h"
+#include "policies/skip_locked.h"
 
 namespace coexist::config {
 namespace {
@@ -47,6 +52,34 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(config.target.Name(), "public.products");
   EXPECT_EQ(config.batch.chunk_size, 500);
   EXPECT_FALSE(config.database.url.has_value());
+  EXPECT_EQ(config.policy.name, "skip_locked");
+}
+
+// The loader's policy names are the registry's: an unknown name's hint lists
+// every registered one, and each registered one is accepted.
+TEST(Config, AcceptsExactlyTheRegisteredPolicyNames) {
+  std::string hint;
+  try {
+    LoadString("policy:\n  name: first_come\n", "p.yaml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "p.yaml:2:9: policy.name: unknown value 'first_come'");
+    hint = e.hint();
+  }
+  const std::string prefix = "use one of: ";
+  ASSERT_TRUE(hint.starts_with(prefix) && hint.ends_with(".")) << hint;
+  std::vector<std::string> listed;
+  std::istringstream list(hint.substr(prefix.size(), hint.size() - prefix.size() - 1));
+  for (std::string name; std::getline(list >> std::ws, name, ',');) listed.push_back(name);
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, policies::Names());
+  for (const auto& name : policies::Names()) {
+    try {
+      EXPECT_EQ(LoadString("policy:\n  name: " + name + "\n", "p.yaml").policy.name, name);
+    } catch (const ConfigError& e) {  // time_window wants windows: its name was accepted
+      EXPECT_EQ(std::string(e.what()).find("policy.name"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Config, ReadsEverySection) {
@@ -252,6 +285,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "database:\n  application_name: coexist-online-batch\npolicy:\n  name: batch_priority\n",
            "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
            "application_name 'coexist-online-batch'", "change database.application_name"},
+  // Without a policy: section, the default policy (skip_locked) checks too.
+  BadInput{"batch_name_matches_the_default_policy_pattern",
+           "database:\n  application_name: coexist-online-batch\n",
+           "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
+           "application_name 'coexist-online-batch'", "change database.application_name"},
   BadInput{"online_pattern_trailing_escape",
            "policy:\n  name: batch_priority\n  online_application_name: \"web\\\\\"\n",
            "bad.yaml:3:28: policy.online_application_name: 'web\\' ends with LIKE's escape "
@@ -391,13 +429,15 @@ online:
   ASSERT_EQ(scenario.cells.size(), 4u);
   const auto& first = scenario.cells[0];
   EXPECT_EQ(first.config.policy.name, "skip_locked");
-  EXPECT_EQ(first.config.policy.max_deferrals, 2);
+  EXPECT_EQ(policies::OptionsOf<policies::SkipLocked::Options>(first.config.policy).max_deferrals,
+            2);
   EXPECT_EQ(first.config.online.users, 10);
   EXPECT_EQ(first.load_level, "online.users=10");
   EXPECT_EQ(first.config.online.think_time, std::chrono::milliseconds(100));
   const auto& last = scenario.cells[3];
   EXPECT_EQ(last.config.policy.name, "online_priority");
-  EXPECT_EQ(last.config.policy.max_wait, std::chrono::seconds(3));
+  EXPECT_EQ(policies::OptionsOf<policies::OnlinePriority::Options>(last.config.policy).max_wait,
+            std::chrono::seconds(3));
   EXPECT_EQ(last.config.online.users, 40);
   EXPECT_EQ(last.parameters.at("policy.name"), "online_priority");
   EXPECT_EQ(scenario.settings.name, std::filesystem::path(path).stem().string());

@@ -532,21 +532,21 @@ TEST_F(VersionTrigger, InstallsOnAConfiguredTarget) {
   pqxx::nontransaction(*conn).exec(
       "CREATE SCHEMA sales; CREATE TABLE sales.orders (order_id bigint PRIMARY KEY, lock_version "
       "integer NOT NULL DEFAULT 0, total numeric); INSERT INTO sales.orders VALUES (1, 0, 10)");
-  InstallVersionTrigger(*conn, TargetTable{.schema = "sales",
-                                           .table = "orders",
-                                           .key_column = "order_id",
-                                           .version_column = "lock_version",
-                                           .owner_column = std::nullopt});
+  InstallVersionTrigger(*conn, config::TargetTable{.schema = "sales",
+                                                   .table = "orders",
+                                                   .key_column = "order_id",
+                                                   .version_column = "lock_version",
+                                                   .owner_column = std::nullopt});
   pqxx::nontransaction(*conn).exec("UPDATE sales.orders SET total = 11");
   EXPECT_EQ(QueryValue("SELECT lock_version FROM sales.orders"), "1");
-  auto status = ReadStatus(*conn, TargetTable{.schema = "sales", .table = "orders"});
+  auto status = ReadStatus(*conn, config::TargetTable{.schema = "sales", .table = "orders"});
   EXPECT_TRUE(status.version_trigger);
   EXPECT_EQ(status.target_rows, 1);
 }
 
 TEST_F(Migrations, StatusReportsTheInstalledSchema) {
   auto conn = Connect();
-  auto status = ReadStatus(*conn, TargetTable{});
+  auto status = ReadStatus(*conn, config::TargetTable{});
   EXPECT_EQ(status.installed_version, LatestVersion());
   EXPECT_EQ(status.target_rows, coexist::testing::ClusterEnvironment::kTemplateRecords);
   EXPECT_TRUE(status.version_trigger);

@@ -37,16 +37,16 @@ online:
 )",
                                    "online.yaml");
   const auto& o = config.online;
-  EXPECT_EQ(o.model, "open");
+  EXPECT_EQ(o.model, config::LoadModel::kOpen);
   EXPECT_EQ(o.rate, 250);
   EXPECT_EQ(o.users, 2000);
   EXPECT_EQ(o.pool_size, 32);
-  EXPECT_EQ(o.think_distribution, "lognormal");
+  EXPECT_EQ(o.think_distribution, config::ThinkDistribution::kLognormal);
   EXPECT_EQ(o.hot_keys, 0.05);
   EXPECT_EQ(o.mix.view, 3);
   EXPECT_EQ(o.mix.nolock, 1);
   EXPECT_EQ(o.mix.optimistic_edit, 15);  // a kind not named keeps its default weight
-  EXPECT_EQ(o.lock_mode, "nowait");
+  EXPECT_EQ(o.lock_mode, config::LockMode::kNowait);
   EXPECT_EQ(o.offline_ttl, 10s);
   EXPECT_EQ(o.latency_limit, 50ms);
   EXPECT_EQ(o.seed, 7);
@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadOnlineConfig, ::testing::Values(
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
-config::OnlineConfig Keys(const char* shape) {
+config::OnlineConfig Keys(config::KeyDistribution shape) {
   config::OnlineConfig c;
   c.key_distribution = shape;
   return c;
@@ -115,12 +115,12 @@ std::vector<long long> Histogram(const KeyChooser& chooser, uint64_t count, int 
 }
 
 TEST(KeyChooser, UniformSpreadsEvenly) {
-  auto seen = Histogram(KeyChooser(Keys("uniform"), 10), 10, 100000);
+  auto seen = Histogram(KeyChooser(Keys(config::KeyDistribution::kUniform), 10), 10, 100000);
   for (long long n : seen) EXPECT_NEAR(n, 10000, 500);
 }
 
 TEST(KeyChooser, ZipfFollowsOneOverRank) {
-  auto config = Keys("zipf");
+  auto config = Keys(config::KeyDistribution::kZipf);
   config.zipf_s = 1.0;
   auto seen = Histogram(KeyChooser(config, 1000), 1000, 200000);
   // P(rank 1) / P(rank 2) = 2 and P(1) / P(10) = 10 for s = 1.
@@ -131,7 +131,7 @@ TEST(KeyChooser, ZipfFollowsOneOverRank) {
 }
 
 TEST(KeyChooser, HotSetSendsItsShareToTheHotKeys) {
-  auto config = Keys("hot_set");
+  auto config = Keys(config::KeyDistribution::kHotSet);
   config.hot_traffic = 0.8;
   config.hot_keys = 0.1;
   auto seen = Histogram(KeyChooser(config, 100), 100, 100000);
@@ -141,18 +141,19 @@ TEST(KeyChooser, HotSetSendsItsShareToTheHotKeys) {
 }
 
 TEST(KeyChooser, SameSeedSameChoices) {
-  KeyChooser chooser(Keys("zipf"), 500);
+  KeyChooser chooser(Keys(config::KeyDistribution::kZipf), 500);
   Random a(7), b(7);
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(chooser.Next(a), chooser.Next(b));
 }
 
 TEST(ThinkTime, MeansMatchTheConfiguredMean) {
-  for (const char* shape : {"fixed", "exponential", "lognormal"}) {
+  for (auto shape : {config::ThinkDistribution::kFixed, config::ThinkDistribution::kExponential,
+                     config::ThinkDistribution::kLognormal}) {
     ThinkTime think(shape, 1000ms, 0.5);
     Random random(1);
     double sum = 0;
     for (int i = 0; i < 20000; ++i) sum += static_cast<double>(think.Next(random).count());
-    EXPECT_NEAR(sum / 20000 / 1000, 1000, 30) << shape;
+    EXPECT_NEAR(sum / 20000 / 1000, 1000, 30) << static_cast<int>(shape);
   }
 }
 

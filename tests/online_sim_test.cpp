@@ -38,7 +38,7 @@ config::OnlineConfig OnlyKind(const std::string& kind, int users) {
   c.users = users;
   c.pool_size = users;
   c.think_time = 0ms;
-  c.think_distribution = "fixed";
+  c.think_distribution = config::ThinkDistribution::kFixed;
   c.records = 1;
   c.app_work = 0ms;
   c.application_name = kApp;
@@ -65,7 +65,7 @@ class OnlineSimTest : public testing::DatabaseTest {
     RunOptions options;
     options.duration = duration;
     options.transactions_per_user = per_user;
-    Simulator simulator(conninfo(), db::TargetTable{}, config, options);
+    Simulator simulator(conninfo(), config::TargetTable{}, config, options);
     simulator.Prepare();
     return simulator.Run();
   }
@@ -125,7 +125,7 @@ TEST_F(OnlineSimTest, PessimisticCountsNowaitAndLockTimeoutApart) {
   lock.exec("SELECT 1 FROM products WHERE id = 1 FOR UPDATE");
 
   auto nowait = OnlyKind("pessimistic_edit", 1);
-  nowait.lock_mode = "nowait";
+  nowait.lock_mode = config::LockMode::kNowait;
   Report report = Run(nowait, 3);
   EXPECT_EQ(Outcome(report, "pessimistic_edit", "nowait"), 3);
   EXPECT_EQ(Outcome(report, "pessimistic_edit", "lock_timeout"), 0);
@@ -286,7 +286,7 @@ TEST_F(OnlineSimTest, TerminatedBackendIsCountedAndReconnected) {
 
 TEST_F(OnlineSimTest, OpenModelCountsFromTheScheduledStart) {
   auto config = OnlyKind("view", 2);
-  config.model = "open";
+  config.model = config::LoadModel::kOpen;
   config.rate = 200;
   config.records = 50;
   config.latency_limit = 1000ms;
@@ -300,7 +300,7 @@ TEST_F(OnlineSimTest, OpenModelCountsFromTheScheduledStart) {
 TEST_F(OnlineSimTest, PoolLargerThanTheServerAllowsFailsBeforeAnyLoad) {
   auto config = OnlyKind("view", 1);
   config.pool_size = 5000;
-  Simulator simulator(conninfo(), db::TargetTable{}, config, RunOptions{});
+  Simulator simulator(conninfo(), config::TargetTable{}, config, RunOptions{});
   try {
     simulator.Prepare();
     FAIL() << "a pool of 5000 was accepted";

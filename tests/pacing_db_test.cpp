@@ -164,7 +164,7 @@ TEST_F(PacingTest, OneWaiterBelowMaxLoadDoesNotThrottle) {
 TEST_F(PacingTest, CriticalLoadTwiceStopsCleanly) {
   auto options = Options();
   options.pacing.critical_load = {.lock_waiters = 1};
-  options.pacing.critical_action = "stop";
+  options.pacing.critical_action = config::CriticalAction::kStop;
   Pacer pacer(std::move(options));
   BlockSessions(1);
   EXPECT_EQ(pacer.BeforeChunk(), std::nullopt);

@@ -281,7 +281,7 @@ TEST(PacingConfig, DefaultsAndAFullSection) {
   EXPECT_TRUE(defaults.adaptive);
   EXPECT_EQ(defaults.chunk_time, 200ms);
   EXPECT_EQ(defaults.max_load.lock_waiters, 10);
-  EXPECT_EQ(defaults.critical_action, "hibernate");
+  EXPECT_EQ(defaults.critical_action, config::CriticalAction::kHibernate);
   auto p = LoadString(R"(pacing:
   adaptive: false
   chunk_time: 250ms
@@ -305,7 +305,7 @@ TEST(PacingConfig, DefaultsAndAFullSection) {
   EXPECT_EQ(p.max_load.vacuum, 1);
   EXPECT_EQ(p.critical_load.active_sessions, 80);
   EXPECT_EQ(p.critical_load.lock_waiters, 0);  // a written map is the whole set
-  EXPECT_EQ(p.critical_action, "stop");
+  EXPECT_EQ(p.critical_action, config::CriticalAction::kStop);
   EXPECT_EQ(p.throttle_query, "SELECT 0");
   EXPECT_EQ(p.control_socket, "/run/coexist/ctl.sock");
 }

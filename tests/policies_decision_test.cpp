@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "policies/batch_priority.h"
+#include "policies/online_priority.h"
 #include "policies/policy.h"
+#include "policies/skip_locked.h"
 #include "policies/time_window.h"
 
 namespace coexist::policies {
@@ -13,15 +15,21 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-config::PolicyConfig Named(const std::string& name) {
+// The options the tables below assume: short waits, three deferrals.
+const OnlinePriority::Options kWait{.max_wait = seconds(3)};
+const BatchPriority::Options kForce{.cancel_after = seconds(2), .terminate_after = seconds(5)};
+
+SkipLocked::Options Skip(OnExhausted on_exhausted = OnExhausted::kReport) {
+  return {.max_deferrals = 3, .on_exhausted = on_exhausted, .wait = kWait, .force = kForce};
+}
+
+// Without options: the policy's defaults.
+config::PolicyConfig Named(const std::string& name, std::any options = {}) {
   config::PolicyConfig c;
   c.name = name;
-  c.max_wait = seconds(3);
-  c.cancel_after = seconds(2);
-  c.terminate_after = seconds(5);
-  c.max_deferrals = 3;
   c.lock_wait_initial = milliseconds(100);
   c.lock_wait_max = milliseconds(1000);
+  c.options = std::move(options);
   return c;
 }
 
@@ -39,12 +47,36 @@ TEST(PolicyRegistry, EveryNameCreatesItsPolicy) {
   std::vector<std::string> expected = {"batch_priority", "online_priority", "skip_locked",
                                        "status_partition", "time_window"};
   EXPECT_EQ(Names(), expected);
-  for (const auto& name : expected) {
-    auto c = Named(name);
-    c.windows.emplace_back();
-    EXPECT_STREQ(Create(c)->Name(), name.c_str());
-  }
+  for (const auto& name : expected) EXPECT_STREQ(Create(Named(name))->Name(), name.c_str());
   EXPECT_THROW(Create(Named("first_come")), std::invalid_argument);
+  EXPECT_STREQ(Create(config::PolicyConfig{})->Name(), "skip_locked");
+  // Another policy's options are a bug, not a default.
+  EXPECT_THROW(Create(Named("skip_locked", kWait)), std::invalid_argument);
+}
+
+TEST(PolicyCapabilities, WhatTheRunnerPreparesFor) {
+  auto online = Create(Named("online_priority", kWait));
+  EXPECT_TRUE(online->WaitsForEditLocks());
+  EXPECT_EQ(online->MaxWait(), seconds(3));
+  EXPECT_EQ(online->SignalPattern(), "");
+  auto batch = Create(Named("batch_priority", kForce));
+  EXPECT_FALSE(batch->WaitsForEditLocks());
+  EXPECT_EQ(batch->SignalPattern(), "coexist-online%");
+  EXPECT_TRUE(Create(Named("skip_locked", Skip(OnExhausted::kWait)))->WaitsForEditLocks());
+  EXPECT_EQ(Create(Named("skip_locked", Skip(OnExhausted::kWait)))->MaxWait(), seconds(3));
+  EXPECT_EQ(Create(Named("skip_locked", Skip(OnExhausted::kForce)))->SignalPattern(),
+            "coexist-online%");
+  EXPECT_EQ(Create(Named("skip_locked", Skip()))->SignalPattern(), "");
+  EXPECT_FALSE(Create(Named("skip_locked", Skip()))->WaitsForEditLocks());
+  EXPECT_TRUE(Create(Named("status_partition"))->TakesOver());
+  EXPECT_FALSE(Create(Named("skip_locked"))->TakesOver());
+  Window allow;
+  allow.mode = WindowMode::kAllow;
+  auto windows = Create(Named("time_window", TimeWindow::Options{.windows = {allow, Window{}}}));
+  ASSERT_EQ(windows->Windows().size(), 2u);
+  EXPECT_STREQ(ToString(windows->Windows()[0].mode), "allow");
+  EXPECT_STREQ(ToString(windows->Windows()[1].mode), "read_only");
+  EXPECT_TRUE(Create(Named("online_priority"))->Windows().empty());
 }
 
 TEST(PolicyRegistry, StepsDoubleUpToTheCap) {
@@ -58,7 +90,7 @@ TEST(PolicyRegistry, StepsDoubleUpToTheCap) {
 }
 
 TEST(SkipLockedDecision, Table) {
-  auto p = Create(Named("skip_locked"));
+  auto p = Create(Named("skip_locked", Skip()));
   EXPECT_EQ(p->Decide(Facts(false, false)), (Decision{Action::kApply}));
   EXPECT_EQ(p->Decide(Facts(true, false)), (Decision{Action::kDefer, "row_locked"}));
   EXPECT_EQ(p->Decide(Facts(false, true)), (Decision{Action::kDefer, "edit_locked"}));
@@ -70,9 +102,7 @@ TEST(SkipLockedDecision, Table) {
 }
 
 TEST(SkipLockedDecision, ExhaustedWaitActsAsOnlinePriority) {
-  auto c = Named("skip_locked");
-  c.on_exhausted = "wait";
-  auto p = Create(c);
+  auto p = Create(Named("skip_locked", Skip(OnExhausted::kWait)));
   EXPECT_EQ(p->Decide(Facts(true, false, 3)),
             (Decision{Action::kWaitRowLock, "", milliseconds(100), true}));
   EXPECT_EQ(p->Decide(Facts(false, true, 3)),
@@ -83,9 +113,7 @@ TEST(SkipLockedDecision, ExhaustedWaitActsAsOnlinePriority) {
 }
 
 TEST(SkipLockedDecision, ExhaustedForceActsAsBatchPriority) {
-  auto c = Named("skip_locked");
-  c.on_exhausted = "force";
-  auto p = Create(c);
+  auto p = Create(Named("skip_locked", Skip(OnExhausted::kForce)));
   EXPECT_EQ(p->Decide(Facts(false, true, 3)),
             (Decision{Action::kRevokeEditLock, "", milliseconds(0), true}));
   EXPECT_EQ(p->Decide(Facts(true, false, 3)),
@@ -95,7 +123,7 @@ TEST(SkipLockedDecision, ExhaustedForceActsAsBatchPriority) {
 }
 
 TEST(OnlinePriorityDecision, Table) {
-  auto p = Create(Named("online_priority"));
+  auto p = Create(Named("online_priority", kWait));
   EXPECT_EQ(p->Decide(Facts(false, false)), (Decision{Action::kApply}));
   EXPECT_EQ(p->Decide(Facts(true, false)), (Decision{Action::kWaitRowLock, "", milliseconds(100)}));
   EXPECT_EQ(p->Decide(Facts(true, false, 0, milliseconds(100))),
@@ -111,7 +139,7 @@ TEST(OnlinePriorityDecision, Table) {
 }
 
 TEST(BatchPriorityDecision, Table) {
-  auto p = Create(Named("batch_priority"));
+  auto p = Create(Named("batch_priority", kForce));
   EXPECT_EQ(p->Decide(Facts(false, false)), (Decision{Action::kApply}));
   EXPECT_EQ(p->Decide(Facts(true, true)), (Decision{Action::kRevokeEditLock}));
   EXPECT_EQ(p->Decide(Facts(true, false)), (Decision{Action::kWaitRowLock, "", milliseconds(100)}));
@@ -143,9 +171,8 @@ TEST(StatusPartitionDecision, Table) {
 }
 
 TEST(TimeWindowDecision, Table) {
-  auto c = Named("time_window");
-  c.windows.emplace_back();
-  auto p = Create(c);
+  auto p = Create(
+      Named("time_window", TimeWindow::Options{.windows = {Window{}}, .max_wait = seconds(3)}));
   EXPECT_EQ(p->Decide(Facts(false, false)), (Decision{Action::kApply}));
   EXPECT_EQ(p->Decide(Facts(false, true)), (Decision{Action::kDefer, "edit_locked"}));
   EXPECT_EQ(p->Decide(Facts(true, false)), (Decision{Action::kWaitRowLock, "", milliseconds(100)}));
@@ -160,15 +187,13 @@ std::chrono::system_clock::time_point At(const std::string& zone, int y, int mo,
 }
 
 TEST(TimeWindowGate, TokyoNightWindowOnWeekdays) {
-  config::WindowConfig w;
+  Window w;
   w.time_zone = "Asia/Tokyo";
   w.weekdays = {1, 2, 3, 4, 5};
   w.start = std::chrono::hours(1);
   w.end = std::chrono::hours(5);
-  auto c = Named("time_window");
-  c.windows = {w};
-  c.drain_margin = std::chrono::minutes(10);
-  TimeWindow p(c);
+  TimeWindow p(Named("time_window", TimeWindow::Options{.windows = {w},
+                                                        .drain_margin = std::chrono::minutes(10)}));
   // 2026-11-30 is a Monday.
   EXPECT_TRUE(p.MayClaim(At("Asia/Tokyo", 2026, 11, 30, 1, 0)).allowed);
   EXPECT_TRUE(p.MayClaim(At("Asia/Tokyo", 2026, 11, 30, 4, 49)).allowed);
@@ -186,7 +211,7 @@ TEST(TimeWindowGate, TokyoNightWindowOnWeekdays) {
 }
 
 TEST(TimeWindowGate, WindowAcrossMidnightBelongsToItsStartDay) {
-  config::WindowConfig w;
+  Window w;
   w.time_zone = "UTC";
   w.weekdays = {5};  // Friday
   w.start = std::chrono::hours(22);

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace coexist::config {
+
+// `target:` — the user's own table that online users and the batch both
+// write. Names are validated identifiers (the loader checks them); SQL quotes
+// them. The key column must be of an integer type (queue.record_key is
+// bigint).
+struct TargetTable {
+  std::string schema = "public";
+  std::string table = "products";
+  std::string key_column = "id";
+  std::string version_column = "version";
+  // Which side owns a row ('online' or 'batch'); a policy that takes rows
+  // over (status_partition) needs it.
+  std::optional<std::string> owner_column = "owner";
+
+  // "public.products", for messages and logs (not for SQL).
+  std::string Name() const { return schema + "." + table; }
+};
+
+}  // namespace coexist::config
