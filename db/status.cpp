@@ -4,7 +4,7 @@
 
 namespace coexist::db {
 
-Status ReadStatus(pqxx::connection_base& conn, const TargetTable& target) {
+Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target) {
   Status status;
   status.latest_version = LatestVersion();
   status.migrations = AppliedMigrations(conn);

@@ -51,6 +51,6 @@ struct Status {
 // writer). Throws pqxx::broken_connection when the server goes away and
 // pqxx::sql_error when the database refuses a read (42501: the role may not
 // read the target or coexist's tables).
-Status ReadStatus(pqxx::connection_base& conn, const TargetTable& target);
+Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target);
 
 }  // namespace coexist::db

@@ -10,10 +10,6 @@ class connection_base;
 
 namespace coexist::db {
 
-// The target is described by the configuration (config/target_table.h);
-// db/status.h still names it unqualified here.
-using config::TargetTable;
-
 // Installs (or re-installs) the version trigger on the target: every UPDATE
 // bumps the version column, whoever writes. Needs the coexist schema.
 // Throws pqxx::sql_error when the table or column is missing or the version
@@ -21,9 +17,10 @@ using config::TargetTable;
 void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target);
 
 // The demo target, public.products: id, stock, version, owner, note,
-// updated_at, settled (what a simulation's batch adds to). Creates it when missing, replaces its
-// rows with ids 1..records (stock = initial_stock, version 0, owner 'online'), and installs the
-// version trigger (and the coexist schema when missing).
+// updated_at, settled (what a simulation's batch adds to). Creates it when
+// missing, replaces its rows with ids 1..records (stock = initial_stock,
+// version 0, owner 'online'), and installs the version trigger (and the
+// coexist schema when missing).
 void SeedDemoTable(pqxx::connection_base& conn, long long records, long long initial_stock = 1000);
 
 }  // namespace coexist::db
