@@ -139,8 +139,10 @@ std::string ResultsCsv(const std::vector<CellResult>& cells) {
   out += "\n";
   for (const auto& c : cells) {
     std::string row;
-    for (const auto& value : FlatFigures(c))
-      row += (row.empty() ? "" : ",") + CsvField(CsvText(value));
+    for (const auto& value : FlatFigures(c)) {
+      if (!row.empty()) row += ',';
+      row += CsvField(CsvText(value));
+    }
     out += row + "\n";
   }
   return out;

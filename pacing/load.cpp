@@ -77,7 +77,10 @@ std::string ApplyThresholdSetting(std::string_view setting, config::LoadThreshol
     name = setting.substr(0, eq);
     value = setting.substr(eq + 1);
   }
-  std::string bad = "'" + std::string(value) + "' is not a valid value for " + std::string(name);
+  // Appended, not "'" + std::string(value) + ...: GCC 12 at -O3 reports a
+  // false -Wrestrict inside that concatenation.
+  std::string bad = "'";
+  bad.append(value).append("' is not a valid value for ").append(name);
   if (name == "lock_waiters" || name == "active_sessions" || name == "vacuum") {
     auto count = ParseCount(value);
     if (!count) return bad + " (a count 0..100000)";

@@ -1,5 +1,7 @@
 #include "tests/support/database_test.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 
 #include "db/connection.h"
@@ -31,7 +33,7 @@ void ClusterEnvironment::TearDown() { cluster_.reset(); }
 void DatabaseTest::SetUp() {
   static std::atomic<int> counter{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  database_ = "t" + std::to_string(++counter) + "_" + std::to_string(getpid());
+  database_ = fmt::format("t{}_{}", ++counter, getpid());
   auto& env = ClusterEnvironment::Get();
   auto admin = db::Connect(env.ConnectionString("postgres"));
   pqxx::nontransaction(*admin).exec("CREATE DATABASE " + database_ + " TEMPLATE " + kTemplate);
