@@ -88,6 +88,26 @@ void Snapshot(const Counters& c, RunSummary& s) {
 
 }  // namespace
 
+namespace {
+
+// What dead runs of the job left, cleared in `tx` (the caller holds the
+// job's lock). Logged once `tx` has committed: LogSweep.
+SweepResult ClearDeadRuns(pqxx::transaction_base& tx, QueueSql& sql) {
+  SweepResult result;
+  result.abandoned = sql.AbandonStaleRuns(tx);
+  result.handed_back = sql.HandBackOrphaned(tx);
+  return result;
+}
+
+void LogSweep(const SweepResult& result, const std::string& job) {
+  for (long long id : result.abandoned) {
+    spdlog::warn("stale run abandoned run_id={} job={}", id, job);
+  }
+  if (result.handed_back > 0) spdlog::warn("records handed back count={}", result.handed_back);
+}
+
+}  // namespace
+
 SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
   auto control = db::Connect(conninfo, config.database.application_name);
   CheckConfig(*control, config, *policies::Create(config.policy));
@@ -97,15 +117,10 @@ SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& con
     pqxx::nontransaction tx(*control);
     if (!sql.TryLockJob(tx)) throw BusyError(config, sql.FindJobHolder(tx));
   }
-  SweepResult result;
   pqxx::work tx(*control);
-  result.abandoned = sql.AbandonStaleRuns(tx);
-  result.handed_back = sql.HandBackOrphaned(tx);
+  SweepResult result = ClearDeadRuns(tx, sql);
   tx.commit();
-  for (long long id : result.abandoned) {
-    spdlog::warn("stale run abandoned run_id={} job={}", id, config.batch.job);
-  }
-  if (result.handed_back > 0) spdlog::warn("records handed back count={}", result.handed_back);
+  LogSweep(result, config.batch.job);
   return result;
 }
 
@@ -136,8 +151,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   long long total = 0;  // queued when the run started: `ctl status`'s ETA
   {
     pqxx::work tx(*control);
-    auto abandoned = sql.AbandonStaleRuns(tx);
-    long long handed_back = sql.HandBackOrphaned(tx);
+    SweepResult swept = ClearDeadRuns(tx, sql);
     total = sql.CountQueued(tx);
     nlohmann::json details = {{"workers", config.batch.workers},
                               {"chunk_size", config.batch.chunk_size},
@@ -145,11 +159,8 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
     summary.run_id = sql.StartRun(tx, policy->Name(), details.dump());
     tx.commit();
-    summary.abandoned_runs = static_cast<long long>(abandoned.size());
-    for (long long id : abandoned) {
-      spdlog::warn("stale run abandoned run_id={} job={}", id, config.batch.job);
-    }
-    if (handed_back > 0) spdlog::warn("records handed back count={}", handed_back);
+    summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
+    LogSweep(swept, config.batch.job);
   }
   {
     pqxx::nontransaction tx(*control);
