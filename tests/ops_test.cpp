@@ -13,6 +13,7 @@
 #include "db/connection.h"
 #include "tests/ops_test_support.h"
 #include "tests/support/database_test.h"
+#include "tests/support/documented_grants.h"
 #include "tests/support/ledger_operation.h"
 
 namespace coexist {
@@ -23,23 +24,11 @@ using namespace std::chrono_literals;
 using ops_test::ParseExposition;
 using ops_test::Slurp;
 
-// The GRANTs of docs/operations.md ("Database roles"), run as written with
-// the role names made unique: the batch role runs a job (--no-install, after
-// the owner's `db install --config`), the online role uses the edit-lock API
-// and writes the target through the guard trigger.
+// The documented roles with names made unique: the batch role runs a job
+// (--no-install, after the owner's `db install --config`), the online role
+// uses the edit-lock API and writes the target through the guard trigger.
 std::string DocumentedGrants(const std::string& online_role, const std::string& batch_role) {
-  std::istringstream doc(Slurp(fs::path(COEXIST_SOURCE_DIR) / "docs" / "operations.md"));
-  std::string sql;
-  bool in_section = false;
-  for (std::string line; std::getline(doc, line);) {
-    if (line.starts_with("## ")) in_section = line == "## Database roles (least privilege)";
-    if (in_section && line.starts_with("    ")) sql += line.substr(4) + "\n";
-  }
-  for (auto [from, to] : {std::pair{std::string("app_online"), online_role},
-                          std::pair{std::string("coexist_batch"), batch_role}}) {
-    for (size_t at; (at = sql.find(from)) != std::string::npos;) sql.replace(at, from.size(), to);
-  }
-  return sql;
+  return testing::DocumentedGrants(COEXIST_SOURCE_DIR, online_role, batch_role);
 }
 
 struct PriorityRun {

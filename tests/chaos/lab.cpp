@@ -8,31 +8,16 @@
 #include "common/subprocess.h"
 #include "db/connection.h"
 #include "db/target_table.h"
+#include "tests/support/documented_grants.h"
 
 namespace coexist::chaos {
 namespace {
 
-// docs/operations.md, "Database roles (least privilege)", with the suite's
-// role names, plus the two ledgers each side writes.
-constexpr const char* kGrants = R"sql(
-  REVOKE ALL ON SCHEMA coexist FROM PUBLIC;
-  REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA coexist FROM PUBLIC;
-
-  GRANT USAGE ON SCHEMA coexist TO chaos_online;
-  GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA coexist TO chaos_online;
-  GRANT SELECT, INSERT, UPDATE, DELETE ON coexist.edit_locks TO chaos_online;
-  GRANT SELECT ON coexist.windows TO chaos_online;
-  GRANT SELECT ON coexist.targets TO chaos_online;
-  GRANT SELECT, INSERT, UPDATE, DELETE ON public.products TO chaos_online;
+// What the operation and the online writers need beyond the documented
+// grants (docs/operations.md, "Database roles", run as written): the two
+// ledgers.
+constexpr const char* kLedgerGrants = R"sql(
   GRANT SELECT, INSERT ON public.online_ledger TO chaos_online;
-
-  GRANT USAGE ON SCHEMA coexist TO chaos_batch;
-  GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA coexist TO chaos_batch;
-  GRANT SELECT, INSERT, UPDATE, DELETE
-    ON coexist.queue, coexist.runs, coexist.events, coexist.edit_locks,
-       coexist.takeovers, coexist.windows TO chaos_batch;
-  GRANT SELECT ON coexist.schema_migrations TO chaos_batch;
-  GRANT SELECT, UPDATE ON public.products TO chaos_batch;
   GRANT INSERT ON public.chaos_ledger TO chaos_batch;
 )sql";
 
@@ -73,10 +58,8 @@ void Lab::BuildTemplate() {
   {
     auto admin = db::Connect(Conninfo("postgres"), "chaos-driver");
     pqxx::nontransaction tx(*admin);
-    for (Role role : {Role::kBatch, Role::kOnline, Role::kHog}) {
-      tx.exec(std::string("CREATE ROLE ") + RoleName(role) + " LOGIN");
-    }
-    tx.exec("GRANT pg_read_all_stats, pg_signal_backend TO chaos_batch");
+    // chaos_batch and chaos_online are created by the documented grants.
+    tx.exec(std::string("CREATE ROLE ") + RoleName(Role::kHog) + " LOGIN");
     tx.exec(std::string("CREATE DATABASE ") + kTemplate);
   }
   {
@@ -103,7 +86,8 @@ void Lab::BuildTemplate() {
   }
   auto conn = db::Connect(Conninfo(kTemplate), "chaos-driver");
   pqxx::work tx(*conn);
-  tx.exec(kGrants);
+  tx.exec(testing::DocumentedGrants(COEXIST_SOURCE_DIR, "chaos_online", "chaos_batch"));
+  tx.exec(kLedgerGrants);
   tx.commit();
 }
 
