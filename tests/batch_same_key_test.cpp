@@ -190,5 +190,84 @@ TEST_F(KeyOrderTest, AnItemPutBackByRetryGoesBeforeLaterItemsOfItsKey) {
   EXPECT_EQ(States(), "a:deferred,b:queued") << "b went before the retried a";
 }
 
+// The same promise on a table that is not ours, as a user's would be: another
+// schema, a hash-partitioned table, its own key, version and owner column
+// names, repeated keys, the documented unnest style, four workers. The
+// version trigger counts the UPDATEs: a row's version must equal the number
+// of its items applied, and its qty their sum.
+class ForeignTableTest : public testing::DatabaseTest,
+                         public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    QueryValue(
+        "CREATE SCHEMA sales;"
+        "CREATE TABLE sales.order_lines (line_id bigint PRIMARY KEY, lock_version bigint NOT NULL "
+        "  DEFAULT 0, holder text NOT NULL DEFAULT 'online', shipped integer NOT NULL DEFAULT 0)"
+        "  PARTITION BY HASH (line_id);"
+        "CREATE TABLE sales.order_lines_0 PARTITION OF sales.order_lines"
+        "  FOR VALUES WITH (MODULUS 2, REMAINDER 0);"
+        "CREATE TABLE sales.order_lines_1 PARTITION OF sales.order_lines"
+        "  FOR VALUES WITH (MODULUS 2, REMAINDER 1);"
+        "INSERT INTO sales.order_lines (line_id) SELECT g FROM generate_series(1, 40) g;"
+        "CREATE TABLE sales.shipments (line_id bigint NOT NULL, uid text NOT NULL)");
+  }
+};
+
+TEST_P(ForeignTableTest, RepeatedKeysAreEachAppliedOnce) {
+  std::vector<EnqueueItem> items;
+  for (int uid = 1; uid <= 120; ++uid) {
+    long long key = 1 + (uid * 7) % 25;  // 25 keys, most of them several times
+    items.push_back({key,
+                     "{\"qty\": " + std::to_string(uid % 5 + 1) + ", \"uid\": \"u" +
+                         std::to_string(uid) + "\"}",
+                     std::nullopt});
+  }
+  EnqueueItems(conninfo(), "lines", items);
+  auto config = config::LoadString(
+      "target: {table: sales.order_lines, key_column: line_id, version_column: lock_version,\n"
+      "         owner_column: holder}\n"
+      "batch: {job: lines, chunk_size: 30, workers: 4}\n"
+      "policy:\n" +
+          std::string(GetParam()) +
+          "operation:\n"
+          "  chunk_sql: |\n"
+          "    WITH u AS (UPDATE sales.order_lines l SET shipped = l.shipped + i.qty\n"
+          "                 FROM unnest($1::bigint[], $2::integer[]) AS i(id, qty)\n"
+          "                WHERE l.line_id = i.id)\n"
+          "    INSERT INTO sales.shipments SELECT * FROM unnest($1::bigint[], $3::text[])\n"
+          "  params: [qty, uid]\n",
+      "lines.yaml");
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.done, 120);
+  EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM sales.shipments"), 120);
+  EXPECT_EQ(Count("SELECT count(*) FROM sales.shipments"), 120);
+  const std::string per_row =
+      "WITH q AS (SELECT record_key, count(*) AS n, sum((payload->>'qty')::int) AS qty "
+      "FROM coexist.queue GROUP BY record_key) "
+      "SELECT count(*) FROM sales.order_lines l LEFT JOIN q ON q.record_key = l.line_id WHERE ";
+  EXPECT_EQ(QueryValue(per_row + "l.shipped <> coalesce(q.qty, 0)"), "0")
+      << "a row's qty is not the sum of its items' (a lost or doubled update)";
+  // A takeover and its hand-back are two more UPDATEs of the row, so under
+  // status_partition a row's version counts its items plus pairs.
+  const bool takes_over = std::string(GetParam()).find("status_partition") != std::string::npos;
+  EXPECT_EQ(QueryValue(per_row + (takes_over ? "(l.lock_version - coalesce(q.n, 0)) % 2 <> 0 "
+                                               "OR l.lock_version < coalesce(q.n, 0)"
+                                             : "l.lock_version <> coalesce(q.n, 0)")),
+            "0")
+      << "a row was updated other than by its items" << (takes_over ? " and takeovers" : "");
+  EXPECT_EQ(Count("SELECT count(*) FROM sales.order_lines WHERE holder <> 'online'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ForeignTableTest,
+                         ::testing::Values("  name: skip_locked\n", "  name: status_partition\n",
+                                           "  name: online_priority\n  max_wait: 1s\n"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           return std::string(param.index == 0   ? "skip_locked"
+                                              : param.index == 1 ? "status_partition"
+                                                                 : "online_priority");
+                         });
+
 }  // namespace
 }  // namespace coexist::batch
