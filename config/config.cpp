@@ -3,6 +3,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cmath>
+#include <cstdlib>
+
 #include "config/duration.h"
 #include "config/yaml_reader.h"
 #include "policies/registry.h"
@@ -120,6 +123,82 @@ void ReadThresholds(Section& s, LoadThresholds& out) {
   s.Finish();
 }
 
+// "1.25x" or 1.25: how much slower online may get while the batch runs.
+double ReadObjective(Section& s, const YAML::Node& value) {
+  std::string text = s.ScalarText(value, "objective");
+  std::string number = !text.empty() && (text.back() == 'x' || text.back() == 'X')
+                           ? text.substr(0, text.size() - 1)
+                           : text;
+  char* end = nullptr;
+  double ratio = number.empty() ? NAN : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(ratio)) {
+    s.Fail(value, "objective", "'" + text + "' is not a ratio",
+           "write how much slower online may get while the batch runs, e.g. 1.25x (25 % "
+           "slower).");
+  }
+  if (ratio <= 1.0) {
+    s.Fail(value, "objective", "an objective of " + text + " cannot be met",
+           "the batch always costs online something; allow some slowdown, e.g. 1.25x.");
+  }
+  if (ratio > 100.0) {
+    s.Fail(value, "objective", "an objective of " + text + " is no objective",
+           "at most 100x; without an objective, leave online_latency out.");
+  }
+  return ratio;
+}
+
+// A duration in microseconds (the Duration getter has milliseconds), within
+// (0 or more than 0, when !allow_zero)..1m; `hint` says what it is.
+std::chrono::microseconds ReadFineDuration(Section& s, const YAML::Node& value,
+                                           std::string_view key, bool allow_zero,
+                                           const std::string& hint) {
+  std::string text = s.ScalarText(value, key);
+  auto parsed = ParseDuration(text);
+  if (!parsed) s.Fail(value, key, "'" + text + "' is not a duration", hint);
+  if ((!allow_zero && parsed->count() <= 0) || *parsed > std::chrono::minutes(1)) {
+    s.Fail(value, key, "a " + std::string(key) + " of " + text + " is out of range", hint);
+  }
+  return *parsed;
+}
+
+void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& out) {
+  if (node["objective"].IsDefined()) out.objective = ReadObjective(s, node["objective"]);
+  if (auto b = node["baseline"]; b.IsDefined()) {
+    if (s.ScalarText(b, "baseline") == "measured") {
+      out.baseline.reset();
+    } else {
+      out.baseline = ReadFineDuration(
+          s, b, "baseline", false,
+          "write the probe's latency without the batch (more than 0 and at most 1m, e.g. 2ms) "
+          "or 'measured' to learn it before the first chunk.");
+    }
+  }
+  if (auto t = node["tolerance"]; t.IsDefined()) {
+    out.tolerance = ReadFineDuration(s, t, "tolerance", true,
+                                     "latencies within baseline + tolerance meet the objective; "
+                                     "0 to 1m, e.g. 500us.");
+  }
+  // Read above by hand; String() marks them known for Finish().
+  std::string ignored;
+  s.String("objective", ignored);
+  s.String("baseline", ignored);
+  s.String("tolerance", ignored);
+  s.Double("percentile", out.percentile, 50.0, 99.9);
+  s.Enum("probe", out.probe,
+         {{"lock", LatencyProbeKind::kLock}, {"read", LatencyProbeKind::kRead}});
+  s.Duration("probe_interval", out.probe_interval, milliseconds(5), milliseconds(10'000));
+  s.Duration("window", out.window, milliseconds(100), std::chrono::minutes(1));
+  s.Duration("learn_time", out.learn_time, milliseconds(100), std::chrono::minutes(10));
+  s.Double("min_duty", out.min_duty, 0.01, 1.0);
+  s.Finish();
+  if (out.window < 5 * out.probe_interval) {
+    bool given = node["window"].IsDefined();
+    s.Fail(node[given ? "window" : "probe_interval"], given ? "window" : "probe_interval",
+           "the window holds fewer than 5 probes",
+           "a decision needs at least 5 probes: make window at least 5 x probe_interval.");
+  }
+}
+
 void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.Bool("adaptive", out.adaptive);
   s.Duration("chunk_time", out.chunk_time, milliseconds(1), hours(1));
@@ -142,6 +221,9 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.String("pause_file", out.pause_file);
   s.String("stop_file", out.stop_file);
   s.String("control_socket", out.control_socket);
+  if (auto latency = s.Map("online_latency")) {
+    ReadOnlineLatency(*latency, node["online_latency"], out.online_latency.emplace());
+  }
   s.Finish();
   if (out.min_chunk > out.max_chunk) {
     bool given = node["min_chunk"].IsDefined();

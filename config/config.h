@@ -168,6 +168,38 @@ struct LoadThresholds {
 // pacing.critical_action: what a load still critical after critical_recheck does.
 enum class CriticalAction { kHibernate, kStop };
 
+// pacing.online_latency.probe: the probe's statement. lock: SELECT ... FOR
+// NO KEY UPDATE of one row (sees row locks, CPU and I/O as an online edit
+// does); read: the same SELECT without the lock (CPU and I/O only).
+enum class LatencyProbeKind { kLock, kRead };
+
+// `pacing.online_latency:` — the online side's latency objective
+// (docs/pacing.md "Latency objective"): coexist probes the target like an
+// online transaction and slows the batch while the probe's percentile is
+// above objective x baseline.
+struct OnlineLatencyConfig {
+  // How much slower online may get while the batch runs: "1.25x" or 1.25. >1..100
+  double objective = 1.25;
+  // The probe's latency without the batch; nullopt: measured before the first
+  // chunk and refreshed while the batch is paused. >0
+  std::optional<std::chrono::microseconds> baseline;
+  // Which percentile of the window's probes is compared. 50..99.9
+  double percentile = 90;
+  LatencyProbeKind probe = LatencyProbeKind::kLock;
+  // How often the probe runs. 5ms..10s
+  milliseconds probe_interval{50};
+  // The probes one decision looks at. 100ms..1m, at least 5 probe intervals
+  milliseconds window = std::chrono::seconds(2);
+  // How long the baseline is measured before the first chunk. 100ms..10m
+  milliseconds learn_time = std::chrono::seconds(2);
+  // The smallest share of time the batch keeps working, however slow online
+  // is (the count signals and critical_load still pause it). 0.01..1
+  double min_duty = 0.05;
+  // Latencies within baseline + tolerance always meet the objective: the
+  // probe's own jitter on a busy host is of this order. 0..1m
+  std::chrono::microseconds tolerance{500};
+};
+
 // `pacing:` — how hard the batch pushes while online users are there
 // (docs/pacing.md): chunk sizing to a target duration, health-based
 // throttling, and operator control (flag files, control socket).
@@ -208,6 +240,8 @@ struct PacingConfig {
   std::string stop_file;
   // Unix socket for `coexist ctl`, created 0600. Empty: no socket.
   std::string control_socket;
+  // The online latency objective; nullopt: not used (the count signals only).
+  std::optional<OnlineLatencyConfig> online_latency;
 };
 
 // `metrics:` — Prometheus metrics (docs/operations.md lists the names).

@@ -116,6 +116,7 @@ std::string ControlState::StatusJson() const {
             {"chunk_time_ms", s.chunk_time.count()},
             {"max_load", ThresholdsToJson(max_load_)},
             {"signals", json::parse(s.signals_json, nullptr, false)}};
+  if (!s.latency_json.empty()) j["online_latency"] = json::parse(s.latency_json, nullptr, false);
   if (s.total && s.rate > 0) {
     j["eta_seconds"] = std::max<double>(0, (*s.total - s.done) / s.rate);
   } else {

@@ -27,6 +27,8 @@ struct StatusSnapshot {
   int chunk_size = 0;  // the next chunk's size
   std::chrono::milliseconds chunk_time{0};
   std::string signals_json = "{}";  // the last health reading (load.h's SignalsToJson)
+  // The latency objective's state (pacing.online_latency); "" when not used.
+  std::string latency_json;
 };
 
 // A chunk-size override from the operator, consumed once by the Pacer.

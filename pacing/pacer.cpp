@@ -5,10 +5,14 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
 
 #include "common/log.h"
 #include "pacing/control_socket.h"
 #include "pacing/health_monitor.h"
+#include "pacing/latency_objective.h"
+#include "pacing/latency_probe.h"
 #include "pacing/load.h"
 #include "pacing/throttle.h"
 
@@ -18,7 +22,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using std::chrono::duration_cast;
+using std::chrono::microseconds;
 using std::chrono::milliseconds;
+
+double Milliseconds(microseconds value) { return static_cast<double>(value.count()) / 1000.0; }
+
+LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c) {
+  return {.objective = c.objective,
+          .baseline = c.baseline,
+          .percentile = c.percentile,
+          .window = c.window,
+          .learn_time = c.learn_time,
+          .min_duty = c.min_duty,
+          .tolerance = c.tolerance};
+}
 
 bool FileExists(const std::string& path) {
   std::error_code ec;
@@ -62,7 +79,21 @@ struct Pacer::Impl {
   std::string pause_reason;  // "operator", "pause_file" or "" (running)
   Clock::time_point paused_since{};
   std::string stop_reason;
-  std::unique_ptr<ControlServer> server;  // last: stops first
+  // The latency objective (pacing.online_latency); empty when not
+  // configured or when its probe could not run (latency_off says why).
+  std::optional<LatencyObjective> latency;
+  std::string latency_off;
+  Clock::time_point learning_deadline{};
+  // Each worker's last chunk, for its rest under the duty cycle. The rest
+  // is computed with the duty cycle of now, so a raised duty shortens a
+  // rest already begun.
+  struct LastChunk {
+    Clock::time_point ended;
+    milliseconds took{0};
+  };
+  std::unordered_map<std::thread::id, LastChunk> last_chunk;
+  std::unique_ptr<ControlServer> server;
+  std::unique_ptr<LatencyProbe> probe;  // last: its thread stops first
 
   explicit Impl(PacerOptions o)
       : options(std::move(o)),
@@ -87,6 +118,93 @@ struct Pacer::Impl {
     if (!options.pacing.control_socket.empty()) {
       server = std::make_unique<ControlServer>(options.pacing.control_socket, control);
     }
+    if (options.pacing.online_latency) StartLatencyObjective(*options.pacing.online_latency);
+  }
+
+  void StartLatencyObjective(const config::OnlineLatencyConfig& c) {
+    auto now = Clock::now();
+    latency.emplace(LatencyOptionsFrom(c), now);
+    // A probe that produces nothing (a server too busy to answer) must not
+    // hold the batch forever: pacing falls back to the count signals.
+    learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
+    probe = std::make_unique<LatencyProbe>(
+        LatencyProbeOptions{.conninfo = options.conninfo,
+                            .application_name = options.application_name + "-latency-probe",
+                            .target = options.target,
+                            .kind = c.probe,
+                            .interval = c.probe_interval,
+                            .timeout = std::max<milliseconds>(c.window, std::chrono::seconds(1))},
+        [this](microseconds value) { OnProbe(value); },
+        [this](const ProbeUnavailable& why) {
+          std::lock_guard lock(mutex);
+          StopLatencyObjective(why.reason, why.fix);
+        });
+  }
+
+  // Pacing goes on by the count signals alone, and says so (mutex held).
+  void StopLatencyObjective(const std::string& reason, const std::string& fix) {
+    if (!latency) return;
+    latency.reset();
+    latency_off = reason;
+    spdlog::warn("latency objective off, pacing by the count signals reason={} fix={}",
+                 log::Value(reason), log::Value(fix));
+    Record("latency_objective_off", reason, {{"fix", fix}});
+    PublishState();
+  }
+
+  void OnProbe(microseconds value) {
+    std::lock_guard lock(mutex);
+    if (!latency) return;
+    for (const auto& e : latency->Observe(Clock::now(), value)) OnLatencyEvent(e);
+  }
+
+  void OnLatencyEvent(const LatencyEvent& e) {
+    json details = {{"baseline_ms", Milliseconds(e.baseline)},
+                    {"latency_ms", Milliseconds(e.latency)},
+                    {"objective", latency->options().objective},
+                    {"duty", e.duty}};
+    if (e.kind == "latency_baseline") {
+      spdlog::info("latency baseline {} baseline_ms={:.3f}", e.reason, Milliseconds(e.baseline));
+    } else {
+      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f}", e.kind,
+                   Milliseconds(e.latency), Milliseconds(e.baseline), e.duty);
+    }
+    Record(e.kind, e.reason, std::move(details));
+    PublishState();
+  }
+
+  std::string LatencyJson() const {
+    if (!options.pacing.online_latency) return "";
+    if (!latency) return json{{"state", "off"}, {"reason", latency_off}}.dump();
+    json j = {{"state", ToString(latency->state())},
+              {"objective", latency->options().objective},
+              {"duty", latency->duty()},
+              {"percentile", latency->options().percentile}};
+    if (auto b = latency->baseline()) {
+      j["baseline_ms"] = Milliseconds(*b);
+      j["latency_ms"] = Milliseconds(latency->latency());
+      j["ratio"] = latency->ratio();
+    }
+    return j.dump();
+  }
+
+  // How long this worker must still wait before its next chunk under the
+  // latency objective: learning, or resting after its last chunk.
+  milliseconds LatencyWait(Clock::time_point now) {
+    if (!latency) return milliseconds(0);
+    auto step = options.pacing.online_latency->probe_interval;
+    if (latency->state() == LatencyState::kLearning) {
+      if (now < learning_deadline) return step;
+      StopLatencyObjective("no baseline: the probe measured nothing before the first chunk",
+                           "set pacing.online_latency.baseline, or check that the probe's "
+                           "statement can run (docs/pacing.md).");
+      return milliseconds(0);
+    }
+    auto it = last_chunk.find(std::this_thread::get_id());
+    if (it == last_chunk.end()) return milliseconds(0);
+    auto until = it->second.ended + latency->RestAfter(it->second.took);
+    if (now >= until) return milliseconds(0);
+    return std::min(duration_cast<milliseconds>(until - now) + milliseconds(1), step);
   }
 
   // Logs an event and records it in coexist.events; a failed insert is
@@ -177,10 +295,15 @@ struct Pacer::Impl {
     s.reason = !stop_reason.empty()    ? stop_reason
                : !pause_reason.empty() ? pause_reason
                                        : throttle.reason();
+    if (s.state == "running" && latency && latency->state() == LatencyState::kLearning) {
+      s.state = "learning";  // the baseline is measured before the first chunk
+      s.reason = "online_latency";
+    }
     s.adaptive = sizer.adaptive();
     s.chunk_size = sizer.Next();
     s.chunk_time = sizer.target();
     s.signals_json = SignalsToJson(last_signals).dump();
+    s.latency_json = LatencyJson();
     control.Publish(s);
   }
 
@@ -202,7 +325,10 @@ struct Pacer::Impl {
     stop_reason = reason;
     PublishState();
     if (!stop_reason.empty()) return {.stop = true};
-    if (pause_reason.empty() && throttle.state() == ThrottleState::kRunning) {
+    bool may_run = pause_reason.empty() && throttle.state() == ThrottleState::kRunning;
+    if (latency) latency->SetBatchActive(now, may_run);
+    if (may_run) {
+      if (auto wait = LatencyWait(now); wait > milliseconds(0)) return {.wait = wait};
       return {.size = sizer.Next()};
     }
     auto until_check = duration_cast<milliseconds>(next_check - now);
@@ -237,6 +363,7 @@ void Pacer::AfterChunk(const ChunkReport& report) {
   std::lock_guard lock(impl_->mutex);
   impl_->sizer.Record(report.items, report.took, report.hit_timeout);
   impl_->monitor.ReportBatch(report.lock_wait, report.statement_latency.value_or(report.took));
+  impl_->last_chunk[std::this_thread::get_id()] = {Clock::now(), report.took};
   if (report.hit_timeout) {
     spdlog::info("chunk timed out items={} took_ms={} next_chunk={}", report.items,
                  report.took.count(), impl_->sizer.Next());

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -395,6 +396,125 @@ TEST_F(PacingTest, CtlCommandTalksToTheSocket) {
   std::tie(status, out) = run("ctl status");
   EXPECT_EQ(status, 64) << out;
   EXPECT_NE(out.find("no control socket given"), std::string::npos) << out;
+}
+
+// The latency objective against real contention: an online session that
+// keeps taking the table lock (40 ms of every 50) makes the probe wait as an
+// online edit would; the controller must cut the batch's duty cycle within
+// 2 s of the load starting and give it back within 2 s of the load ending.
+class LatencyObjectiveTest : public PacingTest {
+ protected:
+  PacerOptions LatencyOptions() {
+    auto o = Options();
+    o.pacing.max_load = {};  // only the latency objective paces
+    o.pacing.online_latency = config::OnlineLatencyConfig{.objective = 1.5,
+                                                          .probe_interval = 20ms,
+                                                          .window = 400ms,
+                                                          .learn_time = 300ms,
+                                                          .min_duty = 0.05};
+    return o;
+  }
+
+  static json Latency(Pacer& pacer) { return json::parse(pacer.StatusJson())["online_latency"]; }
+
+  // Runs 20 ms "chunks" for `span`; returns the share of time spent in them.
+  static double RunChunks(Pacer& pacer, std::chrono::milliseconds span) {
+    auto start = std::chrono::steady_clock::now();
+    std::chrono::nanoseconds working{0};
+    while (std::chrono::steady_clock::now() - start < span) {
+      EXPECT_TRUE(pacer.BeforeChunk()) << "the latency objective never stops a run";
+      auto chunk_start = std::chrono::steady_clock::now();
+      std::this_thread::sleep_for(20ms);
+      auto took = std::chrono::steady_clock::now() - chunk_start;
+      working += took;
+      pacer.AfterChunk(100, std::chrono::duration_cast<std::chrono::milliseconds>(took), false);
+    }
+    return std::chrono::duration<double>(working) /
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+  }
+
+  // Chunks until `done` holds or `limit` passes; how long it took.
+  template <typename Pred>
+  static std::chrono::milliseconds ChunksUntil(Pacer& pacer, Pred done,
+                                               std::chrono::milliseconds limit) {
+    auto start = std::chrono::steady_clock::now();
+    while (!done() && std::chrono::steady_clock::now() - start < limit) RunChunks(pacer, 50ms);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  }
+
+  void StartOnlineLoad() {
+    load_ = std::jthread([conn = Connect("online-load")](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        try {
+          pqxx::work tx(*conn);
+          tx.exec0("LOCK TABLE products IN EXCLUSIVE MODE");
+          std::this_thread::sleep_for(40ms);
+          tx.commit();
+        } catch (const std::exception&) {
+          return;  // the test's cleanup dropped the database
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    });
+  }
+  void StopOnlineLoad() {
+    load_.request_stop();
+    load_.join();
+  }
+
+  std::jthread load_;
+};
+
+TEST_F(LatencyObjectiveTest, SlowsTheBatchWhileOnlineWaitsAndSpeedsUpAfter) {
+  Pacer pacer(LatencyOptions());
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pacer.BeforeChunk(), 100);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms) << "no chunk before the baseline";
+  ASSERT_EQ(Latency(pacer)["state"], "within") << pacer.StatusJson();
+  EXPECT_GT(Latency(pacer)["baseline_ms"].get<double>(), 0);
+  // Shares, not timings: on a loaded 2-core machine a quiet worker reaches
+  // ~0.7; a slowed one rests at least three quarters of the time.
+  EXPECT_GT(RunChunks(pacer, 500ms), 0.6) << "quiet: chunks back to back";
+
+  StartOnlineLoad();
+  auto slowed = ChunksUntil(
+      pacer, [&] { return Latency(pacer)["duty"].get<double>() <= 0.25; }, 5s);
+  EXPECT_LE(slowed, 3s) << pacer.StatusJson();
+  EXPECT_EQ(Latency(pacer)["state"], "over");
+  EXPECT_LT(RunChunks(pacer, 1s), 0.4) << "the worker rests between chunks";
+
+  StopOnlineLoad();
+  auto recovered = ChunksUntil(
+      pacer, [&] { return Latency(pacer)["duty"].get<double>() >= 1.0; }, 5s);
+  // The 2 s target is measured in bench/pacing_bench; here a loaded CI
+  // machine gets a margin.
+  EXPECT_LE(recovered, 3s) << pacer.StatusJson();
+  EXPECT_EQ(Latency(pacer)["state"], "within");
+  EXPECT_GT(RunChunks(pacer, 500ms), 0.6) << "full speed again";
+
+  auto events = Events();
+  auto has = [&](const std::string& e) {
+    return std::find(events.begin(), events.end(), e) != events.end();
+  };
+  EXPECT_TRUE(has("latency_baseline:learned"));
+  EXPECT_TRUE(has("latency_slowdown:"));
+  EXPECT_TRUE(has("latency_recovered:"));
+}
+
+TEST_F(LatencyObjectiveTest, AProbeThatCannotRunLeavesPacingToTheCountSignals) {
+  QueryValue("CREATE TABLE public.empty_target (id bigint PRIMARY KEY, version bigint)");
+  auto options = LatencyOptions();
+  options.target.table = "empty_target";
+  Pacer pacer(std::move(options));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pacer.BeforeChunk(), 100);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << "not held until the deadline";
+  EXPECT_EQ(Latency(pacer)["state"], "off");
+  EXPECT_EQ(Latency(pacer)["reason"], "the target public.empty_target has no rows to probe");
+  EXPECT_EQ(Events(),
+            std::vector<std::string>{
+                "latency_objective_off:the target public.empty_target has no rows to probe"});
 }
 
 }  // namespace

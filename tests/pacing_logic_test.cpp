@@ -330,5 +330,81 @@ TEST(PacingConfig, ErrorsNameTheKey) {
   EXPECT_THROW(LoadString("pacing:\n  critical_action: panic\n", "p.yaml"), ConfigError);
 }
 
+TEST(PacingConfig, TheOnlineLatencyObjective) {
+  EXPECT_FALSE(LoadString("", "empty.yaml").pacing.online_latency) << "off unless written";
+  auto defaults = LoadString("pacing:\n  online_latency: {}\n", "p.yaml").pacing.online_latency;
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->objective, 1.25);
+  EXPECT_FALSE(defaults->baseline) << "measured";
+  EXPECT_EQ(defaults->probe, config::LatencyProbeKind::kLock);
+  auto c = LoadString(R"(pacing:
+  online_latency:
+    objective: 1.5x
+    baseline: 2.5ms
+    percentile: 99
+    probe: read
+    probe_interval: 20ms
+    window: 1s
+    learn_time: 3s
+    min_duty: 0.1
+    tolerance: 200us
+)",
+                      "p.yaml")
+               .pacing.online_latency;
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->objective, 1.5);
+  EXPECT_EQ(c->baseline, std::chrono::microseconds(2500));
+  EXPECT_EQ(c->percentile, 99);
+  EXPECT_EQ(c->probe, config::LatencyProbeKind::kRead);
+  EXPECT_EQ(c->probe_interval, 20ms);
+  EXPECT_EQ(c->window, 1s);
+  EXPECT_EQ(c->learn_time, 3s);
+  EXPECT_EQ(c->min_duty, 0.1);
+  EXPECT_EQ(c->tolerance, std::chrono::microseconds(200));
+  EXPECT_EQ(LoadString("pacing: {online_latency: {objective: 2}}", "p.yaml")
+                .pacing.online_latency->objective,
+            2.0);
+  EXPECT_FALSE(LoadString("pacing: {online_latency: {baseline: measured}}", "p.yaml")
+                   .pacing.online_latency->baseline);
+}
+
+TEST(PacingConfig, AnObjectiveThatCannotBeMetIsALocatedError) {
+  auto error = [](const std::string& yaml) -> std::string {
+    try {
+      LoadString(yaml, "p.yaml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what()) + " | " + e.hint();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error("pacing:\n  online_latency: {objective: 1.0x}\n"),
+            "p.yaml:2:31: pacing.online_latency.objective: an objective of 1.0x cannot be met | "
+            "the batch always costs online something; allow some slowdown, e.g. 1.25x.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {objective: 0.8}\n"),
+            "p.yaml:2:31: pacing.online_latency.objective: an objective of 0.8 cannot be met | "
+            "the batch always costs online something; allow some slowdown, e.g. 1.25x.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {objective: fast}\n"),
+            "p.yaml:2:31: pacing.online_latency.objective: 'fast' is not a ratio | write how "
+            "much slower online may get while the batch runs, e.g. 1.25x (25 % slower).");
+  EXPECT_EQ(error("pacing:\n  online_latency: {baseline: 0ms}\n"),
+            "p.yaml:2:30: pacing.online_latency.baseline: a baseline of 0ms is out of range | "
+            "write the probe's latency without the batch (more than 0 and at most 1m, e.g. 2ms) "
+            "or 'measured' to learn it before the first chunk.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {baseline: learned}\n"),
+            "p.yaml:2:30: pacing.online_latency.baseline: 'learned' is not a duration | write "
+            "the probe's latency without the batch (more than 0 and at most 1m, e.g. 2ms) or "
+            "'measured' to learn it before the first chunk.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {tolerance: -1ms}\n"),
+            "p.yaml:2:31: pacing.online_latency.tolerance: '-1ms' is not a duration | latencies "
+            "within baseline + tolerance meet the objective; 0 to 1m, e.g. 500us.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {window: 100ms, probe_interval: 50ms}\n"),
+            "p.yaml:2:28: pacing.online_latency.window: the window holds fewer than 5 probes | "
+            "a decision needs at least 5 probes: make window at least 5 x probe_interval.");
+  EXPECT_NE(error("pacing:\n  online_latency: {probe: nowait}\n").find("unknown value"),
+            std::string::npos);
+  EXPECT_NE(error("pacing:\n  online_latency: {objectve: 2x}\n").find("objective"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace coexist::config

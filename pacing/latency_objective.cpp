@@ -1,0 +1,160 @@
+#include "pacing/latency_objective.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace coexist::pacing {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+const char* ToString(LatencyState state) {
+  switch (state) {
+    case LatencyState::kLearning:
+      return "learning";
+    case LatencyState::kWithin:
+      return "within";
+    case LatencyState::kOver:
+      return "over";
+  }
+  return "?";
+}
+
+LatencyObjective::LatencyObjective(const LatencyObjectiveOptions& options, Clock::time_point start)
+    : options_(options),
+      state_(options.baseline ? LatencyState::kWithin : LatencyState::kLearning),
+      start_(start),
+      baseline_(options.baseline),
+      last_change_(start) {}
+
+double LatencyObjective::ratio() const {
+  if (!baseline_ || baseline_->count() <= 0) return 0;
+  return static_cast<double>(latency_.count()) / static_cast<double>(baseline_->count());
+}
+
+namespace {
+
+// Nearest rank: the smallest value with at least `percentile` % of the
+// values at or below it. `values` is reordered.
+microseconds Percentile(std::vector<microseconds>& values, double percentile) {
+  auto rank = static_cast<size_t>(std::ceil(percentile / 100.0 * values.size()));
+  auto nth =
+      values.begin() + static_cast<std::ptrdiff_t>(std::clamp<size_t>(rank, 1, values.size()) - 1);
+  std::nth_element(values.begin(), nth, values.end());
+  return *nth;
+}
+
+}  // namespace
+
+std::vector<microseconds> LatencyObjective::SamplesSince(Clock::time_point since) const {
+  std::vector<microseconds> values;
+  for (const auto& s : samples_) {
+    if (s.at > since) values.push_back(s.latency);
+  }
+  return values;
+}
+
+std::optional<microseconds> LatencyObjective::PercentileSince(Clock::time_point since) const {
+  auto values = SamplesSince(since);
+  if (values.size() < static_cast<size_t>(kMinSamples)) return std::nullopt;
+  return Percentile(values, options_.percentile);
+}
+
+std::optional<microseconds> LatencyObjective::BaselineSince(Clock::time_point since) const {
+  auto values = SamplesSince(since);
+  if (values.size() < static_cast<size_t>(kMinSamples)) return std::nullopt;
+  // A decision sees the percentile of about kMinSamples probes, which reads
+  // higher than the percentile of many: the baseline is the same statistic
+  // (the median of the percentiles of consecutive groups of kMinSamples), so
+  // quiet probes compare as 1.0x, not as more.
+  std::vector<microseconds> group_percentiles;
+  for (size_t at = 0; at + kMinSamples <= values.size(); at += kMinSamples) {
+    std::vector<microseconds> group(values.begin() + static_cast<std::ptrdiff_t>(at),
+                                    values.begin() + static_cast<std::ptrdiff_t>(at + kMinSamples));
+    group_percentiles.push_back(Percentile(group, options_.percentile));
+  }
+  auto median = Percentile(group_percentiles, 50);
+  return std::max(median, microseconds(1));
+}
+
+void LatencyObjective::SetBatchActive(Clock::time_point now, bool active) {
+  if (active) {
+    idle_since_.reset();
+  } else if (!idle_since_) {
+    idle_since_ = now;
+  }
+}
+
+std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, microseconds latency) {
+  samples_.push_back({now, latency});
+  auto keep = std::max(options_.window, options_.learn_time);
+  while (!samples_.empty() && samples_.front().at < now - keep) samples_.pop_front();
+
+  std::vector<LatencyEvent> events;
+  if (state_ == LatencyState::kLearning) {
+    if (now - start_ < options_.learn_time) return events;
+    auto learned = BaselineSince(start_);
+    if (!learned) return events;
+    baseline_ = *learned;
+    latency_ = *baseline_;
+    state_ = LatencyState::kWithin;
+    last_change_ = now;
+    events.push_back({"latency_baseline", "learned", *baseline_, latency_, duty_});
+    return events;
+  }
+  if (idle_since_) {
+    // Idle: online runs without the batch, which is what the baseline is.
+    if (!options_.baseline && now - *idle_since_ >= options_.learn_time) {
+      if (auto refreshed = BaselineSince(*idle_since_)) {
+        baseline_ = *refreshed;
+        latency_ = *baseline_;
+        idle_since_ = now;
+        last_change_ = now;
+        events.push_back({"latency_baseline", "refreshed", *baseline_, latency_, duty_});
+      }
+    }
+    return events;
+  }
+  Decide(now, events);
+  return events;
+}
+
+void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& events) {
+  auto p = PercentileSince(std::max(now - options_.window, last_change_));
+  if (!p) return;
+  latency_ = *p;
+  if (latency_ > Limit(options_.objective)) {
+    duty_ = std::max(options_.min_duty, duty_ / 2.0);
+    last_change_ = now;
+    if (state_ != LatencyState::kOver) {
+      state_ = LatencyState::kOver;
+      events.push_back({"latency_slowdown", "", *baseline_, latency_, duty_});
+    }
+    return;
+  }
+  bool raise = latency_ <= Limit(1.0 + (options_.objective - 1.0) / 2.0) && duty_ < 1.0;
+  if (raise) {
+    duty_ = std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1));
+    last_change_ = now;
+  }
+  if (state_ == LatencyState::kOver) {
+    state_ = LatencyState::kWithin;
+    last_change_ = now;
+    events.push_back({"latency_recovered", "", *baseline_, latency_, duty_});
+  }
+}
+
+microseconds LatencyObjective::Limit(double ratio) const {
+  auto scaled = microseconds(
+      static_cast<long long>(std::llround(static_cast<double>(baseline_->count()) * ratio)));
+  return std::max(scaled, *baseline_ + options_.tolerance);
+}
+
+milliseconds LatencyObjective::RestAfter(milliseconds took) const {
+  if (state_ == LatencyState::kLearning || duty_ >= 1.0) return milliseconds(0);
+  double rest = static_cast<double>(took.count()) * (1.0 - duty_) / duty_;
+  return std::min(kMaxRest, milliseconds(static_cast<long long>(std::ceil(rest))));
+}
+
+}  // namespace coexist::pacing

@@ -1,0 +1,117 @@
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coexist::pacing {
+
+enum class LatencyState {
+  kLearning,  // measuring the baseline; no chunk runs yet
+  kWithin,    // the probe's percentile is at or under objective x baseline
+  kOver,      // it is above: the duty cycle is being cut
+};
+
+const char* ToString(LatencyState state);
+
+struct LatencyObjectiveOptions {
+  double objective = 1.25;                            // allowed ratio to the baseline, > 1
+  std::optional<std::chrono::microseconds> baseline;  // nullopt: learned, then refreshed
+  double percentile = 90;                             // of the window's probes
+  std::chrono::milliseconds window{2000};             // probes one decision may look at
+  std::chrono::milliseconds learn_time{2000};         // baseline measurement before the first chunk
+  double min_duty = 0.05;                             // the duty cycle never drops below
+  // Latencies within baseline + tolerance always meet the objective: the
+  // probe's own jitter on a busy host is of this order, and no user sees it.
+  std::chrono::microseconds tolerance{500};
+};
+
+// A change the caller logs and records in coexist.events.
+struct LatencyEvent {
+  std::string kind;    // latency_baseline, latency_slowdown, latency_recovered
+  std::string reason;  // latency_baseline: "learned" or "refreshed"
+  std::chrono::microseconds baseline{0};
+  std::chrono::microseconds latency{0};  // the percentile that decided
+  double duty = 1.0;                     // the duty cycle after the change
+};
+
+// The latency objective's controller: AIMD on the batch's duty cycle (the
+// share of wall time a worker spends in chunks; it rests the remainder),
+// fed one probe latency at a time. Pure: the caller passes the clock, so
+// tests drive it with made-up times and latencies. Not thread-safe (Pacer
+// guards it).
+//
+//   learning --learn_time over, >= kMinSamples probes--> within  (baseline learned;
+//                                                                 skipped when configured)
+//   each decision: p = the percentile of the probes since max(now - window, last change),
+//   once there are >= kMinSamples of them; limit(r) = max(r x baseline, baseline + tolerance):
+//     within/over --p > limit(objective)--> over     duty := max(min_duty, duty / 2)
+//     over        --p <= limit(objective)--> within
+//     within/over --p <= limit(headroom)--> within   duty := min(1, max(duty x 2, duty + 0.1))
+//   where headroom = 1 + (objective - 1) / 2: between headroom and objective the duty holds.
+//   batch idle (paused, throttled) for learn_time with a measured baseline:
+//     baseline := learned again from the idle probes (latency_baseline "refreshed")
+//
+// The baseline is the statistic a decision uses, measured without the batch:
+// the median of the percentiles of consecutive groups of kMinSamples probes.
+//
+// Counting only the probes after the last change means each step is judged
+// on what the previous one did: a cut is followed by at least kMinSamples
+// fresh probes before the next.
+class LatencyObjective {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kMinSamples = 10;
+  // The longest rest after one chunk, however low the duty cycle.
+  static constexpr std::chrono::milliseconds kMaxRest{30'000};
+
+  LatencyObjective(const LatencyObjectiveOptions& options, Clock::time_point start);
+
+  // One probe that took `latency`, finished at `now`. Returns the events it causes.
+  std::vector<LatencyEvent> Observe(Clock::time_point now, std::chrono::microseconds latency);
+  // Whether the batch works now (false while paused or throttled by other
+  // signals): the probes of a long enough idle period refresh the baseline.
+  void SetBatchActive(Clock::time_point now, bool active);
+
+  LatencyState state() const { return state_; }
+  double duty() const { return duty_; }
+  std::optional<std::chrono::microseconds> baseline() const { return baseline_; }
+  // The percentile of the last decision (0 before the first).
+  std::chrono::microseconds latency() const { return latency_; }
+  // latency() / baseline(), 0 while learning.
+  double ratio() const;
+  const LatencyObjectiveOptions& options() const { return options_; }
+
+  // How long a worker rests after a chunk that took `took`, so that it works
+  // duty() of its time: took x (1 - duty) / duty, at most kMaxRest.
+  std::chrono::milliseconds RestAfter(std::chrono::milliseconds took) const;
+
+ private:
+  struct Sample {
+    Clock::time_point at;
+    std::chrono::microseconds latency;
+  };
+  std::vector<std::chrono::microseconds> SamplesSince(Clock::time_point since) const;
+  // The options' percentile of the samples taken after `since`;
+  // nullopt when fewer than kMinSamples.
+  std::optional<std::chrono::microseconds> PercentileSince(Clock::time_point since) const;
+  // The baseline learned from the samples taken after `since` (see above).
+  std::optional<std::chrono::microseconds> BaselineSince(Clock::time_point since) const;
+  // The latency that `ratio` x baseline allows, tolerance included.
+  std::chrono::microseconds Limit(double ratio) const;
+  void Decide(Clock::time_point now, std::vector<LatencyEvent>& events);
+
+  LatencyObjectiveOptions options_;
+  LatencyState state_;
+  Clock::time_point start_;
+  std::deque<Sample> samples_;  // the newest, within max(window, learn_time)
+  std::optional<std::chrono::microseconds> baseline_;
+  std::chrono::microseconds latency_{0};
+  double duty_ = 1.0;
+  Clock::time_point last_change_{};
+  std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
+};
+
+}  // namespace coexist::pacing

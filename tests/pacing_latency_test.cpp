@@ -1,0 +1,189 @@
+// The latency objective's controller (pacing/latency_objective.h) driven
+// with a made-up clock and scripted probe latencies: each transition of the
+// state machine drawn in its header.
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "pacing/latency_objective.h"
+
+namespace coexist::pacing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = LatencyObjective::Clock;
+using std::chrono::microseconds;
+
+// Feeds probes every 50 ms from `t` for `span`, each taking `latency`;
+// returns the kinds of the events they caused, in order.
+std::vector<std::string> Feed(LatencyObjective& c, Clock::time_point& t,
+                              std::chrono::milliseconds span, microseconds latency) {
+  std::vector<std::string> kinds;
+  for (auto end = t + span; t < end;) {
+    t += 50ms;
+    for (const auto& e : c.Observe(t, latency)) kinds.push_back(e.kind);
+  }
+  return kinds;
+}
+
+// Probes every 50 ms: a decision needs kMinSamples = 10 of them, 500 ms.
+constexpr auto kDecision = 500ms;
+
+LatencyObjectiveOptions Measured() {
+  return {.objective = 1.25,
+          .percentile = 90,
+          .window = 2000ms,
+          .learn_time = 1000ms,
+          .min_duty = 0.05,
+          .tolerance = 0us};
+}
+
+LatencyObjectiveOptions Configured(microseconds baseline) {
+  auto options = Measured();
+  options.baseline = baseline;
+  return options;
+}
+
+TEST(LatencyObjective, LearnsTheBaselineBeforeTheFirstChunk) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  EXPECT_EQ(c.state(), LatencyState::kLearning);
+  EXPECT_TRUE(Feed(c, t, 950ms, 1000us).empty()) << "still within learn_time";
+  EXPECT_EQ(c.state(), LatencyState::kLearning);
+  EXPECT_EQ(Feed(c, t, 50ms, 1000us), std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  EXPECT_EQ(c.baseline(), 1000us);
+  EXPECT_EQ(c.duty(), 1.0);
+  EXPECT_EQ(c.RestAfter(200ms), 0ms);
+}
+
+TEST(LatencyObjective, TheBaselineIsAPercentileNotTheMean) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  // 40 probes; one in ten takes 5 ms (the mean is 1.4 ms). Each group of 10
+  // has p90 (nearest rank 9 of 10) 1 ms, and so has their median.
+  for (int i = 1; i <= 40; ++i) c.Observe(t + i * 25ms, i % 10 == 3 ? 5000us : 1000us);
+  EXPECT_EQ(c.baseline(), 1000us);
+}
+
+TEST(LatencyObjective, NeedsMinSamplesToLearn) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  for (int i = 1; i < LatencyObjective::kMinSamples; ++i) c.Observe(t + i * 150ms, 1000us);
+  EXPECT_EQ(c.state(), LatencyState::kLearning) << "9 probes over 1.35 s are not enough";
+  c.Observe(t + 1500ms, 1000us);
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+}
+
+TEST(LatencyObjective, AConfiguredBaselineSkipsLearning) {
+  LatencyObjective c(Configured(2000us), Clock::time_point{});
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  EXPECT_EQ(c.baseline(), 2000us);
+  EXPECT_EQ(c.RestAfter(100ms), 0ms);
+}
+
+TEST(LatencyObjective, OverTheObjectiveHalvesTheDutyUntilTheFloor) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  Feed(c, t, 1000ms, 1000us);
+  EXPECT_TRUE(Feed(c, t, kDecision - 50ms, 1300us).empty()) << "9 probes decide nothing";
+  EXPECT_EQ(Feed(c, t, 50ms, 1300us), std::vector<std::string>{"latency_slowdown"});
+  EXPECT_EQ(c.state(), LatencyState::kOver);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  EXPECT_NEAR(c.ratio(), 1.3, 1e-9);
+  // Each later cut is judged on 10 fresh probes: 0.25, 0.125, 0.0625, then the floor.
+  EXPECT_TRUE(Feed(c, t, kDecision, 1300us).empty()) << "one event per excursion";
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25);
+  Feed(c, t, 3 * kDecision, 1300us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.05);
+  Feed(c, t, 2 * kDecision, 5000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.05) << "never below min_duty";
+}
+
+TEST(LatencyObjective, RecoversAndTakesBackFullSpeedWithinTwoSeconds) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  Feed(c, t, 1000ms, 1000us);
+  Feed(c, t, 5 * kDecision, 3000us);
+  ASSERT_DOUBLE_EQ(c.duty(), 0.05);
+  // Online is fast again: each decision doubles the duty (at least +0.1):
+  // 0.15 (recovered), 0.3, 0.6, 1.
+  auto start = t;
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us), std::vector<std::string>{"latency_recovered"});
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.15);
+  while (c.duty() < 1.0 && t - start < 5s) Feed(c, t, 50ms, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0);
+  EXPECT_LE(t - start, 2s);
+}
+
+TEST(LatencyObjective, TheDeadBandHoldsTheDuty) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  Feed(c, t, 1000ms, 1000us);
+  Feed(c, t, kDecision, 2000us);
+  ASSERT_DOUBLE_EQ(c.duty(), 0.5);
+  // 1.2x: under the objective (1.25x) but above the headroom (1.125x).
+  EXPECT_EQ(Feed(c, t, kDecision, 1200us), std::vector<std::string>{"latency_recovered"});
+  Feed(c, t, 4 * kDecision, 1200us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5) << "neither cut nor raised between headroom and objective";
+}
+
+TEST(LatencyObjective, TheToleranceAbsorbsJitterBelowIt) {
+  Clock::time_point t{};
+  auto options = Configured(200us);
+  options.tolerance = 500us;
+  LatencyObjective c(options, t);
+  EXPECT_TRUE(Feed(c, t, 2 * kDecision, 650us).empty()) << "3.25x, but within 200us + 500us";
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  EXPECT_EQ(Feed(c, t, kDecision, 750us), std::vector<std::string>{"latency_slowdown"});
+}
+
+TEST(LatencyObjective, AnOldSpikeLeavesTheDecision) {
+  Clock::time_point t{};
+  LatencyObjective c(Configured(1000us), t);
+  Feed(c, t, kDecision, 10'000us);
+  ASSERT_EQ(c.state(), LatencyState::kOver);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_EQ(c.state(), LatencyState::kWithin) << "the decision after a cut sees only newer probes";
+}
+
+TEST(LatencyObjective, RestAfterAChunkFollowsTheDutyCycle) {
+  Clock::time_point t{};
+  LatencyObjective c(Configured(1000us), t);
+  EXPECT_EQ(c.RestAfter(200ms), 0ms);
+  Feed(c, t, kDecision, 2000us);
+  ASSERT_DOUBLE_EQ(c.duty(), 0.5);
+  EXPECT_EQ(c.RestAfter(200ms), 200ms);  // works half the time
+  Feed(c, t, 5 * kDecision, 2000us);
+  ASSERT_DOUBLE_EQ(c.duty(), 0.05);
+  EXPECT_EQ(c.RestAfter(200ms), 3800ms);
+  EXPECT_EQ(c.RestAfter(10s), LatencyObjective::kMaxRest);
+}
+
+TEST(LatencyObjective, AnIdleBatchRefreshesAMeasuredBaseline) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  Feed(c, t, 1000ms, 1000us);
+  ASSERT_EQ(c.baseline(), 1000us);
+  // Online got slower for reasons of its own while the batch was paused.
+  c.SetBatchActive(t, false);
+  EXPECT_TRUE(Feed(c, t, 950ms, 1500us).empty()) << "idle for less than learn_time";
+  EXPECT_EQ(Feed(c, t, 50ms, 1500us), std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.baseline(), 1500us);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0) << "idle probes never cut the duty";
+  c.SetBatchActive(t, true);
+  EXPECT_TRUE(Feed(c, t, 2 * kDecision, 1600us).empty()) << "1.07x the refreshed baseline";
+}
+
+TEST(LatencyObjective, AConfiguredBaselineIsNeverRefreshed) {
+  Clock::time_point t{};
+  LatencyObjective c(Configured(1000us), t);
+  c.SetBatchActive(t, false);
+  EXPECT_TRUE(Feed(c, t, 3000ms, 5000us).empty());
+  EXPECT_EQ(c.baseline(), 1000us);
+}
+
+}  // namespace
+}  // namespace coexist::pacing
