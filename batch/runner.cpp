@@ -240,6 +240,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   }
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   summary.items_per_second = summary.seconds > 0 ? summary.done / summary.seconds : 0;
+  summary.latency = pacer.Latency();
   {
     pqxx::work tx(*control);
     summary.queued_left = sql.CountQueued(tx);
@@ -287,6 +288,14 @@ std::string SummaryJson(const RunSummary& s) {
                       {"abandoned_runs", s.abandoned_runs},
                       {"seconds", s.seconds},
                       {"items_per_second", s.items_per_second}};
+  if (s.latency) {
+    j["online_latency"] = {{"on", s.latency->on},
+                           {"objective", s.latency->objective},
+                           {"baseline_ms", s.latency->baseline_ms},
+                           {"slowdowns", s.latency->slowdowns},
+                           {"seconds_over", s.latency->seconds_over}};
+    if (!s.latency->on) j["online_latency"]["reason"] = s.latency->off_reason;
+  }
   return j.dump();
 }
 

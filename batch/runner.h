@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/exit_codes.h"
 #include "config/config.h"
+#include "pacing/pacer.h"
 
 namespace coexist::batch {
 
@@ -40,6 +41,8 @@ struct RunSummary {
   long long abandoned_runs = 0;                          // stale runs this run marked abandoned
   double seconds = 0;
   double items_per_second = 0;  // done / seconds
+  // What pacing.online_latency did; nullopt when it is not configured.
+  std::optional<pacing::LatencySummary> latency;
 };
 
 // Another session holds the job's lock: this run did nothing. Exit status

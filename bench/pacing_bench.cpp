@@ -1,31 +1,49 @@
 // Pacing benchmark (not a test): does adaptive pacing keep the online users'
 // latency while the batch still gets its work done? The measured answer.
 //
-// One throwaway cluster; per round, two capacity cells on fresh data with the
-// same steady, moderate online load (closed model, edits and views on the
+// One throwaway cluster; per round, three capacity cells on fresh data with
+// the same steady, moderate online load (closed model, edits and views on the
 // same rows the batch settles):
 //   unpaced: fixed chunks of batch.chunk_size, no health throttle;
-//   paced:   chunks sized to pacing.chunk_time, throttled on lock waiters.
+//   paced:   chunks sized to pacing.chunk_time, throttled on lock waiters
+//            (the count signals);
+//   latency: chunks sized to pacing.chunk_time, duty cycle held to
+//            pacing.online_latency (objective --objective x the learned
+//            baseline), no count signals.
 // Each cell measures the online p99 alone (warmup) and during its batch, so
 // every ratio compares figures taken minutes apart on the same machine.
-// Prints both, the batch rates, and the two ratios pacing is held to:
-//   paced p99 during the batch <= 1.25x the p99 without the batch;
-//   paced batch rate           >= 0.50x the unpaced rate.
+// Prints all three, the batch rates, and the ratios pacing is held to:
+//   p99 during the batch <= 1.25x the p99 without the batch;
+//   batch rate           >= 0.50x the unpaced rate.
+//
+// Then, per round, a step cell: the latency-paced batch again, and once its
+// baseline is learned and the batch has run --step-at, a second online load
+// as large as the first joins for --step-for (the online load doubles, then
+// halves). It prints how long the controller took to slow the batch after
+// the step began (the first latency_slowdown) and to speed up after it
+// ended (the first latency_recovered), target 2 s each.
 //
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
+//                            [--objective 1.25] [--step-at 3s] [--step-for 5s]
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <pqxx/pqxx>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capacity/simulate.h"
 #include "config/scenario.h"
 #include "db/cluster.h"
+#include "db/connection.h"
+#include "online-sim/simulator.h"
 
 namespace {
 
@@ -39,6 +57,9 @@ struct Options {
   int chunk = 2000;
   std::string chunk_time = "5ms";
   int max_load = 3;  // lock waiters; 0: no throttle
+  std::string objective = "1.25";
+  double step_at = 3;   // seconds of batch before the online load doubles
+  double step_for = 5;  // seconds the doubled load lasts
 };
 
 // The shared part: data, online load, the batch's job; `pacing` differs.
@@ -97,6 +118,18 @@ std::string PacedPacing(const Options& o) {
          "  critical_load: {}\n";
 }
 
+std::string LatencyPacing(const Options& o) {
+  return "  adaptive: true\n"
+         "  chunk_time: " +
+         o.chunk_time +
+         "\n"
+         "  min_chunk: 10\n"
+         "  max_load: {}\n"
+         "  critical_load: {}\n"
+         "  online_latency: {objective: " +
+         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s}\n";
+}
+
 capacity::CellResult RunCell(const std::string& conninfo, const std::string& yaml,
                              const std::string& name) {
   auto scenario = config::LoadScenarioString(yaml, name);
@@ -123,6 +156,95 @@ void PrintCell(const char* label, const capacity::CellResult& c) {
   std::printf("  (* = during the batch)\n");
 }
 
+// Seconds since the epoch on the server's clock, which also stamps the
+// events, so that the step and the controller's reactions share one clock.
+double ServerNow(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  return tx.exec("SELECT extract(epoch FROM clock_timestamp())")[0][0].as<double>();
+}
+
+// The first event of `kind` at or after `since`, in seconds after it.
+std::optional<double> FirstEventAfter(pqxx::connection& conn, const std::string& kind,
+                                      double since) {
+  pqxx::nontransaction tx(conn);
+  auto r = tx.exec_params(
+      "SELECT extract(epoch FROM min(at)) - $2 FROM coexist.events"
+      " WHERE kind = $1 AND at >= to_timestamp($2)",
+      kind, since);
+  if (r[0][0].is_null()) return std::nullopt;
+  return r[0][0].as<double>();
+}
+
+struct StepResult {
+  capacity::CellResult cell;
+  bool stepped = false;                // the extra load ran while the batch did
+  std::optional<double> slowed_after;  // s from the step's start to the first slowdown
+  std::optional<double> sped_after;    // s from the step's end to the first recovery
+  long long slowdowns_before = 0;      // slowdowns under the steady load, before the step
+};
+
+StepResult RunStepCell(const std::string& conninfo, const Options& o) {
+  auto yaml = ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o));
+  auto scenario = config::LoadScenarioString(yaml, "latency-step");
+  auto config = scenario.cells.at(0).config;
+  if (config.online.records == 0) config.online.records = scenario.settings.records;
+  StepResult result;
+  double step_start = 0;
+  double step_end = 0;
+  std::chrono::steady_clock::time_point step_end_steady;
+  std::jthread stepper([&](std::stop_token token) {
+    auto conn = db::Connect(conninfo, "pacing-bench-step");
+    // The cell empties coexist.events first; the baseline event marks the
+    // end of learning, when the first chunk may run.
+    auto learned = [&] {
+      pqxx::nontransaction tx(*conn);
+      return tx.exec("SELECT count(*) FROM coexist.events WHERE kind = 'latency_baseline'")[0][0]
+                 .as<long long>() > 0;
+    };
+    while (!token.stop_requested() && !learned()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (token.stop_requested()) return;
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.step_at));
+    {
+      pqxx::nontransaction tx(*conn);
+      result.slowdowns_before =
+          tx.exec("SELECT count(*) FROM coexist.events WHERE kind = 'latency_slowdown'")[0][0]
+              .as<long long>();
+    }
+    step_start = ServerNow(*conn);
+    online_sim::Simulator extra(conninfo, config.target, config.online,
+                                online_sim::RunOptions{.duration = std::chrono::milliseconds(
+                                                           static_cast<long>(o.step_for * 1000)),
+                                                       .check_lost_updates = false});
+    extra.Prepare();
+    extra.Run();
+    step_end = ServerNow(*conn);
+    step_end_steady = std::chrono::steady_clock::now();
+  });
+  auto called = std::chrono::steady_clock::now();
+  result.cell = RunCell(conninfo, yaml, "latency-step");
+  stepper.request_stop();
+  stepper.join();
+  if (step_end == 0) return result;
+  // The extra load counts only if the batch outlasted it. `called` is
+  // before the cell's own start (it prepares data first), so this errs on
+  // the side of "did not".
+  result.stepped = std::chrono::duration<double>(step_end_steady - called).count() <
+                   result.cell.batch_end_seconds;
+  auto conn = db::Connect(conninfo, "pacing-bench-step");
+  result.slowed_after = FirstEventAfter(*conn, "latency_slowdown", step_start);
+  result.sped_after = FirstEventAfter(*conn, "latency_recovered", step_end);
+  return result;
+}
+
+std::string Seconds(const std::optional<double>& s) {
+  if (!s) return "never";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f s", *s);
+  return text;
+}
+
 Options Parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -135,6 +257,9 @@ Options Parse(int argc, char** argv) {
     if (key == "--chunk") o.chunk = std::stoi(value);
     if (key == "--chunk-time") o.chunk_time = value;
     if (key == "--max-load") o.max_load = std::stoi(value);
+    if (key == "--objective") o.objective = value;
+    if (key == "--step-at") o.step_at = std::stod(value);
+    if (key == "--step-for") o.step_for = std::stod(value);
   }
   return o;
 }
@@ -148,25 +273,50 @@ int main(int argc, char** argv) {
   std::string conninfo = cluster->ConnectionString();
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
-      "chunk_time %s, max_load lock_waiters 4\n",
-      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str());
+      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx\n",
+      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load, o.chunk_time.c_str(),
+      o.objective.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;
+  std::vector<double> latency_p99_ratios;
+  std::vector<double> latency_rate_ratios;
+  std::vector<double> slow_reactions;
+  std::vector<double> fast_reactions;
   for (int round = 1; round <= o.rounds; ++round) {
     std::printf("round %d\n", round);
     auto unpaced = RunCell(conninfo, ScenarioYaml(o, o.chunk, UnpacedPacing()), "unpaced");
     PrintCell("unpaced", unpaced);
     auto paced = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
     PrintCell("paced", paced);
-    // "Without the batch": the online load alone, in both cells of the round.
-    double alone = (unpaced.before.p99_ms + paced.before.p99_ms) / 2;
+    auto latency =
+        RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o)), "latency");
+    PrintCell("latency", latency);
+    // "Without the batch": the online load alone, in every cell of the round.
+    double alone = (unpaced.before.p99_ms + paced.before.p99_ms + latency.before.p99_ms) / 3;
     p99_ratios.push_back(paced.during.p99_ms / alone);
     rate_ratios.push_back(paced.items_per_second / unpaced.items_per_second);
+    latency_p99_ratios.push_back(latency.during.p99_ms / alone);
+    latency_rate_ratios.push_back(latency.items_per_second / unpaced.items_per_second);
     std::printf(
-        "  online p99 without batch %.1f ms; unpaced %.2fx, paced %.2fx; paced rate "
-        "%.2fx unpaced\n",
-        alone, unpaced.during.p99_ms / alone, p99_ratios.back(), rate_ratios.back());
+        "  online p99 without batch %.1f ms; unpaced %.2fx, paced %.2fx, latency %.2fx; rate "
+        "paced %.2fx, latency %.2fx unpaced\n",
+        alone, unpaced.during.p99_ms / alone, p99_ratios.back(), latency_p99_ratios.back(),
+        rate_ratios.back(), latency_rate_ratios.back());
+
+    auto step = RunStepCell(conninfo, o);
+    PrintCell("step", step.cell);
+    if (!step.stepped) {
+      std::printf("  step: the batch ended before the doubled load did; use more --items\n");
+    } else {
+      std::printf(
+          "  step: online load x2 after %.1f s of batch for %.1f s (%lld slowdowns before); "
+          "slowed %s after it began, recovered %s after it ended\n",
+          o.step_at, o.step_for, step.slowdowns_before, Seconds(step.slowed_after).c_str(),
+          Seconds(step.sped_after).c_str());
+      if (step.slowed_after) slow_reactions.push_back(*step.slowed_after);
+      if (step.sped_after) fast_reactions.push_back(*step.sped_after);
+    }
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -176,5 +326,15 @@ int main(int argc, char** argv) {
       "\nmedian over %d rounds: paced p99 %.2fx without batch (target <= 1.25x), paced "
       "rate %.2fx unpaced (target >= 0.50x)\n",
       o.rounds, median(p99_ratios), median(rate_ratios));
+  if (!slow_reactions.empty() || !fast_reactions.empty()) {
+    std::printf(
+        "step: slowed within %s of the online load doubling, sped up within %s of it ending "
+        "(medians of %zu / %zu rounds; target 2 s)\n",
+        slow_reactions.empty() ? "-" : Seconds(median(slow_reactions)).c_str(),
+        fast_reactions.empty() ? "-" : Seconds(median(fast_reactions)).c_str(),
+        slow_reactions.size(), fast_reactions.size());
+  }
+  std::printf("latency objective: online p99 %.2fx without batch, batch rate %.2fx unpaced\n",
+              median(latency_p99_ratios), median(latency_rate_ratios));
   return 0;
 }

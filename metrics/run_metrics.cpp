@@ -85,6 +85,25 @@ std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_po
   gauge("coexist_batch_last_run_escalations", "Items the last run escalated (skip_locked).")
       .Add(job)
       .Set(static_cast<double>(run.escalated));
+  if (run.latency) {
+    gauge("coexist_batch_last_run_latency_objective_on",
+          "1 when the last run was paced by its online latency objective, 0 when its probe "
+          "could not run.")
+        .Add(job)
+        .Set(run.latency->on ? 1 : 0);
+    gauge("coexist_batch_last_run_latency_slowdowns",
+          "Times the last run halved its duty cycle for the online latency objective.")
+        .Add(job)
+        .Set(static_cast<double>(run.latency->slowdowns));
+    gauge("coexist_batch_last_run_latency_over_seconds",
+          "Seconds the last run's latency probe was over the objective.")
+        .Add(job)
+        .Set(run.latency->seconds_over);
+    gauge("coexist_batch_last_run_latency_baseline_seconds",
+          "The online latency baseline the last run was paced against.")
+        .Add(job)
+        .Set(run.latency->baseline_ms / 1000);
+  }
   gauge("coexist_batch_queued_items", "Items of the job still queued when the last run ended.")
       .Add({{"job", run.job}})
       .Set(static_cast<double>(run.queued_left));

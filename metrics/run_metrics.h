@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace coexist::metrics {
@@ -22,6 +23,14 @@ struct RunMetrics {
   long long escalated = 0;  // skip_locked escalations
   long long queued_left = 0;
   std::map<std::string, long long> deferrals_by_reason;
+  // pacing.online_latency; absent when it is not configured.
+  struct Latency {
+    bool on = true;
+    long long slowdowns = 0;
+    double seconds_over = 0;
+    double baseline_ms = 0;
+  };
+  std::optional<Latency> latency;
 };
 
 // The exposition text (Prometheus text format 0.0.4) for one run.

@@ -83,6 +83,12 @@ struct Pacer::Impl {
   // configured or when its probe could not run (latency_off says why).
   std::optional<LatencyObjective> latency;
   std::string latency_off;
+  // For the run's LatencySummary: what the controller did while it ran.
+  double latency_objective = 0;
+  double last_baseline_ms = 0;
+  long long latency_slowdowns = 0;
+  std::optional<Clock::time_point> over_since;
+  Clock::duration time_over{0};
   Clock::time_point learning_deadline{};
   // Each worker's last chunk, for its rest under the duty cycle. The rest
   // is computed with the duty cycle of now, so a raised duty shortens a
@@ -123,6 +129,7 @@ struct Pacer::Impl {
 
   void StartLatencyObjective(const config::OnlineLatencyConfig& c) {
     auto now = Clock::now();
+    latency_objective = c.objective;
     latency.emplace(LatencyOptionsFrom(c), now);
     // A probe that produces nothing (a server too busy to answer) must not
     // hold the batch forever: pacing falls back to the count signals.
@@ -144,6 +151,7 @@ struct Pacer::Impl {
   // Pacing goes on by the count signals alone, and says so (mutex held).
   void StopLatencyObjective(const std::string& reason, const std::string& fix) {
     if (!latency) return;
+    EndOverSpan(Clock::now());
     latency.reset();
     latency_off = reason;
     spdlog::warn("latency objective off, pacing by the count signals reason={} fix={}",
@@ -158,7 +166,19 @@ struct Pacer::Impl {
     for (const auto& e : latency->Observe(Clock::now(), value)) OnLatencyEvent(e);
   }
 
+  void EndOverSpan(Clock::time_point now) {
+    if (!over_since) return;
+    time_over += now - *over_since;
+    over_since.reset();
+  }
+
   void OnLatencyEvent(const LatencyEvent& e) {
+    if (e.baseline.count() > 0) last_baseline_ms = Milliseconds(e.baseline);
+    if (e.kind == "latency_slowdown") {
+      ++latency_slowdowns;
+      if (!over_since) over_since = Clock::now();
+    }
+    if (e.kind == "latency_recovered") EndOverSpan(Clock::now());
     json details = {{"baseline_ms", Milliseconds(e.baseline)},
                     {"latency_ms", Milliseconds(e.latency)},
                     {"objective", latency->options().objective},
@@ -390,5 +410,19 @@ void Pacer::RequestStop() { impl_->control.RequestStop(); }
 std::string Pacer::StatusJson() { return impl_->control.Handle("status"); }
 
 ControlState& Pacer::control() { return impl_->control; }
+
+std::optional<LatencySummary> Pacer::Latency() {
+  std::lock_guard lock(impl_->mutex);
+  auto& i = *impl_;
+  if (!i.options.pacing.online_latency) return std::nullopt;
+  auto over = i.time_over;
+  if (i.over_since) over += Clock::now() - *i.over_since;
+  return LatencySummary{.on = i.latency.has_value(),
+                        .off_reason = i.latency_off,
+                        .objective = i.latency_objective,
+                        .baseline_ms = i.last_baseline_ms,
+                        .slowdowns = i.latency_slowdowns,
+                        .seconds_over = std::chrono::duration<double>(over).count()};
+}
 
 }  // namespace coexist::pacing

@@ -48,6 +48,31 @@ TEST(Metrics, ExpositionParsesAndCarriesTheRun) {
       12.5);
 }
 
+TEST(Metrics, TheLatencyObjectiveShowsOnlyWhenConfigured) {
+  auto time = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  auto run = SampleRun(true, 1000);
+  auto without = testing::ParseExposition(Exposition(run, time));
+  EXPECT_FALSE(without.contains(
+      R"(coexist_batch_last_run_latency_slowdowns{job="nightly",policy="skip_locked"})"));
+
+  run.latency =
+      RunMetrics::Latency{.on = true, .slowdowns = 3, .seconds_over = 1.5, .baseline_ms = 4};
+  auto with = testing::ParseExposition(Exposition(run, time));
+  EXPECT_EQ(
+      with.at(R"(coexist_batch_last_run_latency_objective_on{job="nightly",policy="skip_locked"})"),
+      1);
+  EXPECT_EQ(
+      with.at(R"(coexist_batch_last_run_latency_slowdowns{job="nightly",policy="skip_locked"})"),
+      3);
+  EXPECT_EQ(
+      with.at(R"(coexist_batch_last_run_latency_over_seconds{job="nightly",policy="skip_locked"})"),
+      1.5);
+  EXPECT_EQ(
+      with.at(
+          R"(coexist_batch_last_run_latency_baseline_seconds{job="nightly",policy="skip_locked"})"),
+      0.004);
+}
+
 TEST(Metrics, AFailedRunKeepsThePreviousSuccessTime) {
   auto path =
       std::filesystem::temp_directory_path() / ("coexist-" + std::to_string(getpid()) + ".prom");

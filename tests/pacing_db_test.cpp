@@ -184,6 +184,16 @@ TEST_F(PacingTest, CriticalLoadTwiceHibernatesThenResumes) {
   BlockSessions(1);
   auto next = Async(pacer);
   EXPECT_TRUE(Blocks(next, 150ms));
+  // The re-check comes on the pacer's own time, later on a busy machine: hold
+  // the load until it has decided to hibernate.
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  auto hibernated = [&] {
+    auto events = Events();
+    return std::find(events.begin(), events.end(), "hibernate:lock_waiters") != events.end();
+  };
+  while (!hibernated() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
   ReleaseSessions();
   EXPECT_EQ(Finish(next), 100);
   EXPECT_EQ(Events(),
@@ -399,9 +409,12 @@ TEST_F(PacingTest, CtlCommandTalksToTheSocket) {
 }
 
 // The latency objective against real contention: an online session that
-// keeps taking the table lock (40 ms of every 50) makes the probe wait as an
+// keeps taking the table lock (100 ms of every 110) makes the probe wait as an
 // online edit would; the controller must cut the batch's duty cycle within
 // 2 s of the load starting and give it back within 2 s of the load ending.
+// The tolerance (40 ms, well under the load's 100 ms waits) keeps a CI
+// machine's own jitter, busy compiling beside the test, from reading as
+// online load.
 class LatencyObjectiveTest : public PacingTest {
  protected:
   PacerOptions LatencyOptions() {
@@ -409,9 +422,10 @@ class LatencyObjectiveTest : public PacingTest {
     o.pacing.max_load = {};  // only the latency objective paces
     o.pacing.online_latency = config::OnlineLatencyConfig{.objective = 1.5,
                                                           .probe_interval = 20ms,
-                                                          .window = 400ms,
+                                                          .window = 1s,
                                                           .learn_time = 300ms,
-                                                          .min_duty = 0.05};
+                                                          .min_duty = 0.05,
+                                                          .tolerance = 40ms};
     return o;
   }
 
@@ -449,7 +463,7 @@ class LatencyObjectiveTest : public PacingTest {
         try {
           pqxx::work tx(*conn);
           tx.exec0("LOCK TABLE products IN EXCLUSIVE MODE");
-          std::this_thread::sleep_for(40ms);
+          std::this_thread::sleep_for(100ms);
           tx.commit();
         } catch (const std::exception&) {
           return;  // the test's cleanup dropped the database
@@ -473,16 +487,20 @@ TEST_F(LatencyObjectiveTest, SlowsTheBatchWhileOnlineWaitsAndSpeedsUpAfter) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms) << "no chunk before the baseline";
   ASSERT_EQ(Latency(pacer)["state"], "within") << pacer.StatusJson();
   EXPECT_GT(Latency(pacer)["baseline_ms"].get<double>(), 0);
-  // Shares, not timings: on a loaded 2-core machine a quiet worker reaches
-  // ~0.7; a slowed one rests at least three quarters of the time.
-  EXPECT_GT(RunChunks(pacer, 500ms), 0.6) << "quiet: chunks back to back";
+  // Shares of time in chunks, compared with each other: on a 2-core machine
+  // busy compiling, even a worker that never rests spends a share of its
+  // time outside its 20 ms sleeps.
+  double quiet = RunChunks(pacer, 500ms);
+  EXPECT_EQ(Latency(pacer)["duty"].get<double>(), 1.0) << "quiet: chunks back to back";
 
   StartOnlineLoad();
   auto slowed = ChunksUntil(
       pacer, [&] { return Latency(pacer)["duty"].get<double>() <= 0.25; }, 5s);
   EXPECT_LE(slowed, 3s) << pacer.StatusJson();
   EXPECT_EQ(Latency(pacer)["state"], "over");
-  EXPECT_LT(RunChunks(pacer, 1s), 0.4) << "the worker rests between chunks";
+  double resting = RunChunks(pacer, 1s);
+  EXPECT_LT(resting, 0.4) << "the worker rests between chunks";
+  EXPECT_LT(resting, quiet - 0.2);
 
   StopOnlineLoad();
   auto recovered = ChunksUntil(
@@ -491,7 +509,6 @@ TEST_F(LatencyObjectiveTest, SlowsTheBatchWhileOnlineWaitsAndSpeedsUpAfter) {
   // machine gets a margin.
   EXPECT_LE(recovered, 3s) << pacer.StatusJson();
   EXPECT_EQ(Latency(pacer)["state"], "within");
-  EXPECT_GT(RunChunks(pacer, 500ms), 0.6) << "full speed again";
 
   auto events = Events();
   auto has = [&](const std::string& e) {
@@ -500,6 +517,16 @@ TEST_F(LatencyObjectiveTest, SlowsTheBatchWhileOnlineWaitsAndSpeedsUpAfter) {
   EXPECT_TRUE(has("latency_baseline:learned"));
   EXPECT_TRUE(has("latency_slowdown:"));
   EXPECT_TRUE(has("latency_recovered:"));
+
+  // What the run's summary and metrics carry.
+  auto summary = pacer.Latency();
+  ASSERT_TRUE(summary);
+  EXPECT_TRUE(summary->on);
+  EXPECT_EQ(summary->objective, 1.5);
+  EXPECT_GT(summary->baseline_ms, 0);
+  EXPECT_GE(summary->slowdowns, 1);
+  EXPECT_GT(summary->seconds_over, 0);
+  EXPECT_LT(summary->seconds_over, 10);
 }
 
 TEST_F(LatencyObjectiveTest, AProbeThatCannotRunLeavesPacingToTheCountSignals) {
@@ -515,6 +542,11 @@ TEST_F(LatencyObjectiveTest, AProbeThatCannotRunLeavesPacingToTheCountSignals) {
   EXPECT_EQ(Events(),
             std::vector<std::string>{
                 "latency_objective_off:the target public.empty_target has no rows to probe"});
+  auto summary = pacer.Latency();
+  ASSERT_TRUE(summary);
+  EXPECT_FALSE(summary->on);
+  EXPECT_EQ(summary->off_reason, "the target public.empty_target has no rows to probe");
+  EXPECT_EQ(summary->slowdowns, 0);
 }
 
 }  // namespace
