@@ -63,7 +63,9 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
 
 // `coexist queue retry --dead`: the dead items of `job` (every job when
 // empty) go back to queued, claimable at once: attempts reset to 0,
-// last_error kept, deferrals unchanged. One statement in one transaction
+// last_error kept, deferrals unchanged. A retried item goes before the
+// later pending items of its key, which wait for it again (the claim's key
+// order; they are marked follows_pending). One statement in one transaction
 // of its own, which also writes one coexist.events row per job that had
 // dead items (kind items_retried, actor = `actor`, details.items). Sends no
 // NOTIFY: a daemon finds the items at its next poll. Returns how many items

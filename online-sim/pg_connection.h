@@ -20,11 +20,11 @@ struct pg_result;
 namespace coexist::online_sim {
 
 // online-sim's coroutines use common/asio.h's names unqualified.
-namespace asio = boost::asio;
-using asio::use_awaitable;
+namespace asio = async::asio;
 using async::Awaitable;
 using async::Sleep;
 using async::Spawn;
+using async::use_awaitable;
 
 // Every SQL statement the simulator sends, prepared once per connection on
 // first use (prepared statements are named verb_noun).

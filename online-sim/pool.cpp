@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/redirect_error.hpp>
-
 #include "common/log.h"
 
 namespace coexist::online_sim {

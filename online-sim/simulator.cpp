@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/redirect_error.hpp>
 #include <cstdio>
 #include <list>
 #include <pqxx/pqxx>

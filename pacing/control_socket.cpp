@@ -14,7 +14,6 @@
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read_until.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
 #include <cstring>
@@ -28,8 +27,9 @@
 namespace coexist::pacing {
 namespace {
 
-namespace asio = boost::asio;
-using asio::use_awaitable;
+namespace asio = async::asio;
+using async::Awaitable;
+using async::use_awaitable;
 using Socket = asio::local::stream_protocol::socket;
 
 constexpr std::size_t kMaxLine = 4096;
@@ -107,7 +107,7 @@ int BindListener(const std::string& path) {
 
 // One client: a line in, a JSON line out, until it closes. Errors of the
 // client's making end its connection and nothing else.
-asio::awaitable<void> Serve(Socket socket, ControlState& state) {
+Awaitable<> Serve(Socket socket, ControlState& state) {
   std::string buffer;
   for (;;) {
     boost::system::error_code ec;
@@ -145,7 +145,7 @@ struct ControlServer::Impl {
 
   Impl(std::string p, ControlState& s) : path(std::move(p)), state(s) {}
 
-  asio::awaitable<void> Accept() {
+  Awaitable<> Accept() {
     for (;;) {
       boost::system::error_code ec;
       Socket socket = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));

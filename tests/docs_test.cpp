@@ -1,0 +1,105 @@
+// The docs keep up with the tree: every migration listed in
+// docs/database-api.md, every page of docs/ in the README, every library
+// folder in docs/design.md's map, and no comment citing an issue number
+// (the reason belongs in the comment, not in a tracker that moves).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace coexist {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSource = COEXIST_SOURCE_DIR;
+
+std::string Read(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Names of the files in `dir` ending in `extension`, without it, sorted.
+std::vector<std::string> Stems(const fs::path& dir, const std::string& extension) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == extension) out.push_back(entry.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(Docs, DatabaseApiListsEveryMigrationInOrder) {
+  auto migrations = Stems(kSource / "db/migrations", ".sql");
+  ASSERT_FALSE(migrations.empty());
+  std::string doc = Read(kSource / "docs/database-api.md");
+  std::vector<std::string> rows;
+  std::regex row(R"(\n\| `(\d{4}_[a-z0-9_]+)` \|)");
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator();
+       ++it) {
+    rows.push_back((*it)[1]);
+  }
+  EXPECT_EQ(rows, migrations) << "docs/database-api.md, \"The migrations\": one row per file of "
+                                 "db/migrations/, in order";
+  std::string range = "`0001`-`" + migrations.back().substr(0, 4) + "`";
+  EXPECT_NE(doc.find(range), std::string::npos) << "the introduction names " << range;
+}
+
+TEST(Docs, ReadmeListsEveryPage) {
+  std::string readme = Read(kSource / "README.md");
+  for (const auto& page : Stems(kSource / "docs", ".md")) {
+    std::string link = "](docs/" + page + ".md)";
+    EXPECT_NE(readme.find(link), std::string::npos) << "README.md does not link docs/" << page;
+  }
+}
+
+// Every folder that builds a library of the product has its row in
+// design.md's "Parts" (tests/ builds only its support library).
+TEST(Docs, DesignMapsEveryLibraryFolder) {
+  std::string design = Read(kSource / "docs/design.md");
+  for (const auto& entry : fs::directory_iterator(kSource)) {
+    fs::path cmake = entry.path() / "CMakeLists.txt";
+    if (!entry.is_directory() || !fs::exists(cmake) || entry.path().filename() == "tests") continue;
+    if (Read(cmake).find("add_library(coexist_") == std::string::npos) continue;
+    std::string row = "| `" + entry.path().filename().string() + "/` |";
+    EXPECT_NE(design.find(row), std::string::npos) << "docs/design.md has no row " << row;
+  }
+}
+
+TEST(Docs, NoSourceCommentCitesAnIssueNumber) {
+  std::regex citation(R"((\b[Ii]ssue\s*#?\s*[0-9]+)|((^|[\s(])#[0-9]+\b))");
+  std::set<std::string> skip = {"build", ".git"};
+  for (auto it = fs::recursive_directory_iterator(kSource);
+       it != fs::recursive_directory_iterator(); ++it) {
+    std::string name = it->path().filename().string();
+    if (it->is_directory() &&
+        (skip.count(name) > 0 || name.rfind("build", 0) == 0 || name.rfind('.', 0) == 0)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    auto ext = it->path().extension();
+    if (ext != ".h" && ext != ".cpp" && ext != ".sql") continue;
+    std::istringstream lines(Read(it->path()));
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      auto comment = line.find(ext == ".sql" ? "--" : "//");
+      if (comment == std::string::npos) continue;
+      std::string text = line.substr(comment);
+      EXPECT_FALSE(std::regex_search(text, citation))
+          << fs::relative(it->path(), kSource).string() << ":" << number << ": " << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace coexist
