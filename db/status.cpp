@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include "db/queue_store_ops.h"
+
 namespace coexist::db {
 
 Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target) {
@@ -25,18 +27,14 @@ Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target
             .as<bool>();
   }
   if (status.installed_version == 0) return status;
-  for (const auto& row : tx.exec("SELECT state::text, count(*) FROM coexist.queue GROUP BY 1")) {
-    status.queue_by_state[row[0].as<std::string>()] = row[1].as<long long>();
-  }
-  for (const char* state : {"queued", "deferred", "done", "dead"}) {
-    status.queue_by_state.try_emplace(state, 0);
-  }
+  auto totals = ReadQueueTotals(tx);
+  status.queue_by_state = std::move(totals.by_state);
   auto locks = tx.exec(
       "SELECT count(*) FILTER (WHERE expires_at > now()), count(*) FILTER (WHERE expires_at <= "
       "now()) FROM coexist.edit_locks");
   status.live_edit_locks = locks[0][0].as<long long>();
   status.expired_edit_locks = locks[0][1].as<long long>();
-  status.runs = tx.exec("SELECT count(*) FROM coexist.runs")[0][0].as<long long>();
+  status.runs = totals.runs;
   return status;
 }
 

@@ -5,11 +5,18 @@
 #include <atomic>
 
 #include "admin/edit_locks.h"
-#include "admin/queue.h"
+#include "db/queue_store_ops.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::admin {
 namespace {
+
+using db::kPurgeBatchRows;
+using db::ListRuns;
+using db::PurgeOldRows;
+using db::ReadQueueStatus;
+using db::RetryDeadItems;
+using db::ShowRun;
 
 using coexist::testing::DatabaseTest;
 using std::chrono::hours;
