@@ -15,16 +15,10 @@ Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target
 
   pqxx::read_transaction tx(conn);
   status.server_version = tx.exec("SHOW server_version")[0][0].as<std::string>();
-  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  auto exists = tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table);
-  if (exists[0][0].as<bool>()) {
+  if (TargetExists(tx, target)) {
+    std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
     status.target_rows = tx.exec("SELECT count(*) FROM " + table)[0][0].as<long long>();
-    status.version_trigger =
-        tx.exec_params(
-              "SELECT count(*) > 0 FROM pg_trigger "
-              "WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'",
-              table)[0][0]
-            .as<bool>();
+    status.version_trigger = VersionTriggerOf(tx, target) != VersionTrigger::kMissing;
   }
   if (status.installed_version == 0) return status;
   auto totals = ReadQueueTotals(tx);
