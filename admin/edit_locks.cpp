@@ -42,24 +42,12 @@ std::vector<EditLockRow> ReleaseEditLocks(pqxx::connection_base& conn,
                                           const ReleaseSelector& selector,
                                           const std::string& actor) {
   pqxx::work tx(conn);
-  // NULL parameters select nothing by themselves: exactly one selector is set.
+  // One audited release for every caller: the SQL function (0016). NULL
+  // parameters select nothing by themselves: exactly one selector is set.
   auto result = tx.exec_params(
-      std::string(
-          "WITH gone AS ("
-          "  DELETE FROM coexist.edit_locks l"
-          "   WHERE (l.target = $1::regclass AND l.record_key = $2)"
-          "      OR l.owner = $3"
-          "      OR l.acquired_at < clock_timestamp() - $4::bigint * interval '1 millisecond'"
-          "  RETURNING l.*),"
-          " audit AS ("
-          "  INSERT INTO coexist.events (kind, target, record_key, actor, subject, details)"
-          "  SELECT 'edit_lock_released_by_admin', target, record_key, $5, owner,"
-          "         jsonb_build_object('token', token, 'acquired_at', acquired_at)"
-          "    FROM gone)"
-          " SELECT ") +
-          kSelectColumns +
-          ", pg_notify('coexist_edit_lock_released', target::text || ':' || record_key)"
-          " FROM gone ORDER BY acquired_at",
+      std::string("SELECT ") + kSelectColumns +
+          " FROM coexist.admin_release_edit_locks($1::regclass, $2, $3,"
+          " $4::bigint * interval '1 millisecond', $5) ORDER BY acquired_at",
       selector.target, selector.record_key, selector.owner,
       selector.older_than ? std::optional<long long>(selector.older_than->count()) : std::nullopt,
       actor);

@@ -61,8 +61,10 @@ struct ReleaseSelector {
   std::optional<std::chrono::milliseconds> older_than;
 };
 
-// Releases the matching locks, live or expired, in one statement and one
-// transaction of its own: it deletes them, writes one coexist.events row
+// Releases the matching locks, live or expired, in one transaction of its
+// own, through coexist.admin_release_edit_locks (the one audited release,
+// which admin_release_edit_lock calls too): it deletes them, writes one
+// coexist.events row
 // per released lock (kind edit_lock_released_by_admin, actor = `actor`,
 // subject = the lock's owner, details.token and details.acquired_at), and
 // NOTIFYs coexist_edit_lock_released 'TARGET:KEY' for each, delivered at

@@ -19,10 +19,7 @@ using policies::Action;
 constexpr int kPage = 1000;
 
 void CheckInstalled(pqxx::transaction_base& tx) {
-  auto row = tx.exec1(
-      "SELECT to_regclass('coexist.queue') IS NOT NULL, "
-      "       to_regprocedure('coexist.job_lock_class()') IS NOT NULL");
-  if (!row[0].as<bool>()) {
+  if (!db::QueueInstalled(tx)) {
     throw UnavailableError("coexist is not installed in this database",
                            "run `coexist db install` (or a first `batch run`) first; a dry run "
                            "installs nothing.");
@@ -31,29 +28,11 @@ void CheckInstalled(pqxx::transaction_base& tx) {
 
 // Who holds the job's lock, if anyone: a real run starting now would exit
 // as busy.
-std::string BusyHolder(pqxx::transaction_base& tx, QueueSql& sql, const config::Config& config) {
-  if (!JobLockHeld(tx, config.batch.job)) return "";
-  auto holder = sql.FindJobHolder(tx);
+std::string BusyHolder(pqxx::transaction_base& tx, db::QueueStore& queue,
+                       const config::Config& config) {
+  if (!db::JobLockHeld(tx, config.batch.job)) return "";
+  auto holder = queue.FindJobHolder(tx);
   return holder ? holder->description : "a session that let go of it a moment ago";
-}
-
-std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& job,
-                                 long long after) {
-  std::vector<Item> items;
-  for (const auto& row : tx.exec_params(R"sql(
-    SELECT item_id, record_key, attempts, deferrals FROM coexist.queue q
-     WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() AND item_id > $2
-       AND (NOT q.follows_pending  -- as claim_items: an earlier item of the key goes first
-            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
-                            WHERE e.job = q.job AND e.record_key = q.record_key
-                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
-     ORDER BY item_id
-     LIMIT $3)sql",
-                                        job, after, kPage)) {
-    items.push_back(
-        {row[0].as<long long>(), row[1].as<long long>(), "", row[2].as<int>(), row[3].as<int>()});
-  }
-  return items;
 }
 
 std::set<long long> AsSet(const std::vector<long long>& keys) {
@@ -125,11 +104,12 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
   }
   QueueSql sql(*conn, config);
   QueueSql probe_sql(*probe_conn, config);
+  db::QueueStore queue(*conn, QueueJobOf(config, sql.target()));
   pqxx::read_transaction read(*conn);
-  report.busy = BusyHolder(read, sql, config);
+  report.busy = BusyHolder(read, queue, config);
   long long after = 0;
   while (true) {
-    auto items = ClaimableItems(read, config.batch.job, after);
+    auto items = db::ClaimableItems(read, config.batch.job, after, kPage);
     if (items.empty()) break;
     after = items.back().item_id;
     if (!report.may_claim) {

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
-#include "batch/queue_sql.h"
 #include "common/error.h"
 #include "db/connection.h"
 #include "db/migrations.h"
+#include "db/queue_store.h"
 
 namespace coexist::batch {
 namespace {
@@ -135,14 +135,6 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
                            const std::vector<EnqueueItem>& items) {
   auto conn = db::Connect(conninfo, "coexist-enqueue");
   db::InstallMigrations(*conn);
-  conn->prepare("insert_items", R"sql(
-    WITH input AS (SELECT * FROM unnest($2::bigint[], $3::jsonb[], $4::text[]) AS i(k, p, ik)),
-    added AS (
-      INSERT INTO coexist.queue (job, record_key, payload, idempotency_key)
-      SELECT $1, k, coalesce(p, '{}'), ik FROM input
-      ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-      RETURNING 1)
-    SELECT count(*) FROM added)sql");
   EnqueueResult result;
   pqxx::work tx(*conn);
   for (size_t start = 0; start < items.size(); start += kBatch) {
@@ -155,9 +147,7 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
       payloads.emplace_back(items[i].payload);
       idempotency.push_back(items[i].idempotency_key);
     }
-    result.added += tx.exec_prepared1("insert_items", job, ArrayLiteral(keys),
-                                      ArrayLiteral(payloads), ArrayLiteral(idempotency))[0]
-                        .as<long long>();
+    result.added += db::InsertItems(tx, job, keys, payloads, idempotency);
   }
   tx.commit();
   result.duplicates = static_cast<long long>(items.size()) - result.added;
@@ -182,18 +172,14 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
   }
   std::string payload = columns > 1 ? "coalesce(" + names[1] + "::jsonb, '{}')" : "'{}'::jsonb";
   std::string idempotency = columns > 2 ? names[2] + "::text" : "NULL::text";
-  auto row = tx.exec_params1(
-      "WITH src AS (SELECT " + names[0] + "::bigint AS k, " + payload + " AS p, " + idempotency +
-          " AS ik FROM (" + select_sql +
-          ") AS s), added AS (INSERT INTO coexist.queue (job, record_key, payload, "
-          "idempotency_key) SELECT $1, k, p, ik FROM src ON CONFLICT (job, idempotency_key) "
-          "WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING 1) "
-          "SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM added)",
-      job);
+  auto inserted =
+      db::InsertSelected(tx, job,
+                         "SELECT " + names[0] + "::bigint AS k, " + payload + " AS p, " +
+                             idempotency + " AS ik FROM (" + select_sql + ") AS s");
   tx.commit();
   EnqueueResult result;
-  result.added = row[1].as<long long>();
-  result.duplicates = row[0].as<long long>() - result.added;
+  result.added = inserted.added;
+  result.duplicates = inserted.rows - result.added;
   return result;
 }
 

@@ -47,12 +47,9 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
     // queues behind every online transaction: install only when it is
     // missing or calls a function of the naming before 0009.
     pqxx::read_transaction tx(conn);
-    auto current = tx.exec_params(
-        "SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'"
-        " AND tgfoid = to_regproc(coexist.trigger_function_name('bump_version', $1::regclass))",
-        table);
+    auto trigger = db::VersionTriggerOf(tx, t);
     tx.commit();
-    if (current.empty()) db::InstallVersionTrigger(conn, t);
+    if (trigger != db::VersionTrigger::kCurrent) db::InstallVersionTrigger(conn, t);
   }
   pqxx::work tx(conn);
   // Creating the guard trigger the first time needs a table lock: wait for

@@ -1,8 +1,10 @@
 #pragma once
 
-// All of the batch's SQL in one place (pgBackRest's rule: no general-purpose
-// query function). Statements are prepared once per connection under
-// verb_noun names (claim_items, complete_items, ...); target-specific ones
+// The batch's SQL on the target's records, edit locks, blockers and
+// takeovers in one place (pgBackRest's rule: no general-purpose query
+// function); the queue's and the runs' is the queue store's
+// (db/queue_store.h). Statements are prepared once per connection under
+// verb_noun names (lock_records, find_edit_locks, ...); target-specific ones
 // are built from validated, quote_name'd identifiers; data is always bound.
 // Include only from batch/*.cpp: it brings in libpqxx.
 //
@@ -15,43 +17,22 @@
 #include <vector>
 
 #include "config/config.h"
+#include "db/array_literal.h"
+#include "db/queue_store.h"
 
 namespace coexist::batch {
 
-// One claimed queue item.
-struct Item {
-  long long item_id = 0;
-  long long key = 0;
-  std::string payload;  // jsonb as text
-  int attempts = 0;
-  int deferrals = 0;
-};
+// The queue's types, from the queue store (db/queue_store.h).
+using db::ArrayLiteral;
+using db::Deferral;
+using db::Failure;
+using db::Item;
+using db::JobHolder;
 
 struct EditLock {
   long long key = 0;
   std::string owner;
   std::chrono::milliseconds expires_in{0};
-};
-
-struct Deferral {
-  long long item_id = 0;
-  std::string reason;
-  bool escalated = false;
-};
-
-struct Failure {
-  long long item_id = 0;
-  std::string error;
-};
-
-// The session holding a job's lock.
-struct JobHolder {
-  int pid = 0;
-  long long run_id = 0;     // 0: not a coexist run (someone else took the lock)
-  std::string description;  // who and since when, for the operator
-  // Held longer than batch.busy_timeout: a foreign session connected that
-  // long, or a run whose heartbeat is that old.
-  bool stuck = false;
 };
 
 // A backend holding a lock the batch waits for, as seen while it waited.
@@ -93,14 +74,8 @@ class Savepoint {
   bool done_ = false;
 };
 
-// Builds a PostgreSQL array literal: {1,2,3} or {"a","b\"c",NULL}.
-std::string ArrayLiteral(const std::vector<long long>& values);
-std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values);
-
-// Whether some session holds `job`'s lock (0004_job_lock.sql), read from
-// pg_locks without trying it: trying would make a run starting at this
-// moment exit as busy. False while 0004 is not installed.
-bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job);
+// The queue store's view of `config`'s job; `target` as QueueSql::target().
+db::QueueJob QueueJobOf(const config::Config& config, const std::string& target);
 
 class QueueSql {
  public:
@@ -109,53 +84,6 @@ class QueueSql {
 
   // The target as a regclass literal ("public.products", quoted as needed).
   const std::string& target() const { return target_; }
-
-  // --- runs --------------------------------------------------------------
-  long long StartRun(pqxx::transaction_base& tx, const std::string& policy,
-                     const std::string& details_json);
-  // Session-level: held by the control connection until it closes.
-  void LockRun(pqxx::transaction_base& tx, long long run_id);
-  // The job's lock for this session (0004_job_lock.sql); false when another
-  // session holds it. Then FindJobHolder names it (nullopt: it let go since).
-  bool TryLockJob(pqxx::transaction_base& tx);
-  std::optional<JobHolder> FindJobHolder(pqxx::transaction_base& tx);
-  // Holds the run's row (FOR KEY SHARE) for the rest of `tx`; false when
-  // the run is no longer 'running' (marked abandoned: its control connection
-  // died). Every chunk transaction starts with it (0008_run_fencing.sql).
-  bool HoldRun(pqxx::transaction_base& tx, long long run_id);
-  // Marks the job's running runs whose lock is free as abandoned, waiting for
-  // their chunks in flight to end first. Call it holding the job's lock.
-  std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
-  void HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed, long long done,
-                    long long deferred, long long dead);
-  void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
-                 long long claimed, long long done, long long deferred, long long dead,
-                 const std::string& details_json);
-  void AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
-                const std::string& details_json);
-  long long CountQueued(pqxx::transaction_base& tx);
-
-  // --- items -------------------------------------------------------------
-  // Up to `limit` claimable items with item_id > after, skipping items other
-  // transactions hold (SKIP LOCKED), items this run deferred, the ids in
-  // `exclude`, (untaken_only) items another worker has taken over, and items
-  // behind an earlier pending item of their key (one item per key at a time,
-  // in item_id order: 0007_queue_key_order.sql).
-  std::vector<Item> ClaimItems(pqxx::transaction_base& tx, long long run_id, int limit,
-                               long long after, const std::vector<long long>& exclude,
-                               bool untaken_only);
-  // Re-locks items this worker took over (status_partition's second step).
-  std::vector<Item> RelockItems(pqxx::transaction_base& tx, const std::vector<long long>& ids);
-  // Which of `ids` may still be claimed (pruning a worker's waiting list).
-  std::vector<long long> StillClaimable(pqxx::transaction_base& tx, long long run_id,
-                                        const std::vector<long long>& ids);
-  void CompleteItems(pqxx::transaction_base& tx, long long run_id,
-                     const std::vector<long long>& ids);
-  // Attempts grow; an item at max_attempts becomes dead. Returns dead count.
-  long long FailItems(pqxx::transaction_base& tx, long long run_id,
-                      const std::vector<Failure>& failures);
-  void DeferItems(pqxx::transaction_base& tx, long long run_id,
-                  const std::vector<Deferral>& deferrals);
 
   // --- target records ----------------------------------------------------
   // Locks what can be locked (FOR UPDATE SKIP LOCKED); returns locked keys.
@@ -195,10 +123,10 @@ class QueueSql {
   // status_partition: owner := 'batch' + takeovers rows; and back.
   void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
   void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);
-  // Hands back the target's rows that no running run holds any more (their
-  // run was abandoned, failed or finished without handing back), whoever
-  // killed it; returns how many. Marks this transaction as the batch's.
-  long long HandBackOrphaned(pqxx::transaction_base& tx);
+  // Hands back the records of orphaned takeovers (the keys
+  // QueueStore::DeleteOrphanedTakeovers returned), whoever killed their run;
+  // returns how many. Marks this transaction as the batch's.
+  long long HandBackOrphaned(pqxx::transaction_base& tx, const std::vector<long long>& keys);
 
  private:
   pqxx::connection_base& conn_;

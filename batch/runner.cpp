@@ -92,10 +92,10 @@ namespace {
 
 // What dead runs of the job left, cleared in `tx` (the caller holds the
 // job's lock). Logged once `tx` has committed: LogSweep.
-SweepResult ClearDeadRuns(pqxx::transaction_base& tx, QueueSql& sql) {
+SweepResult ClearDeadRuns(pqxx::transaction_base& tx, db::QueueStore& queue, QueueSql& sql) {
   SweepResult result;
-  result.abandoned = sql.AbandonStaleRuns(tx);
-  result.handed_back = sql.HandBackOrphaned(tx);
+  result.abandoned = queue.AbandonStaleRuns(tx);
+  result.handed_back = sql.HandBackOrphaned(tx, queue.DeleteOrphanedTakeovers(tx));
   return result;
 }
 
@@ -112,13 +112,14 @@ SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& con
   auto control = db::Connect(conninfo, config.database.application_name);
   CheckConfig(*control, config, *policies::Create(config.policy));
   QueueSql sql(*control, config);
+  db::QueueStore queue(*control, QueueJobOf(config, sql.target()));
   {
     // Session-level, like a run's: released when `control` closes.
     pqxx::nontransaction tx(*control);
-    if (!sql.TryLockJob(tx)) throw BusyError(config, sql.FindJobHolder(tx));
+    if (!queue.TryLockJob(tx)) throw BusyError(config, queue.FindJobHolder(tx));
   }
   pqxx::work tx(*control);
-  SweepResult result = ClearDeadRuns(tx, sql);
+  SweepResult result = ClearDeadRuns(tx, queue, sql);
   tx.commit();
   LogSweep(result, config.batch.job);
   return result;
@@ -135,10 +136,11 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   }
   CheckConfig(*control, config, *policy);
   QueueSql sql(*control, config);
+  db::QueueStore queue(*control, QueueJobOf(config, sql.target()));
   {
     // Session-level: held until `control` closes, however the run ends.
     pqxx::nontransaction tx(*control);
-    if (!sql.TryLockJob(tx)) throw BusyError(config, sql.FindJobHolder(tx));
+    if (!queue.TryLockJob(tx)) throw BusyError(config, queue.FindJobHolder(tx));
   }
 
   // Before the runs row: a control socket already in use ends the run
@@ -151,20 +153,20 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   long long total = 0;  // queued when the run started: `ctl status`'s ETA
   {
     pqxx::work tx(*control);
-    SweepResult swept = ClearDeadRuns(tx, sql);
-    total = sql.CountQueued(tx);
+    SweepResult swept = ClearDeadRuns(tx, queue, sql);
+    total = queue.CountQueued(tx);
     nlohmann::json details = {{"workers", config.batch.workers},
                               {"chunk_size", config.batch.chunk_size},
                               {"adaptive", config.pacing.adaptive},
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
-    summary.run_id = sql.StartRun(tx, policy->Name(), details.dump());
+    summary.run_id = queue.StartRun(tx, policy->Name(), details.dump());
     tx.commit();
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
   }
   {
     pqxx::nontransaction tx(*control);
-    sql.LockRun(tx, summary.run_id);  // lives as long as this connection
+    queue.LockRun(tx, summary.run_id);  // lives as long as this connection
   }
   pacer.SetRunId(summary.run_id);
   spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
@@ -214,8 +216,8 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
         pacer.PublishStatus(counters.done, total, elapsed > 0 ? counters.done / elapsed : 0);
         try {
           pqxx::work tx(*control);
-          sql.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
-                           counters.dead);
+          queue.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
+                             counters.dead);
           tx.commit();
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
@@ -243,14 +245,15 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   summary.latency = pacer.Latency();
   {
     pqxx::work tx(*control);
-    summary.queued_left = sql.CountQueued(tx);
+    summary.queued_left = queue.CountQueued(tx);
     summary.outcome = error ? "failed" : Outcome(summary);
-    sql.FinishRun(tx, summary.run_id, summary.outcome, summary.claimed, summary.done,
-                  summary.deferred, summary.dead, SummaryJson(summary));
-    sql.HandBackOrphaned(tx);  // a failed worker's takeovers, now that the run has ended
+    queue.FinishRun(tx, summary.run_id, summary.outcome, summary.claimed, summary.done,
+                    summary.deferred, summary.dead, SummaryJson(summary));
+    sql.HandBackOrphaned(tx, queue.DeleteOrphanedTakeovers(
+                                 tx));  // a failed worker's takeovers, now that the run has ended
     if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
-      sql.AddEvent(tx, "claim_refused", summary.run_id,
-                   nlohmann::json{{"reason", summary.stop_reason}}.dump());
+      queue.AddEvent(tx, "claim_refused", summary.run_id,
+                     nlohmann::json{{"reason", summary.stop_reason}}.dump());
     }
     tx.commit();
   }

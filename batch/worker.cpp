@@ -95,6 +95,7 @@ void KeysInFlight::WaitForRelease(milliseconds timeout) {
 struct Worker::Db {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<pqxx::connection> aux;  // LISTEN and blocker lookups, when the policy waits
+  std::unique_ptr<db::QueueStore> queue;
   std::unique_ptr<QueueSql> sql;
   std::unique_ptr<QueueSql> aux_sql;
   std::unique_ptr<Operation> operation;
@@ -127,6 +128,7 @@ void Worker::Run() {
       "set_config('statement_timeout', $1, false)",
       std::to_string(config_.database.statement_timeout.count()) + "ms");
   db_->sql = std::make_unique<QueueSql>(*conn_, config_);
+  db_->queue = std::make_unique<db::QueueStore>(*conn_, QueueJobOf(config_, db_->sql->target()));
   db_->operation = std::make_unique<Operation>(*conn_, config_.operation);
   if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
@@ -178,7 +180,7 @@ bool Worker::RunChunk(long long& after, int size) {
   {
     pqxx::work tx(*db_->conn);
     HoldRun(tx);
-    auto claimed = db_->sql->ClaimItems(tx, run_id_, size, after, exclude, policy_.TakesOver());
+    auto claimed = db_->queue->ClaimItems(tx, run_id_, size, after, exclude, policy_.TakesOver());
     if (claimed.empty()) return false;
     after = claimed.back().item_id;
     // Items whose key a sibling worker holds stay queued (this transaction
@@ -194,7 +196,7 @@ bool Worker::RunChunk(long long& after, int size) {
       // status_partition, step 1: the records become the batch's (CX004
       // for online writers) and the row locks go with this commit.
       db_->sql->TakeOver(tx, run_id_, out.apply);
-      db_->sql->DeferItems(tx, run_id_, out.deferrals);
+      db_->queue->DeferItems(tx, run_id_, out.deferrals);
     } else {
       ApplyScanning(tx, out.apply, out);
       Finish(tx, out);
@@ -207,11 +209,11 @@ bool Worker::RunChunk(long long& after, int size) {
     HoldRun(tx);
     std::vector<long long> ids;
     for (const auto& item : out.apply) ids.push_back(item.item_id);
-    auto owned = db_->sql->RelockItems(tx, ids);
+    auto owned = db_->queue->RelockItems(tx, ids);
     ApplyScanning(tx, owned, out);
-    db_->sql->CompleteItems(tx, run_id_, out.applied);
-    out.dead += db_->sql->FailItems(tx, run_id_, out.failures);
-    db_->sql->DeferItems(tx, run_id_, out.timeouts);
+    db_->queue->CompleteItems(tx, run_id_, out.applied);
+    out.dead += db_->queue->FailItems(tx, run_id_, out.failures);
+    db_->queue->DeferItems(tx, run_id_, out.timeouts);
     db_->sql->HandBack(tx, out.apply);
     tx.commit();
   }
@@ -226,7 +228,7 @@ bool Worker::RunChunk(long long& after, int size) {
 }
 
 void Worker::HoldRun(pqxx::dbtransaction& tx) {
-  if (!db_->sql->HoldRun(tx, run_id_)) {
+  if (!db_->queue->HoldRun(tx, run_id_)) {
     throw RunFencedError("run " + std::to_string(run_id_) +
                          " was marked abandoned while it worked (its control connection was "
                          "lost); its workers stop and the chunk in flight rolls back");
@@ -487,10 +489,10 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
 }
 
 void Worker::Finish(pqxx::dbtransaction& tx, Outcome& out) {
-  db_->sql->CompleteItems(tx, run_id_, out.applied);
-  out.dead += db_->sql->FailItems(tx, run_id_, out.failures);
-  db_->sql->DeferItems(tx, run_id_, out.deferrals);
-  db_->sql->DeferItems(tx, run_id_, out.timeouts);
+  db_->queue->CompleteItems(tx, run_id_, out.applied);
+  out.dead += db_->queue->FailItems(tx, run_id_, out.failures);
+  db_->queue->DeferItems(tx, run_id_, out.deferrals);
+  db_->queue->DeferItems(tx, run_id_, out.timeouts);
 }
 
 bool Worker::WaitForWaiting() {
@@ -498,7 +500,7 @@ bool Worker::WaitForWaiting() {
   for (const auto& [id, w] : waiting_) ids.push_back(id);
   {
     pqxx::read_transaction tx(*db_->conn);
-    auto alive = db_->sql->StillClaimable(tx, run_id_, ids);
+    auto alive = db_->queue->StillClaimable(tx, run_id_, ids);
     std::set<long long> keep(alive.begin(), alive.end());
     std::erase_if(waiting_, [&](const auto& entry) { return !keep.count(entry.first); });
   }

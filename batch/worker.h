@@ -25,9 +25,13 @@ namespace coexist::pacing {
 class Pacer;
 }
 
+namespace coexist::db {
+struct Item;
+}
+
 namespace coexist::batch {
 
-struct Item;
+using db::Item;
 struct EditLock;
 struct Blocker;
 

@@ -13,6 +13,7 @@
 #include "batch/runner.h"
 #include "db/connection.h"
 #include "db/migrations.h"
+#include "db/queue_store_ops.h"
 #include "db/target_table.h"
 #include "online-sim/simulator.h"
 #include "online-sim/stats.h"
@@ -41,9 +42,8 @@ void PrepareData(const std::string& conninfo, const config::ScenarioSettings& se
   db::SeedDemoTable(*conn, settings.records);
   {
     pqxx::work tx(*conn);
+    db::EmptyCoexistTables(tx);
     tx.exec(
-        "TRUNCATE coexist.queue, coexist.runs, coexist.events, coexist.edit_locks, "
-        "coexist.windows, coexist.takeovers RESTART IDENTITY;"
         "CREATE TABLE IF NOT EXISTS public.batch_ledger ("
         "  record_key bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp());"
         "TRUNCATE public.batch_ledger");
@@ -147,25 +147,14 @@ class OnlinePhase {
 void CheckBatch(const std::string& conninfo, const std::string& job, CellResult& cell) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::read_transaction tx(*conn);
-  auto states = tx.exec_params(
-      "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'deferred'),"
-      " count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'queued')"
-      " FROM coexist.queue WHERE job = $1",
-      job);
-  cell.done = states[0][0].as<long long>();
-  cell.deferred = states[0][1].as<long long>();
-  cell.dead = states[0][2].as<long long>();
-  cell.queued_left = states[0][3].as<long long>();
+  auto counts = db::CountJobItems(tx, job);
+  cell.done = counts.done;
+  cell.deferred = counts.deferred;
+  cell.dead = counts.dead;
+  cell.queued_left = counts.queued;
   // Each done item must appear exactly once in the ledger: per record, the
   // ledger rows equal the done items, and `settled` equals both.
-  auto twice = tx.exec_params(
-      "WITH done AS (SELECT record_key, count(*) AS n FROM coexist.queue"
-      "               WHERE job = $1 AND state = 'done' GROUP BY 1),"
-      "     ledger AS (SELECT record_key, count(*) AS n FROM public.batch_ledger GROUP BY 1)"
-      " SELECT coalesce(sum(abs(coalesce(l.n, 0) - coalesce(d.n, 0))), 0)"
-      " FROM done d FULL JOIN ledger l USING (record_key)",
-      job);
-  cell.applied_twice = twice[0][0].as<long long>();
+  cell.applied_twice = db::LedgerMismatch(tx, job, "public.batch_ledger");
   cell.rows_changed_by_batch =
       tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
 }

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "admin/edit_locks.h"
-#include "admin/queue.h"
 #include "batch/runner.h"
 #include "cli/context.h"
 #include "common/error.h"
 #include "config/duration.h"
 #include "db/connection.h"
+#include "db/queue_store_ops.h"
 
 namespace coexist::cli {
 namespace {
@@ -111,7 +111,7 @@ void AddLocks(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   });
 }
 
-void PrintQueueStatus(const admin::QueueStatus& s, bool json) {
+void PrintQueueStatus(const db::QueueStatus& s, bool json) {
   if (json) {
     nlohmann::json out = {{"jobs", nlohmann::json::array()},
                           {"top_dead_errors", nlohmann::json::array()}};
@@ -147,7 +147,7 @@ void PrintQueueStatus(const admin::QueueStatus& s, bool json) {
 }
 
 // The configuration's retention, or --older-than for all three kinds.
-admin::PurgeAges PurgeAgesOf(Context& context, const AdminFlags& f) {
+db::PurgeAges PurgeAgesOf(Context& context, const AdminFlags& f) {
   if (f.older_than.empty()) {
     const auto& r = context.Config().retention;
     return {r.done_items, r.events, r.runs};
@@ -167,7 +167,7 @@ admin::PurgeAges PurgeAgesOf(Context& context, const AdminFlags& f) {
 int Purge(Context& context, const AdminFlags& f) {
   auto ages = PurgeAgesOf(context, f);
   auto conn = db::Connect(context.Server(), "coexist-admin");
-  auto purged = admin::PurgeOldRows(*conn, ages, admin::CurrentActor());
+  auto purged = db::PurgeOldRows(*conn, ages, admin::CurrentActor());
   auto age = [](std::chrono::milliseconds a) {
     return a.count() > 0 ? config::FormatDuration(a) : std::string("kept");
   };
@@ -195,7 +195,7 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   status->add_flag("--json", f.json, "print JSON");
   status->callback([&] {
     auto conn = db::Connect(context.Server(), "coexist-admin");
-    PrintQueueStatus(admin::ReadQueueStatus(*conn, f.job), f.json);
+    PrintQueueStatus(db::ReadQueueStatus(*conn, f.job), f.json);
     exit_code = 0;
   });
   auto* retry = queue->add_subcommand("retry", "Put items back into the queue");
@@ -203,7 +203,7 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   retry->add_option("--job", f.job, "one job (default: all)");
   retry->callback([&] {
     auto conn = db::Connect(context.Server(), "coexist-admin");
-    std::cout << admin::RetryDeadItems(*conn, f.job, admin::CurrentActor())
+    std::cout << db::RetryDeadItems(*conn, f.job, admin::CurrentActor())
               << " dead items queued again\n";
     exit_code = 0;
   });
@@ -218,7 +218,7 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   purge->callback([&] { exit_code = Purge(context, f); });
 }
 
-nlohmann::json RunJson(const admin::RunRow& r) {
+nlohmann::json RunJson(const db::RunRow& r) {
   return {{"run_id", r.run_id},     {"job", r.job},           {"policy", r.policy},
           {"host", r.host},         {"pid", r.pid},           {"started_at", r.started_at},
           {"ended_at", r.ended_at}, {"outcome", r.outcome},   {"claimed", r.claimed},
@@ -235,7 +235,7 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   list->add_flag("--json", f.json, "print JSON");
   list->callback([&] {
     auto conn = db::Connect(context.Server(), "coexist-admin");
-    auto rows = admin::ListRuns(*conn, f.job, f.limit);
+    auto rows = db::ListRuns(*conn, f.job, f.limit);
     if (f.json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& r : rows) out.push_back(RunJson(r));
@@ -280,7 +280,7 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   show->add_flag("--json", f.json, "print JSON");
   show->callback([&] {
     auto conn = db::Connect(context.Server(), "coexist-admin");
-    auto detail = admin::ShowRun(*conn, f.run_id);
+    auto detail = db::ShowRun(*conn, f.run_id);
     if (!detail) throw UsageError("no run " + std::to_string(f.run_id), "see 'coexist runs list'.");
     nlohmann::json out = RunJson(detail->run);
     out["details"] = nlohmann::json::parse(detail->details_json);

@@ -24,18 +24,12 @@ std::filesystem::path DataDir(const Context& context) {
                                           : std::filesystem::path(context.options.data_dir);
 }
 
-bool TargetExists(pqxx::connection_base& conn, const config::TargetTable& target) {
-  pqxx::read_transaction tx(conn);
-  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  return tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>();
-}
-
 int Install(Context& context) {
   auto conn = db::Connect(context.Server());
-  int applied = db::InstallMigrations(*conn);
   const auto& target = context.Config().target;
-  if (TargetExists(*conn, target)) {
-    db::InstallVersionTrigger(*conn, target);
+  auto installed = db::InstallSchema(*conn, target);
+  int applied = installed.migrations_applied;
+  if (installed.target_exists) {
     // The guard trigger (CX003/4/5) and the job's windows: docs/database-api.md.
     batch::InstallGuard(*conn, context.Config());
   } else if (context.HasConfigFile()) {

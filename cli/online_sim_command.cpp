@@ -59,37 +59,18 @@ void WriteFile(const std::string& path, const std::string& text) {
   }
 }
 
-bool TableExists(pqxx::connection_base& conn, const config::TargetTable& target) {
-  pqxx::read_transaction tx(conn);
-  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  return tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>();
-}
-
-bool HasVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target) {
-  pqxx::read_transaction tx(conn);
-  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  return !tx.exec_params(
-                "SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass "
-                "AND tgname = 'coexist_bump_version'",
-                table)
-              .empty();
-}
-
 // The schema (edit-lock API) and the version trigger must be there; the
 // demo table is seeded when it is the target and missing, so that the
 // command works out of the box on a throwaway cluster.
 void PrepareDatabase(const db::Server& server, const config::TargetTable& target,
                      long long records) {
   auto conn = db::Connect(server);
-  db::InstallMigrations(*conn);
-  if (!TableExists(*conn, target)) {
+  if (!db::InstallSchema(*conn, target).target_exists) {
     if (target.Name() != config::TargetTable{}.Name()) {
       throw UnavailableError("target table " + target.Name() + " does not exist",
                              "create it, or fix target.table in the configuration.");
     }
     db::SeedDemoTable(*conn, records);
-  } else if (!HasVersionTrigger(*conn, target)) {
-    db::InstallVersionTrigger(*conn, target);
   }
 }
 

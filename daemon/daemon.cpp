@@ -7,7 +7,6 @@
 #include <optional>
 #include <pqxx/except>
 
-#include "admin/queue.h"
 #include "batch/runner.h"
 #include "common/log.h"
 #include "common/signals.h"
@@ -19,6 +18,7 @@
 #include "daemon/systemd_notifier.h"
 #include "daemon/work_waiter.h"
 #include "db/connection.h"
+#include "db/queue_store_ops.h"
 #include "policies/policy.h"
 
 namespace coexist::daemon {
@@ -319,8 +319,8 @@ void Daemon::PurgeIfDue() {
   const auto& r = config_.retention;
   try {
     auto conn = db::Connect(settings_.conninfo, config_.database.application_name);
-    auto purged = admin::PurgeOldRows(*conn, {r.done_items, r.events, r.runs},
-                                      "daemon:" + config_.batch.job, &stop_);
+    auto purged = db::PurgeOldRows(*conn, {r.done_items, r.events, r.runs},
+                                   "daemon:" + config_.batch.job, &stop_);
     if (purged.done_items + purged.events + purged.runs > 0) {
       spdlog::info("old rows purged done_items={} events={} runs={}", purged.done_items,
                    purged.events, purged.runs);

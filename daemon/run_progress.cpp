@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "db/connection.h"
+#include "db/queue_store.h"
 
 namespace coexist::daemon {
 
@@ -34,13 +35,8 @@ void RunProgress::Watch(std::stop_token stop) {
       if (!conn) conn = db::Connect(conninfo_, "coexist-daemon-status");
       pqxx::read_transaction tx(*conn);
       // This host's process: the newest running run of the job with our pid.
-      auto rows = tx.exec_params(
-          "SELECT run_id, done, deferred, dead FROM coexist.runs "
-          " WHERE job = $1 AND pid = $2 AND outcome = 'running' ORDER BY run_id DESC LIMIT 1",
-          job_, static_cast<int>(getpid()));
-      if (!rows.empty()) {
-        publish_({rows[0][0].as<long long>(), rows[0][1].as<long long>(),
-                  rows[0][2].as<long long>(), rows[0][3].as<long long>()});
+      if (auto run = db::RunningRunOf(tx, job_, static_cast<int>(getpid()))) {
+        publish_({run->run_id, run->done, run->deferred, run->dead});
       }
     } catch (const std::exception&) {
       conn.reset();  // the run reports a lost database; try again next time

@@ -7,7 +7,7 @@
 // With WatchdogSec= (WATCHDOG_USEC in the environment) a thread sends
 // WATCHDOG=1 at half the interval for as long as the object lives, also
 // while the daemon waits for work or a run is in progress. The ping proves the process is alive and
-// scheduling threads; a run's own progress is in coexist.runs' heartbeat.
+// scheduling threads; a run's own progress is in its runs row's heartbeat.
 //
 // Thread safety: every member may be called from any thread.
 

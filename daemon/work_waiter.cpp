@@ -8,8 +8,8 @@
 #include <pqxx/pqxx>
 #include <system_error>
 
-#include "batch/queue_sql.h"
 #include "db/connection.h"
+#include "db/queue_store.h"
 
 namespace coexist::daemon {
 namespace {
@@ -110,23 +110,13 @@ WorkWaiter::Reason WorkWaiter::Wait(std::chrono::milliseconds timeout, const std
 
 WorkWaiter::QueueCounts WorkWaiter::Counts(const std::string& job) {
   pqxx::read_transaction tx(*impl_->conn);
-  auto row = tx.exec_params1(
-      "SELECT count(*) FILTER (WHERE state = 'queued'), "
-      "       count(*) FILTER (WHERE state = 'deferred') "
-      "  FROM coexist.queue q "
-      " WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() "
-      // Items behind an earlier pending item of their key are not claimable
-      // (claim_items): counting them would start a run that claims nothing.
-      "   AND (NOT q.follows_pending OR NOT EXISTS (SELECT 1 FROM coexist.queue e "
-      "          WHERE e.job = q.job AND e.record_key = q.record_key AND e.item_id < q.item_id "
-      "            AND e.state IN ('queued', 'deferred')))",
-      job);
-  return {row[0].as<long long>(), row[1].as<long long>()};
+  auto counts = db::CountClaimable(tx, job);
+  return {counts.queued, counts.deferred};
 }
 
 bool WorkWaiter::JobLockHeld(const std::string& job) {
   pqxx::read_transaction tx(*impl_->conn);
-  return batch::JobLockHeld(tx, job);
+  return db::JobLockHeld(tx, job);
 }
 
 }  // namespace coexist::daemon

@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include "db/queue_store_ops.h"
+
 namespace coexist::db {
 
 Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target) {
@@ -13,30 +15,20 @@ Status ReadStatus(pqxx::connection_base& conn, const config::TargetTable& target
 
   pqxx::read_transaction tx(conn);
   status.server_version = tx.exec("SHOW server_version")[0][0].as<std::string>();
-  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  auto exists = tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table);
-  if (exists[0][0].as<bool>()) {
+  if (TargetExists(tx, target)) {
+    std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
     status.target_rows = tx.exec("SELECT count(*) FROM " + table)[0][0].as<long long>();
-    status.version_trigger =
-        tx.exec_params(
-              "SELECT count(*) > 0 FROM pg_trigger "
-              "WHERE tgrelid = $1::regclass AND tgname = 'coexist_bump_version'",
-              table)[0][0]
-            .as<bool>();
+    status.version_trigger = VersionTriggerOf(tx, target) != VersionTrigger::kMissing;
   }
   if (status.installed_version == 0) return status;
-  for (const auto& row : tx.exec("SELECT state::text, count(*) FROM coexist.queue GROUP BY 1")) {
-    status.queue_by_state[row[0].as<std::string>()] = row[1].as<long long>();
-  }
-  for (const char* state : {"queued", "deferred", "done", "dead"}) {
-    status.queue_by_state.try_emplace(state, 0);
-  }
+  auto totals = ReadQueueTotals(tx);
+  status.queue_by_state = std::move(totals.by_state);
   auto locks = tx.exec(
       "SELECT count(*) FILTER (WHERE expires_at > now()), count(*) FILTER (WHERE expires_at <= "
       "now()) FROM coexist.edit_locks");
   status.live_edit_locks = locks[0][0].as<long long>();
   status.expired_edit_locks = locks[0][1].as<long long>();
-  status.runs = tx.exec("SELECT count(*) FROM coexist.runs")[0][0].as<long long>();
+  status.runs = totals.runs;
   return status;
 }
 

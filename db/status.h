@@ -40,7 +40,7 @@ struct Status {
   std::map<std::string, long long> queue_by_state;
   long long live_edit_locks = 0;     // all targets; expired ones count as free
   long long expired_edit_locks = 0;  // not yet swept (`coexist locks sweep`)
-  long long runs = 0;                // coexist.runs rows of every job
+  long long runs = 0;                // runs recorded, of every job
 };
 
 // Reads the status through `conn` in read-only transactions of its own, one

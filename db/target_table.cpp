@@ -7,6 +7,54 @@
 #include "db/migrations.h"
 
 namespace coexist::db {
+namespace {
+
+std::string QuotedName(pqxx::transaction_base& tx, const config::TargetTable& target) {
+  return tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
+}
+
+}  // namespace
+
+bool TargetExists(pqxx::transaction_base& tx, const config::TargetTable& target) {
+  return tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", QuotedName(tx, target))[0]
+      .as<bool>();
+}
+
+VersionTrigger VersionTriggerOf(pqxx::transaction_base& tx, const config::TargetTable& target) {
+  std::string table = QuotedName(tx, target);
+  // to_regclass, not a cast: a missing table is kMissing, not an error.
+  constexpr const char* kOnTarget =
+      "SELECT count(*) > 0 FROM pg_trigger"
+      " WHERE tgrelid = to_regclass($1) AND tgname = 'coexist_bump_version'";
+  if (!tx.exec_params1(kOnTarget, table)[0].as<bool>()) return VersionTrigger::kMissing;
+  // Before 0009 the function's name cannot be asked for.
+  if (!tx.exec1("SELECT to_regprocedure('coexist.trigger_function_name(text,regclass)') IS NOT "
+                "NULL")[0]
+           .as<bool>()) {
+    return VersionTrigger::kOutdated;
+  }
+  bool current = tx.exec_params1(std::string(kOnTarget) +
+                                     " AND tgfoid = to_regproc(coexist.trigger_function_name("
+                                     "'bump_version', $1::regclass))",
+                                 table)[0]
+                     .as<bool>();
+  return current ? VersionTrigger::kCurrent : VersionTrigger::kOutdated;
+}
+
+SchemaInstall InstallSchema(pqxx::connection_base& conn, const config::TargetTable& target) {
+  SchemaInstall result;
+  result.migrations_applied = InstallMigrations(conn);
+  VersionTrigger trigger;
+  {
+    pqxx::read_transaction tx(conn);
+    result.target_exists = TargetExists(tx, target);
+    trigger = result.target_exists ? VersionTriggerOf(tx, target) : VersionTrigger::kMissing;
+  }
+  if (result.target_exists && trigger != VersionTrigger::kCurrent) {
+    InstallVersionTrigger(conn, target);
+  }
+  return result;
+}
 
 void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target) {
   pqxx::work tx(conn);

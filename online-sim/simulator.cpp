@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "db/connection.h"
+#include "db/target_table.h"
 #include "online-sim/engine.h"
 
 namespace coexist::online_sim {
@@ -228,7 +229,7 @@ void CheckPoolFits(pqxx::connection_base& conn, int pool_size) {
 void Simulator::State::ReadTarget(pqxx::connection_base& conn) {
   pqxx::read_transaction tx(conn);
   std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  if (!tx.exec_params("SELECT to_regclass($1) IS NOT NULL", table)[0][0].as<bool>()) {
+  if (!db::TargetExists(tx, target)) {
     throw UnavailableError("target table " + target.Name() + " does not exist",
                            "create it, or run 'coexist db seed' for the demo table.");
   }

@@ -5,11 +5,18 @@
 #include <atomic>
 
 #include "admin/edit_locks.h"
-#include "admin/queue.h"
+#include "db/queue_store_ops.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::admin {
 namespace {
+
+using db::kPurgeBatchRows;
+using db::ListRuns;
+using db::PurgeOldRows;
+using db::ReadQueueStatus;
+using db::RetryDeadItems;
+using db::ShowRun;
 
 using coexist::testing::DatabaseTest;
 using std::chrono::hours;
@@ -53,6 +60,20 @@ TEST_F(Admin, ReleaseByRecordOwnerAndAgeIsAudited) {
                        " WHERE kind = 'edit_lock_released_by_admin' AND actor = 'admin:test@host'"
                        " AND details ? 'token'"),
             "alice:1,alice:2,bob:3,carol:4");
+}
+
+// The command and the SQL function an application calls are one release:
+// the same audit record, the same NOTIFY.
+TEST_F(Admin, CommandAndSqlFunctionAuditAReleaseAlike) {
+  Lock(8, "dave");
+  Lock(9, "erin");
+  ReleaseEditLocks(*conn_, {.target = "products", .record_key = 8}, "admin:test@host");
+  EXPECT_EQ(QueryValue("SELECT coexist.admin_release_edit_lock('products', 9, 'admin:sql')"), "t");
+  EXPECT_EQ(QueryValue("SELECT string_agg(subject || ':' || (SELECT string_agg(k, ',' ORDER BY k)"
+                       " FROM jsonb_object_keys(details) AS k), ';' ORDER BY record_key)"
+                       " FROM coexist.events WHERE kind = 'edit_lock_released_by_admin'"),
+            "dave:acquired_at,token;erin:acquired_at,token");
+  EXPECT_EQ(QueryValue("SELECT coexist.admin_release_edit_lock('products', 9, 'admin:sql')"), "f");
 }
 
 TEST_F(Admin, ReleaseWithNoMatchChangesNothing) {

@@ -10,10 +10,10 @@
 
 #include <map>
 
-#include "admin/queue.h"
 #include "batch/enqueue.h"
 #include "batch/runner.h"
 #include "config/config.h"
+#include "db/queue_store_ops.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::batch {
@@ -185,7 +185,7 @@ TEST_F(KeyOrderTest, AnItemPutBackByRetryGoesBeforeLaterItemsOfItsKey) {
   EnqueueItems(conninfo(), "j", {Item("a")});
   QueryValue("UPDATE coexist.queue SET state = 'dead', attempts = 5");
   EnqueueItems(conninfo(), "j", {Item("b")});  // a is not pending now
-  EXPECT_EQ(admin::RetryDeadItems(*Connect("coexist-admin"), "j", "admin:test"), 1);
+  EXPECT_EQ(db::RetryDeadItems(*Connect("coexist-admin"), "j", "admin:test"), 1);
   RunWhileRowSevenIsHeld();
   EXPECT_EQ(States(), "a:deferred,b:queued") << "b went before the retried a";
 }

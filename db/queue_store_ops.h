@@ -1,11 +1,14 @@
 #pragma once
 
-// The queue and runs commands of operators: `coexist queue status`, `queue
-// retry --dead`, `queue purge`, `runs list`, `runs show`
-// (docs/operations.md, "Repair without SQL" and "Retention"); the daemon's
-// retention calls PurgeOldRows too. `runs sweep` is batch::SweepDeadRuns.
+// The queue store, part two (part one: queue_store.h): what operators and
+// reports read and repair on the queue and the runs. The queue and runs
+// commands: `coexist queue status`, `queue retry --dead`, `queue purge`,
+// `runs list`, `runs show` (docs/operations.md, "Repair without SQL" and
+// "Retention"); the daemon's retention calls PurgeOldRows too. `runs sweep`
+// is batch::SweepDeadRuns. `db status` reads ReadQueueTotals, capacity
+// planning the cell functions at the end.
 //
-// Every function uses `conn` for transactions of its own (each says which)
+// The commands' functions use `conn` for transactions of its own (each says which)
 // and leaves none open, so `conn` must have no transaction open (libpqxx
 // throws pqxx::usage_error otherwise). An empty `job` means every job.
 // Errors are libpqxx's, uncaught: pqxx::broken_connection when the server
@@ -26,9 +29,10 @@
 
 namespace pqxx {
 class connection_base;
-}
+class transaction_base;
+}  // namespace pqxx
 
-namespace coexist::admin {
+namespace coexist::db {
 
 // One job's queue, as `coexist queue status` shows it.
 struct JobQueueStatus {
@@ -141,4 +145,30 @@ struct RunDetail {
 // is no such run (never started, or purged by retention).
 std::optional<RunDetail> ShowRun(pqxx::connection_base& conn, long long run_id);
 
-}  // namespace coexist::admin
+// Every job's items by state (queued, deferred, done, dead; zeros
+// included) and the number of runs recorded, for `db status`. Reads in `tx`.
+struct QueueTotals {
+  std::map<std::string, long long> by_state;
+  long long runs = 0;
+};
+QueueTotals ReadQueueTotals(pqxx::transaction_base& tx);
+
+// A capacity cell's fresh start: empties the queue, the runs, the events,
+// the edit locks, the windows and the takeovers, restarting their ids. In
+// `tx`; takes ACCESS EXCLUSIVE locks on them until it ends.
+void EmptyCoexistTables(pqxx::transaction_base& tx);
+
+// `job`'s items by state, read in `tx`.
+struct JobCounts {
+  long long done = 0, deferred = 0, dead = 0, queued = 0;
+};
+JobCounts CountJobItems(pqxx::transaction_base& tx, const std::string& job);
+
+// How far `job`'s done items and the rows of `ledger` (a table with a
+// record_key column, one row per application) disagree: the sum over
+// records of |ledger rows - done items|; 0 when every done item was applied
+// exactly once. `ledger` is a trusted, already quoted name.
+long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
+                         const std::string& ledger);
+
+}  // namespace coexist::db

@@ -1,10 +1,10 @@
-// Every SQL statement of the queue and runs inspection commands.
+// The queue store's statements for operators and reports (queue_store_ops.h).
 
-#include "admin/queue.h"
+#include "db/queue_store_ops.h"
 
 #include <pqxx/pqxx>
 
-namespace coexist::admin {
+namespace coexist::db {
 namespace {
 
 constexpr const char* kRunColumns =
@@ -161,4 +161,47 @@ std::optional<RunDetail> ShowRun(pqxx::connection_base& conn, long long run_id) 
   return detail;
 }
 
-}  // namespace coexist::admin
+QueueTotals ReadQueueTotals(pqxx::transaction_base& tx) {
+  QueueTotals totals;
+  for (const auto& row : tx.exec("SELECT state::text, count(*) FROM coexist.queue GROUP BY 1")) {
+    totals.by_state[row[0].as<std::string>()] = row[1].as<long long>();
+  }
+  for (const char* state : {"queued", "deferred", "done", "dead"}) {
+    totals.by_state.try_emplace(state, 0);
+  }
+  totals.runs = tx.exec("SELECT count(*) FROM coexist.runs")[0][0].as<long long>();
+  return totals;
+}
+
+void EmptyCoexistTables(pqxx::transaction_base& tx) {
+  tx.exec(
+      "TRUNCATE coexist.queue, coexist.runs, coexist.events, coexist.edit_locks, "
+      "coexist.windows, coexist.takeovers RESTART IDENTITY");
+}
+
+JobCounts CountJobItems(pqxx::transaction_base& tx, const std::string& job) {
+  auto row = tx.exec_params1(
+      "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'deferred'),"
+      " count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'queued')"
+      " FROM coexist.queue WHERE job = $1",
+      job);
+  return {row[0].as<long long>(), row[1].as<long long>(), row[2].as<long long>(),
+          row[3].as<long long>()};
+}
+
+long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
+                         const std::string& ledger) {
+  return tx
+      .exec_params1(
+          "WITH done AS (SELECT record_key, count(*) AS n FROM coexist.queue"
+          "               WHERE job = $1 AND state = 'done' GROUP BY 1),"
+          "     ledger AS (SELECT record_key, count(*) AS n FROM " +
+              ledger +
+              " GROUP BY 1)"
+              " SELECT coalesce(sum(abs(coalesce(l.n, 0) - coalesce(d.n, 0))), 0)"
+              " FROM done d FULL JOIN ledger l USING (record_key)",
+          job)[0]
+      .as<long long>();
+}
+
+}  // namespace coexist::db

@@ -1,0 +1,380 @@
+#include "db/queue_store.h"
+
+#include <unistd.h>
+
+#include <pqxx/pqxx>
+
+#include "db/array_literal.h"
+
+namespace coexist::db {
+namespace {
+
+std::vector<long long> Keys(const pqxx::result& result) {
+  std::vector<long long> out;
+  out.reserve(result.size());
+  for (const auto& row : result) out.push_back(row[0].as<long long>());
+  return out;
+}
+
+std::string Ms(std::chrono::milliseconds value) { return std::to_string(value.count()) + "ms"; }
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::vector<Item> ItemsOf(const pqxx::result& result) {
+  std::vector<Item> items;
+  items.reserve(result.size());
+  for (const auto& row : result) {
+    items.push_back({row[0].as<long long>(), row[1].as<long long>(), row[2].as<std::string>(),
+                     row[3].as<int>(), row[4].as<int>()});
+  }
+  return items;
+}
+
+// Items behind an earlier pending item of their key wait for it (0007,
+// 0015): the claim, the dry run and the daemon's wake-up test share this.
+constexpr const char* kFirstOfKey = R"sql(
+       (NOT q.follows_pending
+        OR NOT EXISTS (SELECT 1 FROM coexist.queue e
+                        WHERE e.job = q.job AND e.record_key = q.record_key
+                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))))sql";
+
+}  // namespace
+
+QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::move(job)) {
+  conn.prepare("claim_items", R"sql(
+    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
+      FROM coexist.queue q
+     WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
+       AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
+       AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
+       AND (NOT q.follows_pending  -- an earlier item of the key goes first (0007, 0015)
+            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
+                            WHERE e.job = q.job AND e.record_key = q.record_key
+                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
+     ORDER BY q.item_id
+     LIMIT $3
+       FOR UPDATE SKIP LOCKED)sql");
+  conn.prepare("claim_untaken_items", R"sql(
+    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
+      FROM coexist.queue q
+     WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
+       AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
+       AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
+       AND (NOT q.follows_pending  -- an earlier item of the key goes first (0007, 0015)
+            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
+                            WHERE e.job = q.job AND e.record_key = q.record_key
+                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
+       AND NOT EXISTS (SELECT 1 FROM coexist.takeovers t WHERE t.item_id = q.item_id)
+     ORDER BY q.item_id
+     LIMIT $3
+       FOR UPDATE SKIP LOCKED)sql");
+  conn.prepare("relock_items", R"sql(
+    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
+      FROM coexist.queue q WHERE q.item_id = ANY ($1::bigint[]) AND q.state IN ('queued', 'deferred')
+     ORDER BY q.item_id FOR UPDATE)sql");
+  conn.prepare("find_claimable_items", R"sql(
+    SELECT q.item_id FROM coexist.queue q
+     WHERE q.item_id = ANY ($1::bigint[]) AND q.state IN ('queued', 'deferred')
+       AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2))sql");
+  conn.prepare("complete_items", R"sql(
+    UPDATE coexist.queue
+       SET state = 'done', attempts = attempts + 1, run_id = $2, done_at = clock_timestamp(),
+           updated_at = now(), last_error = NULL, defer_reason = NULL
+     WHERE item_id = ANY ($1::bigint[]))sql");
+  conn.prepare("fail_items", R"sql(
+    WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(item_id, error)),
+    u AS (
+      UPDATE coexist.queue q
+         SET attempts = q.attempts + 1, last_error = f.error, run_id = $3, updated_at = now(),
+             state = CASE WHEN q.attempts + 1 >= $4 THEN 'dead' ELSE 'queued' END::coexist.item_state
+        FROM f WHERE q.item_id = f.item_id
+      RETURNING q.item_id, q.record_key, q.state, q.attempts, f.error),
+    e AS (
+      INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
+      SELECT 'item_dead', $5, $3, item_id, $6::regclass, record_key, 'batch run ' || $3,
+             jsonb_build_object('attempts', attempts, 'error', error)
+        FROM u WHERE state = 'dead'
+      RETURNING 1)
+    SELECT count(*) FROM u WHERE state = 'dead')sql");
+  conn.prepare("defer_items", R"sql(
+    WITH d AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::boolean[])
+                              AS d(item_id, reason, escalated)),
+    u AS (
+      UPDATE coexist.queue q
+         SET state = 'deferred', deferrals = q.deferrals + 1, defer_reason = d.reason,
+             not_before = now() + $6::interval, run_id = $4, updated_at = now()
+        FROM d WHERE q.item_id = d.item_id
+      RETURNING q.item_id, q.record_key, q.deferrals, d.reason, d.escalated)
+    INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
+    SELECT k.kind, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
+           jsonb_build_object('reason', u.reason, 'deferrals', u.deferrals)
+      FROM u CROSS JOIN LATERAL (VALUES ('item_deferred'), (CASE WHEN u.escalated
+                                 THEN 'item_escalated' END)) AS k(kind)
+     WHERE k.kind IS NOT NULL)sql");
+  // Takeovers no running run holds any more: the run ended, failed, was
+  // killed (and marked abandoned) or its row is gone.
+  conn.prepare("delete_orphaned_takeovers", R"sql(
+    DELETE FROM coexist.takeovers t
+     WHERE t.target = $1::regclass
+       AND NOT EXISTS (SELECT 1 FROM coexist.runs r
+                        WHERE r.run_id = t.run_id AND r.outcome = 'running')
+    RETURNING t.record_key)sql");
+  conn.prepare("hold_run", "SELECT coexist.hold_run($1)");
+  conn.prepare("insert_run", R"sql(
+    INSERT INTO coexist.runs (job, policy, host, pid, details, backend_pid)
+    VALUES ($1, $2, $3, $4, $5::jsonb, pg_backend_pid())
+    RETURNING run_id)sql");
+  conn.prepare("lock_run",
+               "SELECT pg_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
+  conn.prepare("try_lock_job", "SELECT coexist.try_lock_job($1)");
+  // The session holding the job's lock (0004), and the run it is, if any
+  // (runs.backend_pid, 0012). Another role's session shows NULLs in
+  // pg_stat_activity's columns where this role may not read them.
+  conn.prepare("find_job_holder", R"sql(
+    SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, '?'),
+           coalesce(host(a.client_addr), 'local'), coalesce(a.state, '?'),
+           extract(epoch FROM now() - a.backend_start)::bigint,
+           r.run_id, r.host, r.pid, date_trunc('second', r.started_at)::text,
+           extract(epoch FROM now() - r.heartbeat_at)::bigint
+      FROM pg_locks l
+      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+      LEFT JOIN coexist.runs r ON r.job = $1 AND r.outcome = 'running' AND r.backend_pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND l.classid = coexist.job_lock_class()::oid AND l.objid = hashtext($1)::oid
+     LIMIT 1)sql");
+  conn.prepare("abandon_runs", "SELECT r FROM coexist.abandon_stale_runs($1) AS r");
+  conn.prepare("heartbeat_run", R"sql(
+    UPDATE coexist.runs SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
+     WHERE run_id = $1)sql");
+  conn.prepare("finish_run", R"sql(
+    UPDATE coexist.runs
+       SET heartbeat_at = now(), ended_at = now(), outcome = $2, claimed = $3, done = $4,
+           deferred = $5, dead = $6, details = details || $7::jsonb
+     WHERE run_id = $1)sql");
+  conn.prepare("insert_event", R"sql(
+    INSERT INTO coexist.events (kind, job, run_id, actor, details)
+    VALUES ($1, $2, $3::bigint, 'batch run ' || $3::bigint, $4::jsonb))sql");
+  conn.prepare("count_queued",
+               "SELECT count(*) FROM coexist.queue WHERE job = $1 AND state = 'queued'");
+}
+
+long long QueueStore::StartRun(pqxx::transaction_base& tx, const std::string& policy,
+                               const std::string& details_json) {
+  return tx
+      .exec_prepared1("insert_run", job_.job, policy, Hostname(), static_cast<int>(getpid()),
+                      details_json)[0]
+      .as<long long>();
+}
+
+void QueueStore::LockRun(pqxx::transaction_base& tx, long long run_id) {
+  tx.exec_prepared("lock_run", run_id);
+}
+
+bool QueueStore::TryLockJob(pqxx::transaction_base& tx) {
+  return tx.exec_prepared1("try_lock_job", job_.job)[0].as<bool>();
+}
+
+std::optional<JobHolder> QueueStore::FindJobHolder(pqxx::transaction_base& tx) {
+  auto rows = tx.exec_prepared("find_job_holder", job_.job);
+  if (rows.empty()) return std::nullopt;
+  const auto& row = rows[0];
+  JobHolder holder;
+  holder.pid = row[0].as<int>();
+  std::string who = "pid " + std::to_string(holder.pid) + ", role " + row[1].as<std::string>() +
+                    ", application_name '" + row[2].as<std::string>() + "', client " +
+                    row[3].as<std::string>() + ", " + row[4].as<std::string>();
+  auto timeout_s = std::chrono::duration_cast<std::chrono::seconds>(job_.busy_timeout);
+  if (!row[6].is_null()) {
+    holder.run_id = row[6].as<long long>();
+    long long silent = row[10].is_null() ? 0 : row[10].as<long long>();
+    holder.description = "run " + std::to_string(holder.run_id) + " on host " +
+                         row[7].as<std::string>() + " (pid " + row[8].as<std::string>() +
+                         "), started " + row[9].as<std::string>() + ", last heartbeat " +
+                         std::to_string(silent) + " s ago; its session: " + who;
+    holder.stuck = silent > timeout_s.count();
+  } else {
+    long long connected = row[5].is_null() ? 0 : row[5].as<long long>();
+    holder.description = "a session that is not a coexist run (" + who + ", connected " +
+                         std::to_string(connected) + " s ago)";
+    holder.stuck = connected > timeout_s.count();
+  }
+  return holder;
+}
+
+bool QueueStore::HoldRun(pqxx::transaction_base& tx, long long run_id) {
+  return tx.exec_prepared1("hold_run", run_id)[0].as<bool>();
+}
+
+std::vector<long long> QueueStore::AbandonStaleRuns(pqxx::transaction_base& tx) {
+  return Keys(tx.exec_prepared("abandon_runs", job_.job));
+}
+
+void QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed,
+                              long long done, long long deferred, long long dead) {
+  tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead);
+}
+
+void QueueStore::FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
+                           long long claimed, long long done, long long deferred, long long dead,
+                           const std::string& details_json) {
+  tx.exec_prepared("finish_run", run_id, outcome, claimed, done, deferred, dead, details_json);
+}
+
+void QueueStore::AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
+                          const std::string& details_json) {
+  tx.exec_prepared("insert_event", kind, job_.job, run_id, details_json);
+}
+
+long long QueueStore::CountQueued(pqxx::transaction_base& tx) {
+  return tx.exec_prepared1("count_queued", job_.job)[0].as<long long>();
+}
+
+std::vector<Item> QueueStore::ClaimItems(pqxx::transaction_base& tx, long long run_id, int limit,
+                                         long long after, const std::vector<long long>& exclude,
+                                         bool untaken_only) {
+  return ItemsOf(tx.exec_prepared(untaken_only ? "claim_untaken_items" : "claim_items", job_.job,
+                                  run_id, limit, after, ArrayLiteral(exclude)));
+}
+
+std::vector<Item> QueueStore::RelockItems(pqxx::transaction_base& tx,
+                                          const std::vector<long long>& ids) {
+  return ItemsOf(tx.exec_prepared("relock_items", ArrayLiteral(ids)));
+}
+
+std::vector<long long> QueueStore::StillClaimable(pqxx::transaction_base& tx, long long run_id,
+                                                  const std::vector<long long>& ids) {
+  return Keys(tx.exec_prepared("find_claimable_items", ArrayLiteral(ids), run_id));
+}
+
+void QueueStore::CompleteItems(pqxx::transaction_base& tx, long long run_id,
+                               const std::vector<long long>& ids) {
+  if (!ids.empty()) tx.exec_prepared("complete_items", ArrayLiteral(ids), run_id);
+}
+
+long long QueueStore::FailItems(pqxx::transaction_base& tx, long long run_id,
+                                const std::vector<Failure>& failures) {
+  if (failures.empty()) return 0;
+  std::vector<long long> ids;
+  std::vector<std::optional<std::string>> errors;
+  for (const auto& f : failures) {
+    ids.push_back(f.item_id);
+    errors.emplace_back(f.error);
+  }
+  return tx
+      .exec_prepared1("fail_items", ArrayLiteral(ids), ArrayLiteral(errors), run_id,
+                      job_.max_attempts, job_.job, job_.target)[0]
+      .as<long long>();
+}
+
+void QueueStore::DeferItems(pqxx::transaction_base& tx, long long run_id,
+                            const std::vector<Deferral>& deferrals) {
+  if (deferrals.empty()) return;
+  std::vector<long long> ids;
+  std::vector<std::optional<std::string>> reasons;
+  std::vector<std::optional<std::string>> escalated;
+  for (const auto& d : deferrals) {
+    ids.push_back(d.item_id);
+    reasons.emplace_back(d.reason);
+    escalated.emplace_back(d.escalated ? "t" : "f");
+  }
+  tx.exec_prepared("defer_items", ArrayLiteral(ids), ArrayLiteral(reasons), ArrayLiteral(escalated),
+                   run_id, job_.job, Ms(job_.defer_delay), job_.target);
+}
+
+std::vector<long long> QueueStore::DeleteOrphanedTakeovers(pqxx::transaction_base& tx) {
+  return Keys(tx.exec_prepared("delete_orphaned_takeovers", job_.target));
+}
+
+bool QueueInstalled(pqxx::transaction_base& tx) {
+  return tx.exec1("SELECT to_regclass('coexist.queue') IS NOT NULL")[0].as<bool>();
+}
+
+bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job) {
+  if (!tx.exec1("SELECT to_regprocedure('coexist.job_lock_class()') IS NOT NULL")[0].as<bool>()) {
+    return false;
+  }
+  return tx
+      .exec_params1(R"sql(
+    SELECT EXISTS (
+      SELECT 1 FROM pg_locks
+       WHERE locktype = 'advisory' AND granted AND objsubid = 2
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid))sql",
+                    job)[0]
+      .as<bool>();
+}
+
+std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& job,
+                                 long long after, int limit) {
+  std::vector<Item> items;
+  for (const auto& row : tx.exec_params(std::string(R"sql(
+    SELECT item_id, record_key, attempts, deferrals FROM coexist.queue q
+     WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() AND item_id > $2
+       AND )sql") + kFirstOfKey + R"sql(
+     ORDER BY item_id
+     LIMIT $3)sql",
+                                        job, after, limit)) {
+    items.push_back(
+        {row[0].as<long long>(), row[1].as<long long>(), "", row[2].as<int>(), row[3].as<int>()});
+  }
+  return items;
+}
+
+ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& job) {
+  // Items behind an earlier pending item of their key are not claimable:
+  // counting them would start a run that claims nothing.
+  auto row = tx.exec_params1(std::string(R"sql(
+    SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'deferred')
+      FROM coexist.queue q
+     WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now()
+       AND )sql") + kFirstOfKey,
+                             job);
+  return {row[0].as<long long>(), row[1].as<long long>()};
+}
+
+std::optional<RunTally> RunningRunOf(pqxx::transaction_base& tx, const std::string& job, int pid) {
+  auto rows = tx.exec_params(
+      "SELECT run_id, done, deferred, dead FROM coexist.runs "
+      " WHERE job = $1 AND pid = $2 AND outcome = 'running' ORDER BY run_id DESC LIMIT 1",
+      job, pid);
+  if (rows.empty()) return std::nullopt;
+  return RunTally{rows[0][0].as<long long>(), rows[0][1].as<long long>(),
+                  rows[0][2].as<long long>(), rows[0][3].as<long long>()};
+}
+
+long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
+                      const std::vector<long long>& keys,
+                      const std::vector<std::optional<std::string>>& payloads,
+                      const std::vector<std::optional<std::string>>& idempotency_keys) {
+  return tx
+      .exec_params1(R"sql(
+    WITH input AS (SELECT * FROM unnest($2::bigint[], $3::jsonb[], $4::text[]) AS i(k, p, ik)),
+    added AS (
+      INSERT INTO coexist.queue (job, record_key, payload, idempotency_key)
+      SELECT $1, k, coalesce(p, '{}'), ik FROM input
+      ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+      RETURNING 1)
+    SELECT count(*) FROM added)sql",
+                    job, ArrayLiteral(keys), ArrayLiteral(payloads),
+                    ArrayLiteral(idempotency_keys))[0]
+      .as<long long>();
+}
+
+SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job,
+                              const std::string& source) {
+  auto row = tx.exec_params1(
+      "WITH src AS (" + source +
+          "), added AS (INSERT INTO coexist.queue (job, record_key, payload, "
+          "idempotency_key) SELECT $1, k, p, ik FROM src ON CONFLICT (job, idempotency_key) "
+          "WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING 1) "
+          "SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM added)",
+      job);
+  return {row[0].as<long long>(), row[1].as<long long>()};
+}
+
+}  // namespace coexist::db

@@ -1,0 +1,185 @@
+#pragma once
+
+// The queue store: every statement coexist's C++ runs on coexist.queue and
+// coexist.runs is in this module, so the queue's rules (claim order per
+// key, who may charge an attempt, how a run is fenced) are read in one
+// place. This header holds what a run, enqueue, the dry run and the daemon
+// do; queue_store_ops.h what operators and reports read and repair. A ctest
+// (one_queue_store) fails when another file of the tree names those tables.
+//
+// Statements of a run are prepared once per connection under verb_noun
+// names; data is always bound. Errors are libpqxx's, uncaught:
+// pqxx::broken_connection when the server goes away, pqxx::sql_error when
+// the database refuses a statement (42P01 when coexist is not installed,
+// 42501 when the role lacks a right), pqxx::transaction_rollback (40001,
+// 40P01) when the server rolls the transaction back.
+//
+// Thread safety: one QueueStore per connection, used by one thread; the
+// free functions use only the transaction they are given.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pqxx {
+class connection_base;
+class transaction_base;
+}  // namespace pqxx
+
+namespace coexist::db {
+
+// One claimed queue item.
+struct Item {
+  long long item_id = 0;
+  long long key = 0;
+  std::string payload;  // jsonb as text; "" where only the ids were read
+  int attempts = 0;
+  int deferrals = 0;
+};
+
+struct Deferral {
+  long long item_id = 0;
+  std::string reason;
+  bool escalated = false;
+};
+
+struct Failure {
+  long long item_id = 0;
+  std::string error;
+};
+
+// The session holding a job's lock.
+struct JobHolder {
+  int pid = 0;
+  long long run_id = 0;     // 0: not a coexist run (someone else took the lock)
+  std::string description;  // who and since when, for the operator
+  // Held longer than busy_timeout: a foreign session connected that long,
+  // or a run whose heartbeat is that old.
+  bool stuck = false;
+};
+
+// The job a QueueStore works for, from its configuration.
+struct QueueJob {
+  std::string job;
+  int max_attempts = 1;                       // an item at this many attempts is dead
+  std::chrono::milliseconds defer_delay{0};   // a deferred item's not_before, from now
+  std::chrono::milliseconds busy_timeout{0};  // JobHolder::stuck beyond it
+  std::string target;                         // the target as a regclass literal, for events
+};
+
+// A run's statements on the queue and the runs table, for one job.
+class QueueStore {
+ public:
+  // Prepares every statement on `conn`, which must outlive this object.
+  QueueStore(pqxx::connection_base& conn, QueueJob job);
+
+  // --- runs --------------------------------------------------------------
+  // A 'running' row for this process; returns its run_id.
+  long long StartRun(pqxx::transaction_base& tx, const std::string& policy,
+                     const std::string& details_json);
+  // Session-level: held by the control connection until it closes.
+  void LockRun(pqxx::transaction_base& tx, long long run_id);
+  // The job's lock for this session (0004_job_lock.sql); false when another
+  // session holds it. Then FindJobHolder names it (nullopt: it let go since).
+  bool TryLockJob(pqxx::transaction_base& tx);
+  std::optional<JobHolder> FindJobHolder(pqxx::transaction_base& tx);
+  // Holds the run's row for the rest of `tx`; false when the run is no
+  // longer 'running' (marked abandoned: its control connection died). Every
+  // chunk transaction starts with it (0008_run_fencing.sql).
+  bool HoldRun(pqxx::transaction_base& tx, long long run_id);
+  // Marks the job's running runs whose lock is free as abandoned, waiting for
+  // their chunks in flight to end first. Call it holding the job's lock.
+  std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
+  void HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed, long long done,
+                    long long deferred, long long dead);
+  void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
+                 long long claimed, long long done, long long deferred, long long dead,
+                 const std::string& details_json);
+  void AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
+                const std::string& details_json);
+  long long CountQueued(pqxx::transaction_base& tx);
+  // Deletes the target's takeovers that no running run holds any more (their
+  // run was abandoned, failed or finished without handing back); returns
+  // their record keys, for the caller to hand back.
+  std::vector<long long> DeleteOrphanedTakeovers(pqxx::transaction_base& tx);
+
+  // --- items -------------------------------------------------------------
+  // Up to `limit` claimable items with item_id > after, skipping items other
+  // transactions hold (SKIP LOCKED), items this run deferred, the ids in
+  // `exclude`, (untaken_only) items another worker has taken over, and items
+  // behind an earlier pending item of their key (one item per key at a time,
+  // in item_id order: 0007_queue_key_order.sql).
+  std::vector<Item> ClaimItems(pqxx::transaction_base& tx, long long run_id, int limit,
+                               long long after, const std::vector<long long>& exclude,
+                               bool untaken_only);
+  // Re-locks items this worker took over (status_partition's second step).
+  std::vector<Item> RelockItems(pqxx::transaction_base& tx, const std::vector<long long>& ids);
+  // Which of `ids` may still be claimed (pruning a worker's waiting list).
+  std::vector<long long> StillClaimable(pqxx::transaction_base& tx, long long run_id,
+                                        const std::vector<long long>& ids);
+  void CompleteItems(pqxx::transaction_base& tx, long long run_id,
+                     const std::vector<long long>& ids);
+  // Attempts grow; an item at max_attempts becomes dead (with an item_dead
+  // event). Only for failures that are the item's own. Returns dead count.
+  long long FailItems(pqxx::transaction_base& tx, long long run_id,
+                      const std::vector<Failure>& failures);
+  // Deferred until now + defer_delay, with item_deferred (and
+  // item_escalated) events; attempts unchanged.
+  void DeferItems(pqxx::transaction_base& tx, long long run_id,
+                  const std::vector<Deferral>& deferrals);
+
+ private:
+  QueueJob job_;
+};
+
+// Whether coexist's queue is installed in this database.
+bool QueueInstalled(pqxx::transaction_base& tx);
+
+// Whether some session holds `job`'s lock (0004_job_lock.sql), read from
+// pg_locks without trying it: trying would make a run starting at this
+// moment exit as busy. False while 0004 is not installed.
+bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job);
+
+// Up to `limit` items of `job` a run could claim now, with item_id > after,
+// in claim order (as ClaimItems, without locking or skipping anything);
+// payloads are not read. For the dry run.
+std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& job,
+                                 long long after, int limit);
+
+// Items of `job` a run could claim now, by state (the daemon's wake-up test).
+struct ClaimableCounts {
+  long long queued = 0;
+  long long deferred = 0;
+};
+ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& job);
+
+// The counts of a running run of `job` started by process `pid` (of this
+// host), the newest if several; nullopt when there is none.
+struct RunTally {
+  long long run_id = 0;
+  long long done = 0;
+  long long deferred = 0;
+  long long dead = 0;
+};
+std::optional<RunTally> RunningRunOf(pqxx::transaction_base& tx, const std::string& job, int pid);
+
+// Enqueues one item per element (`payloads` and `idempotency_keys` as
+// long as `keys`; a missing payload is {}); an item whose idempotency key
+// the job already has is skipped. Returns how many were added.
+long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
+                      const std::vector<long long>& keys,
+                      const std::vector<std::optional<std::string>>& payloads,
+                      const std::vector<std::optional<std::string>>& idempotency_keys);
+
+// Enqueues the rows of `source`, a SELECT returning the columns k (bigint),
+// p (jsonb) and ik (text), as InsertItems does. Returns the rows `source`
+// gave and how many of them were added.
+struct SelectedInsert {
+  long long rows = 0;
+  long long added = 0;
+};
+SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job,
+                              const std::string& source);
+
+}  // namespace coexist::db
