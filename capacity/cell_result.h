@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "config/scenario.h"
+
 namespace coexist::capacity {
 
 // Online latency and throughput over one phase of a cell's run.
@@ -57,6 +59,11 @@ struct CellResult {
   long long lock_timeouts = 0;  // 55P03
   long long other_errors = 0;
   double pool_wait_p99_ms = 0;
+  // Online transactions that failed while the batch ran, by outcome
+  // ("refused_window" -> 12): what the error-rate objective counts
+  // (config::Objectives::max_error_percent), the users' own version
+  // conflicts and edit-lock waits on each other left out.
+  std::map<std::string, long long> during_errors;
   long long lost_updates = 0;           // must be 0 for every policy
   long long applied_twice = 0;          // batch items applied more than once: must be 0
   long long rows_changed_by_batch = 0;  // from the ledger, to cross-check `done`
@@ -75,6 +82,7 @@ struct ScenarioSummary {
   double window_seconds = 0;             // the batch must finish inside this
   long long production_queue_items = 0;  // for the projection; 0: none
   double production_window_seconds = 0;  // the production window it must fit
+  config::Objectives objectives;         // what a recommended policy must meet
   std::string started_at;                // ISO-8601
   std::string host;
 };

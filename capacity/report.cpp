@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -89,6 +90,41 @@ void WriteAtomically(const fs::path& path, const std::string& text) {
   if (ec) throw Error(ExitCode::kCantCreate, "cannot write " + path.string() + ": " + ec.message());
 }
 
+nlohmann::ordered_json ObjectivesJson(const config::Objectives& o) {
+  return {{"max_p99_ratio", o.max_p99_ratio},
+          {"max_error_rate_percent", o.max_error_percent},
+          {"min_done_share_percent", o.min_done_percent},
+          {"max_deferred_share_percent", o.max_deferred_percent}};
+}
+
+nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
+  nlohmann::ordered_json outcomes = nlohmann::ordered_json::array();
+  for (const auto& o : r.outcomes) {
+    nlohmann::ordered_json misses = nlohmann::ordered_json::array();
+    for (const auto& m : o.misses) {
+      misses.push_back({{"objective", m.objective},
+                        {"limit", m.limit},
+                        {"measured", m.measured},
+                        {"by", m.by},
+                        {"text", m.text},
+                        {"remedy", m.remedy}});
+    }
+    outcomes.push_back({{"policy", o.policy},
+                        {"meets_objectives", o.Qualifies()},
+                        {"batch_seconds", o.batch_seconds},
+                        {"finished_in_window", o.finished_in_window},
+                        {"p99_ratio", o.p99_ratio},
+                        {"error_rate_percent", o.error_percent},
+                        {"done_percent", o.done_percent},
+                        {"deferred_percent", o.deferred_percent},
+                        {"missed", misses}});
+  }
+  return {{"load_level", r.load_level},
+          {"recommended", r.recommended},
+          {"reason", r.reason},
+          {"policies", outcomes}};
+}
+
 std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   nlohmann::ordered_json out;
   out["scenario"] = {{"name", s.name},
@@ -98,6 +134,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                      {"window_seconds", s.window_seconds},
                      {"production_queue_items", s.production_queue_items},
                      {"production_window_seconds", s.production_window_seconds},
+                     {"objectives", ObjectivesJson(s.objectives)},
                      {"started_at", s.started_at},
                      {"host", s.host}};
   out["cells"] = nlohmann::ordered_json::array();
@@ -107,6 +144,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     cell["before"] = PhaseJson(c.before);
     cell["during"] = PhaseJson(c.during);
     cell["after"] = PhaseJson(c.after);
+    cell["during_errors"] = c.during_errors;
     cell["batch_span_seconds"] = {c.batch_start_seconds, c.batch_end_seconds};
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& t : c.timeline) {
@@ -116,12 +154,8 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     cell["timeline"] = timeline;
     out["cells"].push_back(cell);
   }
-  auto recs = Recommend(cells, s);
   out["recommendations"] = nlohmann::ordered_json::array();
-  for (const auto& r : recs) {
-    out["recommendations"].push_back(
-        {{"load_level", r.load_level}, {"recommended", r.recommended}, {"reason", r.reason}});
-  }
+  for (const auto& r : Recommend(cells, s)) out["recommendations"].push_back(RecommendationJson(r));
   out["projections"] = nlohmann::ordered_json::array();
   for (const auto& p : Project(cells, s)) {
     out["projections"].push_back({{"policy", p.policy},
@@ -213,6 +247,48 @@ std::string Charts(const std::vector<CellResult>& cells) {
   return out;
 }
 
+std::string PassFail(bool pass, const std::string& figure) {
+  return pass ? "<span class=ok>" + figure + "</span>" : "<span class=bad>" + figure + "</span>";
+}
+
+// Each policy against each objective, pass/fail at a glance, with what it
+// missed and what would make it qualify.
+std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
+  const auto& o = s.objectives;
+  std::string html = fmt::format(
+      "<h2>Objectives</h2>\n<p>A policy is recommended only when it meets all of them: the batch "
+      "finishes inside the {:.0f} s window, online p99 during the batch at most {:g}x of the "
+      "warm-up's, at most {:g}% of online transactions fail during the batch, at least {:g}% of "
+      "the items done and at most {:g}% left deferred.</p>\n"
+      "<table><tr><th>load</th><th>policy</th><th>window</th><th>p99 ratio</th><th>online "
+      "errors</th><th>done</th><th>deferred</th><th>missed, and what would qualify it</th></tr>\n",
+      s.window_seconds, o.max_p99_ratio, o.max_error_percent, o.min_done_percent,
+      o.max_deferred_percent);
+  for (const auto& r : Recommend(cells, s)) {
+    for (const auto& p : r.outcomes) {
+      auto missed = [&p](const char* objective) {
+        return std::none_of(p.misses.begin(), p.misses.end(),
+                            [&](const Miss& m) { return m.objective == objective; });
+      };
+      std::string notes;
+      for (const auto& m : p.misses) {
+        notes += (notes.empty() ? "" : "<br>") + Escape(m.text) + " &rarr; " + Escape(m.remedy);
+      }
+      html += fmt::format(
+          "<tr><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td><td>{}</td><td class=text>{}</td></tr>\n",
+          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.policy),
+          PassFail(missed("window"), fmt::format("{:.1f} s", p.batch_seconds)),
+          PassFail(missed("max_p99_ratio"), fmt::format("{:.2f}x", p.p99_ratio)),
+          PassFail(missed("max_error_rate"), fmt::format("{:.2f}%", p.error_percent)),
+          PassFail(missed("min_done_share"), fmt::format("{:.2f}%", p.done_percent)),
+          PassFail(missed("max_deferred_share"), fmt::format("{:.2f}%", p.deferred_percent)),
+          notes.empty() ? "<span class=ok>meets every objective</span>" : notes);
+    }
+  }
+  return html + "</table>\n";
+}
+
 std::string Html(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   std::string html = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>coexist capacity report: )" +
@@ -244,7 +320,7 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
                                           : "<span class=ok>" + Escape(r.recommended) + "</span>",
                     Escape(r.reason));
   }
-  html += "</table>\n";
+  html += "</table>\n" + ObjectivesHtml(s, cells);
 
   auto projections = Project(cells, s);
   if (!projections.empty()) {
@@ -324,6 +400,20 @@ void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
         c.index, c.policy, c.load_level, c.batch_seconds, c.items_per_second, c.done, c.deferred,
         c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals, c.revocations,
         c.lost_updates);
+  }
+}
+
+void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
+                          const std::vector<CellResult>& cells) {
+  for (const auto& r : Recommend(cells, scenario)) {
+    std::string level = r.load_level.empty() ? "" : " at " + r.load_level;
+    out << "recommended" << level << ": " << (r.recommended.empty() ? "none" : r.recommended)
+        << " — " << r.reason << '\n';
+    for (const auto& p : r.outcomes) {
+      for (const auto& m : p.misses) {
+        out << "  " << p.policy << " missed " << m.objective << ": " << m.text << '\n';
+      }
+    }
   }
 }
 

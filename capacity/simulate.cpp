@@ -123,6 +123,17 @@ void AddOnline(CellResult& cell, const online_sim::Report& r) {
   cell.lost_updates += r.lost_check.lost;
 }
 
+// What the error-rate objective counts, from the phase while the batch runs.
+void AddDuringErrors(CellResult& cell, const online_sim::Report& r) {
+  for (Outcome outcome :
+       {Outcome::kGaveUp, Outcome::kLockTimeout, Outcome::kNowait, Outcome::kLockRevoked,
+        Outcome::kRefusedWindow, Outcome::kRefusedOwner, Outcome::kRefusedEditLocked,
+        Outcome::kDeadlock, Outcome::kSerialization, Outcome::kCanceled, Outcome::kTerminated,
+        Outcome::kConnectionLost, Outcome::kOther}) {
+    if (long long n = Count(r, outcome); n > 0) cell.during_errors[OutcomeName(outcome)] = n;
+  }
+}
+
 // One online phase of `duration` (or until Stop()), its ticks on the timeline.
 class OnlinePhase {
  public:
@@ -231,6 +242,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   if (batch_error) std::rethrow_exception(batch_error);
   cell.during = PhaseOf(during_report);
   AddOnline(cell, during_report);
+  AddDuringErrors(cell, during_report);
   cell.revocations = std::max(cell.revocations, summary.revoked);
   cell.batch_seconds = summary.seconds;
   cell.batch_finished = summary.stop_reason == "drained";
@@ -272,6 +284,7 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
           .window_seconds = std::chrono::duration<double>(s.window).count(),
           .production_queue_items = s.production_queue_items,
           .production_window_seconds = std::chrono::duration<double>(s.production_window).count(),
+          .objectives = s.objectives,
           .started_at = Now(),
           .host = host};
 }

@@ -54,6 +54,7 @@ int Simulate(Context& context, const std::string& scenario_name, const std::stri
   if (!cells.empty()) {
     capacity::WriteReport(out_dir, summary, cells);
     capacity::PrintTable(std::cout, cells);
+    capacity::PrintRecommendations(std::cout, summary, cells);
     std::cout << "report: " << (std::filesystem::path(out_dir) / "report.html").string() << '\n';
   }
   if (failure) std::rethrow_exception(failure);

@@ -1,9 +1,12 @@
 #include "config/scenario.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "config/duration.h"
 #include "config/yaml_reader.h"
 #include "policies/registry.h"
 
@@ -25,7 +28,25 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   s.Duration("window", out.window, milliseconds(100), hours(24));
   s.Int64("production_queue_items", out.production_queue_items, 0, 1'000'000'000'000LL);
   s.Duration("production_window", out.production_window, milliseconds(0), hours(24 * 7));
+  if (auto o = s.Map("objectives")) {
+    o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
+    o->Percent("max_error_rate", out.objectives.max_error_percent);
+    o->Percent("min_done_share", out.objectives.min_done_percent);
+    o->Percent("max_deferred_share", out.objectives.max_deferred_percent);
+    o->Finish();
+  }
   s.Finish();
+  // The batch starts after the warm-up, whose online p99 is the baseline of
+  // the p99 objective: a window shorter than that baseline run cannot be
+  // judged against it.
+  if (out.window < out.warmup) {
+    const char* key = s.node()["window"] ? "window" : "warmup";
+    s.Fail(s.node()[key], key,
+           fmt::format("the window ({}) is shorter than the warm-up ({})",
+                       FormatDuration(out.window), FormatDuration(out.warmup)),
+           "the batch's online p99 is judged against the warm-up's; give scenario.window at least "
+           "the warm-up, or shorten scenario.warmup.");
+  }
 }
 
 struct Axis {

@@ -9,6 +9,24 @@
 
 namespace coexist::config {
 
+// `scenario.objectives:` — what the operator requires of a policy. A policy
+// is recommended only when its cell meets every one; the report says which
+// it missed and by how much. The batch must also finish inside
+// `scenario.window`, the window objective.
+struct Objectives {
+  // Online p99 while the batch runs / online p99 during the warm-up, at most.
+  double max_p99_ratio = 2;  // 1..1000000
+  // Online transactions that failed while the batch ran (refused, revoked,
+  // cancelled, terminated, timed out, gave up, deadlocked...), in percent of
+  // those started, at most. Users' own version conflicts and edit-lock
+  // waits on each other are not counted: they happen without a batch too.
+  double max_error_percent = 1;  // 0..100, written "1%"
+  // Items done at the end of the batch, in percent of those queued, at least.
+  double min_done_percent = 99;  // 0..100
+  // Items left deferred (for a later run), in percent of those queued, at most.
+  double max_deferred_percent = 1;  // 0..100
+};
+
 // `scenario:` — a capacity-planning run (`coexist simulate`): prepare data,
 // run the online load, run the batch inside it, measure. Defaults below.
 struct ScenarioSettings {
@@ -28,6 +46,7 @@ struct ScenarioSettings {
   // production window it must fit. 0: no projection.
   long long production_queue_items = 0;
   milliseconds production_window{0};
+  Objectives objectives;
 };
 
 // One `sweep:` entry: a dotted configuration key and the values it takes.

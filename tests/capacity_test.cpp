@@ -54,22 +54,66 @@ TEST(Recommend, PicksTheLowestOnlineCostAmongPoliciesThatFinished) {
   EXPECT_NE(recs[0].reason.find("online p99 at 1.20x"), std::string::npos) << recs[0].reason;
 }
 
-TEST(Recommend, IncompleteRunsDoNotQualify) {
-  std::vector<CellResult> cells = {Cell("skip_locked", 5, 5, 5, /*deferred=*/10),
+TEST(Recommend, MoreDeferredThanTheObjectiveAllowsDoesNotQualify) {
+  // 1% deferred is within the default objectives (99% done, 1% deferred); 2% is not.
+  std::vector<CellResult> cells = {Cell("skip_locked", 5, 5, 5, /*deferred=*/20),
                                    Cell("time_window", 30, 5, 8)};
-  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "time_window");
+  auto recs = Recommend(cells, Scenario());
+  EXPECT_EQ(recs[0].recommended, "time_window");
+  const auto& skip = recs[0].outcomes[0];
+  ASSERT_EQ(skip.policy, "skip_locked");
+  ASSERT_EQ(skip.misses.size(), 2u);
+  EXPECT_EQ(skip.misses[0].objective, "min_done_share");
+  EXPECT_DOUBLE_EQ(skip.misses[0].by, 1);
+  EXPECT_EQ(skip.misses[1].objective, "max_deferred_share");
+  cells[0] = Cell("skip_locked", 5, 5, 5, /*deferred=*/10);
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "skip_locked");
 }
 
 TEST(Recommend, CloseP99GoesToFewerOnlineErrors) {
-  std::vector<CellResult> cells = {Cell("status_partition", 10, 5, 6.1, 0, /*refusals=*/40),
+  std::vector<CellResult> cells = {Cell("status_partition", 10, 5, 6.1),
                                    Cell("online_priority", 20, 5, 6.2)};
+  cells[0].during_errors = {{"refused_owner", 10}};  // 0.5% of 2000: within the objective
   EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "online_priority");
 }
 
-TEST(Recommend, NoneWhenNothingFinishes) {
-  auto recs = Recommend({Cell("skip_locked", 100, 5, 5)}, Scenario());
+// The demo's finding that started the objectives: the fastest policy hurt
+// users most, and a rule that only asked for every item done chose it.
+TEST(Recommend, APolicyThatBreaksAnOnlineObjectiveIsNotRecommended) {
+  std::vector<CellResult> cells = {Cell("batch_priority", 1, 5, 950),
+                                   Cell("online_priority", 3, 5, 8)};
+  cells[0].during_errors = {{"terminated", 600}, {"lock_revoked", 60}};
+  auto recs = Recommend(cells, Scenario());
+  EXPECT_EQ(recs[0].recommended, "online_priority");
+  const auto& batch = recs[0].outcomes[0];
+  ASSERT_EQ(batch.policy, "batch_priority");
+  ASSERT_EQ(batch.misses.size(), 2u);
+  EXPECT_EQ(batch.misses[0].objective, "max_p99_ratio");
+  EXPECT_DOUBLE_EQ(batch.misses[0].measured, 190);
+  EXPECT_DOUBLE_EQ(batch.misses[0].by, 188);
+  EXPECT_EQ(batch.misses[1].objective, "max_error_rate");
+  EXPECT_DOUBLE_EQ(batch.misses[1].measured, 33);
+  EXPECT_NE(batch.misses[1].remedy.find("terminate_after"), std::string::npos);
+}
+
+TEST(Recommend, ObjectivesComeFromTheScenario) {
+  ScenarioSummary loose = Scenario();
+  loose.objectives.max_p99_ratio = 200;
+  loose.objectives.max_error_percent = 50;
+  std::vector<CellResult> cells = {Cell("batch_priority", 1, 5, 950)};
+  cells[0].during_errors = {{"terminated", 600}};
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "");
+  EXPECT_EQ(Recommend(cells, loose)[0].recommended, "batch_priority");
+}
+
+TEST(Recommend, NoneQualifiesNamesTheClosestAndWhatWouldQualifyIt) {
+  auto recs =
+      Recommend({Cell("skip_locked", 100, 5, 5), Cell("online_priority", 100, 5, 50)}, Scenario());
   EXPECT_EQ(recs[0].recommended, "");
-  EXPECT_NE(recs[0].reason.find("No policy finished"), std::string::npos);
+  EXPECT_EQ(recs[0].reason,
+            "No policy meets every objective at this load. Closest: skip_locked, which missed 1 "
+            "objective: the batch took 100.0 s, window 60 s. To qualify: a window of about 110 s "
+            "at the measured rate, or more workers if the online objectives leave room.");
 }
 
 TEST(Project, ScalesTheMeasuredRateToTheProductionQueue) {

@@ -33,6 +33,13 @@ scenario:
   window: 30s
   production_queue_items: 100000
   production_window: 1h
+  # Only the error rate can fail here: time_window refuses every online
+  # write while its batch runs, skip_locked refuses none.
+  objectives:
+    max_p99_ratio: 1000000
+    max_error_rate: 1%
+    min_done_share: 0%
+    max_deferred_share: 100%
 sweep:
   policy.name: [time_window, skip_locked]
 policy_options:
@@ -88,6 +95,22 @@ online:
   auto json = nlohmann::json::parse(json_in);
   EXPECT_EQ(json["cells"][1]["done"].get<long long>(), last.done);
   EXPECT_EQ(json["projections"].size(), 2u);
+
+  // The acceptance test of the objectives: time_window broke the error-rate
+  // objective, so it is not recommended, and results.json says why.
+  ASSERT_EQ(json["recommendations"].size(), 1u);
+  const auto& rec = json["recommendations"][0];
+  EXPECT_NE(rec["recommended"], "time_window") << rec.dump(2);
+  const auto& time_window = rec["policies"][1];  // sorted by name
+  ASSERT_EQ(time_window["policy"], "time_window");
+  EXPECT_FALSE(time_window["meets_objectives"].get<bool>());
+  ASSERT_EQ(time_window["missed"].size(), 1u) << time_window.dump(2);
+  const auto& miss = time_window["missed"][0];
+  EXPECT_EQ(miss["objective"], "max_error_rate");
+  EXPECT_DOUBLE_EQ(miss["limit"].get<double>(), 1);
+  EXPECT_GT(miss["measured"].get<double>(), 1);
+  EXPECT_GT(cells.front().during_errors.at("refused_window"), 0);
+  EXPECT_NE(miss["remedy"].get<std::string>().find("refuses online writes"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "report.html"));
   fs::remove_all(dir);
 }
