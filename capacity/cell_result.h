@@ -26,16 +26,27 @@ struct TimePoint {
   double p99_ms = 0;
 };
 
+// One chunk of the batch done, from the database: the completing
+// transaction's items and when it set them done.
+struct ChunkPoint {
+  double at_seconds = 0;  // since the run's start (runs.started_at)
+  long long items = 0;
+};
+
 // Everything measured in one cell of a scenario's sweep: one batch run with
 // online load before, during and after it, on fresh data.
 struct CellResult {
-  int index = 0;  // 1-based position in the sweep
+  int index = 0;       // 1-based, in the order the cells ran
+  int sweep_cell = 0;  // the sweep's cell it ran (config::ScenarioCell::index)
   // The swept keys and their values in this cell ("online.users" -> "40").
   std::map<std::string, std::string> parameters;
   std::string policy;
   // A label for the online load level ("users=50"), used to group the
   // recommendation; "" when the load is not swept.
   std::string load_level;
+  // A projection check cell (scenario.projection_check) repeats the cell of
+  // this index with more items; 0 for the sweep's own cells.
+  int check_of = 0;
 
   // The batch.
   double batch_seconds = 0;
@@ -47,6 +58,7 @@ struct CellResult {
   long long queued_left = 0;
   bool batch_finished = false;      // every item ended done/deferred/dead
   bool finished_in_window = false;  // and within scenario.window
+  std::vector<ChunkPoint> chunks;   // done chunks in the order they ended
 
   // The online side.
   PhaseStats before;
@@ -82,6 +94,7 @@ struct ScenarioSummary {
   double window_seconds = 0;             // the batch must finish inside this
   long long production_queue_items = 0;  // for the projection; 0: none
   double production_window_seconds = 0;  // the production window it must fit
+  long long projection_check = 0;        // items of the check cells; 0: none
   config::Objectives objectives;         // what a recommended policy must meet
   std::string started_at;                // ISO-8601
   std::string host;

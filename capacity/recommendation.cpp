@@ -147,6 +147,7 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
                                       const ScenarioSummary& scenario) {
   std::map<std::string, std::map<std::string, PolicyOutcome>> by_level;
   for (const auto& cell : cells) {
+    if (cell.check_of != 0) continue;
     PolicyOutcome outcome = Judge(cell, scenario);
     auto& slot = by_level[cell.load_level];
     auto it = slot.find(cell.policy);
@@ -185,25 +186,6 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
           remedies);
     }
     out.push_back(std::move(rec));
-  }
-  return out;
-}
-
-std::vector<Projection> Project(const std::vector<CellResult>& cells,
-                                const ScenarioSummary& scenario) {
-  std::vector<Projection> out;
-  if (scenario.production_queue_items <= 0) return out;
-  for (const auto& cell : cells) {
-    if (cell.items_per_second <= 0) continue;
-    Projection p;
-    p.policy = cell.policy;
-    p.load_level = cell.load_level;
-    p.items_per_second = cell.items_per_second;
-    p.projected_seconds =
-        static_cast<double>(scenario.production_queue_items) / cell.items_per_second;
-    p.fits_window = scenario.production_window_seconds > 0 &&
-                    p.projected_seconds <= scenario.production_window_seconds;
-    out.push_back(p);
   }
   return out;
 }

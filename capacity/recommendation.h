@@ -51,22 +51,9 @@ struct Recommendation {
 // Judges one cell against the objectives and the window.
 PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario);
 
+// Projection check cells (check_of != 0) are left out: they measure the
+// model, not the policies.
 std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
                                       const ScenarioSummary& scenario);
-
-// Batch duration for the production queue size, from a cell's measured rate.
-struct Projection {
-  std::string policy;
-  std::string load_level;
-  double items_per_second = 0;
-  double projected_seconds = 0;
-  bool fits_window = false;
-};
-
-// One projection per cell whose batch moved items; empty when the scenario
-// names no production queue size. Assumes the rate stays what it was
-// (linear in items, same online load, same hardware and data sizes).
-std::vector<Projection> Project(const std::vector<CellResult>& cells,
-                                const ScenarioSummary& scenario);
 
 }  // namespace coexist::capacity

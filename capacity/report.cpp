@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "capacity/projection.h"
 #include "capacity/recommendation.h"
 #include "capacity/svg_chart.h"
 #include "common/error.h"
@@ -60,6 +61,8 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["lost_updates"] = c.lost_updates;
   f["applied_twice"] = c.applied_twice;
   f["rows_changed_by_batch"] = c.rows_changed_by_batch;
+  f["check_of"] = c.check_of;
+  f["chunks"] = static_cast<long long>(c.chunks.size());
   return f;
 }
 
@@ -125,6 +128,16 @@ nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
           {"policies", outcomes}};
 }
 
+nlohmann::ordered_json ModelJson(const DurationModel& m) {
+  if (!m.trusted) return {{"trusted", false}, {"untrusted_reason", m.untrusted_reason}};
+  return {{"trusted", true},
+          {"steady_items_per_second", m.steady_rate},
+          {"fixed_seconds", m.fixed_seconds},
+          {"done_share", m.done_share},
+          {"steady_chunks", m.steady_chunks},
+          {"steady_seconds", m.steady_seconds}};
+}
+
 std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   nlohmann::ordered_json out;
   out["scenario"] = {{"name", s.name},
@@ -158,11 +171,34 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
   for (const auto& r : Recommend(cells, s)) out["recommendations"].push_back(RecommendationJson(r));
   out["projections"] = nlohmann::ordered_json::array();
   for (const auto& p : Project(cells, s)) {
-    out["projections"].push_back({{"policy", p.policy},
-                                  {"load_level", p.load_level},
-                                  {"items_per_second", p.items_per_second},
-                                  {"projected_seconds", p.projected_seconds},
-                                  {"fits_window", p.fits_window}});
+    nlohmann::ordered_json j = {{"cell", p.cell},
+                                {"policy", p.policy},
+                                {"load_level", p.load_level},
+                                {"model", ModelJson(p.model)}};
+    if (p.model.trusted) {
+      j["projected_seconds"] = p.projected_seconds;
+      j["fits_window"] = p.fits_window;
+    }
+    out["projections"].push_back(j);
+  }
+  out["projection_checks"] = nlohmann::ordered_json::array();
+  for (const auto& c : CheckProjections(cells)) {
+    nlohmann::ordered_json j = {{"cell", c.cell},
+                                {"check_cell", c.check_cell},
+                                {"policy", c.policy},
+                                {"load_level", c.load_level},
+                                {"measured_items", c.measured_items},
+                                {"check_items", c.check_items},
+                                {"model", ModelJson(c.model)},
+                                {"trusted", c.trusted},
+                                {"measured_seconds", c.measured_seconds}};
+    if (c.trusted) {
+      j["projected_seconds"] = c.projected_seconds;
+      j["error_percent"] = c.error_percent;
+    } else {
+      j["untrusted_reason"] = c.untrusted_reason;
+    }
+    out["projection_checks"].push_back(j);
   }
   return out.dump(2) + "\n";
 }
@@ -222,7 +258,7 @@ std::string Charts(const std::vector<CellResult>& cells) {
       for (const auto& level : levels) {
         double value = 0;
         for (const auto& c : cells) {
-          if (c.policy == policy && c.load_level == level) value = figure(c);
+          if (c.policy == policy && c.load_level == level && c.check_of == 0) value = figure(c);
         }
         s.y.push_back(value);
       }
@@ -245,6 +281,30 @@ std::string Charts(const std::vector<CellResult>& cells) {
                            : 0;
               });
   return out;
+}
+
+std::string ProjectionChecksHtml(const std::vector<CellResult>& cells) {
+  auto checks = CheckProjections(cells);
+  if (checks.empty()) return "";
+  std::string html =
+      "<h2>Projection check</h2><p>Each measured cell's model projected to its check cell's "
+      "queue (scenario.projection_check), against the duration measured there.</p>\n"
+      "<table><tr><th>cell</th><th>policy</th><th>load</th><th>items</th><th>check "
+      "items</th><th>projected</th><th>measured</th><th>error</th></tr>\n";
+  for (const auto& c : checks) {
+    html += fmt::format(
+        "<tr><td>{} &rarr; {}</td><td class=text>{}</td><td class=text>{}</td><td>{}</td>"
+        "<td>{}</td>",
+        c.cell, c.check_cell, Escape(c.policy), Escape(c.load_level), c.measured_items,
+        c.check_items);
+    html += c.trusted ? fmt::format("<td>{:.1f} s</td><td>{:.1f} s</td><td>{:+.1f}%</td></tr>\n",
+                                    c.projected_seconds, c.measured_seconds, c.error_percent)
+                      : fmt::format(
+                            "<td colspan=3 class=text>{:.1f} s measured; no projection: "
+                            "{}</td></tr>\n",
+                            c.measured_seconds, Escape(c.untrusted_reason));
+  }
+  return html + "</table>\n";
 }
 
 std::string PassFail(bool pass, const std::string& figure) {
@@ -326,22 +386,26 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
   if (!projections.empty()) {
     html += fmt::format(
         "<h2>Projection for production</h2><p>Batch duration for {} items from each cell's "
-        "measured "
-        "rate. Assumes the rate stays as measured: linear in the number of items, the same online "
-        "load, hardware, data size and policy settings; deferred items would need further "
-        "runs.</p>\n"
-        "<table><tr><th>policy</th><th>load</th><th>items/s</th><th>projected</th><th>fits {:.0f} "
-        "s window</th></tr>\n",
+        "model: fixed costs (setup, the first chunks, the tail of waits and deferred items) plus "
+        "the items at the steady rate measured between the first and the last tenth of the "
+        "items. Assumes the same online load, hardware, data size and policy settings.</p>\n"
+        "<table><tr><th>cell</th><th>policy</th><th>load</th><th>steady items/s</th><th>fixed "
+        "s</th><th>projected</th><th>fits {:.0f} s window</th></tr>\n",
         s.production_queue_items, s.production_window_seconds);
     for (const auto& p : projections) {
-      html += fmt::format(
-          "<tr><td class=text>{}</td><td class=text>{}</td><td>{:.0f}</td><td>{:.0f} "
-          "s</td><td>{}</td></tr>\n",
-          Escape(p.policy), Escape(p.load_level), p.items_per_second, p.projected_seconds,
-          p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>");
+      html += fmt::format("<tr><td>{}</td><td class=text>{}</td><td class=text>{}</td>", p.cell,
+                          Escape(p.policy), Escape(p.load_level));
+      html += p.model.trusted
+                  ? fmt::format(
+                        "<td>{:.0f}</td><td>{:.1f}</td><td>{:.0f} s</td><td>{}</td></tr>\n",
+                        p.model.steady_rate, p.model.fixed_seconds, p.projected_seconds,
+                        p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>")
+                  : "<td colspan=4 class=text>no projection: " + Escape(p.model.untrusted_reason) +
+                        "</td></tr>\n";
     }
     html += "</table>\n";
   }
+  html += ProjectionChecksHtml(cells);
 
   html += "<h2>Results</h2>\n<table><tr>";
   for (const char* h :
@@ -390,16 +454,45 @@ void WriteReport(const fs::path& dir, const ScenarioSummary& scenario,
 
 void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
   out << fmt::format(
-      "{:>4} {:<18} {:<14} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>5}\n",
-      "cell", "policy", "load", "batch_s", "items/s", "done", "deferred", "dead", "left", "p99_bef",
-      "p99_dur", "refused", "revoked", "lost");
+      "{:>4} {:<18} {:<14} {:>8} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} "
+      "{:>5}\n",
+      "cell", "policy", "load", "items", "batch_s", "items/s", "done", "deferred", "dead", "left",
+      "p99_bef", "p99_dur", "refused", "revoked", "lost");
   for (const auto& c : cells) {
     out << fmt::format(
-        "{:>4} {:<18} {:<14} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} {:>9.1f} {:>8} "
-        "{:>8} {:>5}\n",
-        c.index, c.policy, c.load_level, c.batch_seconds, c.items_per_second, c.done, c.deferred,
-        c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals, c.revocations,
-        c.lost_updates);
+        "{:>4} {:<18} {:<14} {:>8} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} {:>9.1f} "
+        "{:>8} {:>8} {:>5}\n",
+        c.index, c.policy, c.load_level, c.items, c.batch_seconds, c.items_per_second, c.done,
+        c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals,
+        c.revocations, c.lost_updates);
+  }
+}
+
+void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
+                      const std::vector<CellResult>& cells) {
+  for (const auto& p : Project(cells, scenario)) {
+    out << fmt::format("projection cell {} ({}): ", p.cell, p.policy);
+    if (p.model.trusted) {
+      out << fmt::format("{} items in {:.0f} s ({:.1f} s fixed + {:.0f} items/s){}\n",
+                         scenario.production_queue_items, p.projected_seconds,
+                         p.model.fixed_seconds, p.model.steady_rate,
+                         scenario.production_window_seconds <= 0 ? ""
+                         : p.fits_window                         ? ", fits the window"
+                                                                 : ", does not fit the window");
+    } else {
+      out << "none, " << p.model.untrusted_reason << '\n';
+    }
+  }
+  for (const auto& c : CheckProjections(cells)) {
+    out << fmt::format("projection check cell {} -> {} ({}): {} -> {} items: ", c.cell,
+                       c.check_cell, c.policy, c.measured_items, c.check_items);
+    if (c.trusted) {
+      out << fmt::format("projected {:.1f} s, measured {:.1f} s, error {:+.1f}%\n",
+                         c.projected_seconds, c.measured_seconds, c.error_percent);
+    } else {
+      out << fmt::format("measured {:.1f} s, no projection: {}\n", c.measured_seconds,
+                         c.untrusted_reason);
+    }
   }
 }
 

@@ -35,7 +35,7 @@ double Since(Clock::time_point start) {
 // Fresh data for one cell: the demo target reseeded, coexist's tables empty,
 // the ledger empty, the queue filled.
 void PrepareData(const std::string& conninfo, const config::ScenarioSettings& settings,
-                 const config::Config& config) {
+                 const config::Config& config, long long items) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   db::InstallMigrations(*conn);
   db::SeedDemoTable(*conn, settings.records);
@@ -51,7 +51,7 @@ void PrepareData(const std::string& conninfo, const config::ScenarioSettings& se
   }
   batch::EnqueueSelect(conninfo, config.batch.job,
                        fmt::format("SELECT 1 + (g - 1) % {} FROM generate_series(1, {}) g",
-                                   settings.records, settings.queue_items));
+                                   settings.records, items));
 }
 
 // The online application's rights as docs/operations.md ("Database roles")
@@ -179,13 +179,32 @@ void CheckBatch(const std::string& conninfo, const std::string& job, CellResult&
   cell.applied_twice = twice[0][0].as<long long>();
   cell.rows_changed_by_batch =
       tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
+  // The chunks as the database saw them: the items one transaction set done
+  // share its xid (xmin), and done_at says when.
+  for (const auto& row :
+       tx.exec_params("SELECT extract(epoch FROM min(q.done_at) - r.started_at)::float8, count(*)"
+                      " FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
+                      " WHERE q.job = $1 AND q.state = 'done'"
+                      " GROUP BY q.xmin::text, r.started_at ORDER BY 1",
+                      job)) {
+    cell.chunks.push_back({row[0].as<double>(), row[1].as<long long>()});
+  }
 }
 
+// A cell's size: the sweep's cells queue scenario.queue_items within
+// scenario.window; a projection check cell more, with a longer window.
+struct CellSize {
+  long long items = 0;
+  std::chrono::milliseconds window{0};
+  int check_of = 0;
+};
+
 CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario,
-                   const config::ScenarioCell& spec, const SimulateOptions& options) {
+                   const config::ScenarioCell& spec, const CellSize& size,
+                   const SimulateOptions& options) {
   const auto& settings = scenario.settings;
   config::Config config = CellConfig(settings, spec.config);
-  PrepareData(conninfo, settings, config);
+  PrepareData(conninfo, settings, config, size.items);
   std::string online_conninfo = conninfo;
   if (!options.online_role.empty()) {
     GrantOnlineRole(conninfo, options.online_role);
@@ -198,7 +217,8 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   cell.parameters = spec.parameters;
   cell.policy = config.policy.name;
   cell.load_level = spec.load_level;
-  cell.items = settings.queue_items;
+  cell.check_of = size.check_of;
+  cell.items = size.items;
   auto start = Clock::now();
 
   {
@@ -211,7 +231,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   // The batch on its own thread while the online load goes on; the load
   // ends when the batch does, or when the window closes.
   std::atomic<bool> stop_batch{false};
-  OnlinePhase during(online_conninfo, config, settings.window, start, cell);
+  OnlinePhase during(online_conninfo, config, size.window, start, cell);
   batch::RunSummary summary;
   std::exception_ptr batch_error;
   cell.batch_start_seconds = Since(start);
@@ -247,8 +267,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   cell.batch_seconds = summary.seconds;
   cell.batch_finished = summary.stop_reason == "drained";
   cell.finished_in_window =
-      cell.batch_finished &&
-      summary.seconds <= std::chrono::duration<double>(settings.window).count();
+      cell.batch_finished && summary.seconds <= std::chrono::duration<double>(size.window).count();
 
   // The batch's window closes with the batch: time_window's refusals stop.
   CloseWindows(conninfo);
@@ -271,6 +290,14 @@ std::string Now() {
   return text;
 }
 
+// The window of a projection check cell: the scenario's, scaled with the
+// items and doubled, so that the check runs to its end; at most 24 h.
+std::chrono::milliseconds CheckWindow(const config::ScenarioSettings& s) {
+  double scale = 2.0 * static_cast<double>(s.projection_check) / static_cast<double>(s.queue_items);
+  double ms = std::min(std::max(1.0, scale) * static_cast<double>(s.window.count()), 86'400'000.0);
+  return std::chrono::milliseconds(static_cast<long long>(ms));
+}
+
 }  // namespace
 
 ScenarioSummary Summarize(const config::Scenario& scenario) {
@@ -284,6 +311,7 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
           .window_seconds = std::chrono::duration<double>(s.window).count(),
           .production_queue_items = s.production_queue_items,
           .production_window_seconds = std::chrono::duration<double>(s.production_window).count(),
+          .projection_check = s.projection_check,
           .objectives = s.objectives,
           .started_at = Now(),
           .host = host};
@@ -291,11 +319,13 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
 
 void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
                  const SimulateOptions& options, std::vector<CellResult>& results) {
+  const auto& settings = scenario.settings;
   auto start = Clock::now();
-  size_t total = scenario.cells.size();
+  bool checks = settings.projection_check > 0;
+  size_t total = scenario.cells.size() * (checks ? 2 : 1);
   if (!options.online_role.empty()) CreateOnlineRole(conninfo, options.online_role);
-  for (const auto& spec : scenario.cells) {
-    if (options.stop != nullptr && options.stop->load()) break;
+  auto run = [&](const config::ScenarioCell& spec, const CellSize& size) {
+    int index = static_cast<int>(results.size()) + 1;
     if (options.progress != nullptr) {
       std::string eta = "unknown";
       if (!results.empty()) {
@@ -304,17 +334,32 @@ void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
       }
       std::string parameters;
       for (const auto& [key, value] : spec.parameters) parameters += " " + key + "=" + value;
-      *options.progress << fmt::format("cell {} of {}{} (elapsed {:.0f}s, ETA {})\n", spec.index,
-                                       total, parameters, Since(start), eta)
+      if (size.check_of != 0) {
+        parameters +=
+            fmt::format(" (projection check of cell {}: {} items)", size.check_of, size.items);
+      }
+      *options.progress << fmt::format("cell {} of {}{} (elapsed {:.0f}s, ETA {})\n", index, total,
+                                       parameters, Since(start), eta)
                         << std::flush;
     }
-    results.push_back(RunCell(conninfo, scenario, spec, options));
-    const auto& cell = results.back();
+    results.push_back(RunCell(conninfo, scenario, spec, size, options));
+    auto& cell = results.back();
+    cell.index = index;
+    cell.sweep_cell = spec.index;
     spdlog::info(
-        "cell measured cell={} policy={} batch_seconds={:.2f} done={} deferred={} dead={} "
-        "p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
-        cell.index, cell.policy, cell.batch_seconds, cell.done, cell.deferred, cell.dead,
-        cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates, cell.applied_twice);
+        "cell measured cell={} policy={} items={} batch_seconds={:.2f} done={} deferred={} "
+        "dead={} p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
+        cell.index, cell.policy, cell.items, cell.batch_seconds, cell.done, cell.deferred,
+        cell.dead, cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates, cell.applied_twice);
+    return index;
+  };
+  for (const auto& spec : scenario.cells) {
+    if (options.stop != nullptr && options.stop->load()) break;
+    int measured = run(spec, {.items = settings.queue_items, .window = settings.window});
+    if (!checks || (options.stop != nullptr && options.stop->load())) continue;
+    run(spec, {.items = settings.projection_check,
+               .window = CheckWindow(settings),
+               .check_of = measured});
   }
 }
 

@@ -54,6 +54,7 @@ int Simulate(Context& context, const std::string& scenario_name, const std::stri
   if (!cells.empty()) {
     capacity::WriteReport(out_dir, summary, cells);
     capacity::PrintTable(std::cout, cells);
+    capacity::PrintProjections(std::cout, summary, cells);
     capacity::PrintRecommendations(std::cout, summary, cells);
     std::cout << "report: " << (std::filesystem::path(out_dir) / "report.html").string() << '\n';
   }
@@ -66,7 +67,7 @@ int Simulate(Context& context, const std::string& scenario_name, const std::stri
   // The product's promises, checked against the database in every cell.
   int broken = 0;
   for (const auto& cell : cells) {
-    bool nolock = scenario.cells[cell.index - 1].config.online.mix.nolock > 0;
+    bool nolock = scenario.cells[cell.sweep_cell - 1].config.online.mix.nolock > 0;
     if (cell.applied_twice != 0 || (cell.lost_updates != 0 && !nolock)) {
       std::cerr << "simulate: cell " << cell.index << " (" << cell.policy
                 << ") broke a guarantee: applied_twice=" << cell.applied_twice

@@ -28,6 +28,14 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   s.Duration("window", out.window, milliseconds(100), hours(24));
   s.Int64("production_queue_items", out.production_queue_items, 0, 1'000'000'000'000LL);
   s.Duration("production_window", out.production_window, milliseconds(0), hours(24 * 7));
+  s.Int64("projection_check", out.projection_check, 0, 100'000'000);
+  if (out.projection_check > 0 && out.projection_check < out.queue_items) {
+    s.Fail(s.node()["projection_check"], "projection_check",
+           fmt::format("{} items is fewer than the {} queued in the measured cells",
+                       out.projection_check, out.queue_items),
+           "a projection check runs a larger queue than the one measured (e.g. 10 times "
+           "scenario.queue_items); 0 runs none.");
+  }
   if (auto o = s.Map("objectives")) {
     o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
     o->Percent("max_error_rate", out.objectives.max_error_percent);

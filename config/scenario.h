@@ -46,6 +46,12 @@ struct ScenarioSettings {
   // production window it must fit. 0: no projection.
   long long production_queue_items = 0;
   milliseconds production_window{0};
+  // After each cell, a check cell with this many queued items (at least
+  // queue_items): the report sets the duration the model of the first cell
+  // projects for it against the one measured. 0: no check cells. A check
+  // cell's window is the window scaled by projection_check / queue_items,
+  // twice over (at most 24 h), so that it runs to its end.
+  long long projection_check = 0;
   Objectives objectives;
 };
 

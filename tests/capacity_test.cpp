@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "capacity/projection.h"
 #include "capacity/recommendation.h"
 #include "capacity/report.h"
 #include "capacity/svg_chart.h"
@@ -116,12 +117,66 @@ TEST(Recommend, NoneQualifiesNamesTheClosestAndWhatWouldQualifyIt) {
             "at the measured rate, or more workers if the online objectives leave room.");
 }
 
-TEST(Project, ScalesTheMeasuredRateToTheProductionQueue) {
-  auto projections = Project({Cell("skip_locked", 10, 5, 6)}, Scenario());
+// 4000 items in chunks of 100 every 0.5 s (200 items/s) after 1 s of
+// setup, and 2 s of tail after the last chunk: 23 s in all, 3 s of it fixed.
+CellResult Measured() {
+  CellResult c = Cell("skip_locked", 23, 5, 6);
+  c.index = 1;
+  c.items = c.done = 4000;
+  c.items_per_second = 4000.0 / 23;
+  for (int i = 1; i <= 40; ++i) c.chunks.push_back({1 + 0.5 * i, 100});
+  return c;
+}
+
+TEST(Model, SeparatesTheSteadyRateFromFixedCosts) {
+  DurationModel m = ModelOf(Measured());
+  ASSERT_TRUE(m.trusted) << m.untrusted_reason;
+  EXPECT_DOUBLE_EQ(m.steady_rate, 200);
+  EXPECT_DOUBLE_EQ(m.fixed_seconds, 3);
+  EXPECT_DOUBLE_EQ(m.SecondsFor(40'000), 203);  // one division would say 230
+}
+
+TEST(Model, SaysWhyItCannotBeTrusted) {
+  CellResult few = Measured();
+  few.chunks.resize(8);
+  EXPECT_FALSE(ModelOf(few).trusted);
+  EXPECT_EQ(ModelOf(few).untrusted_reason, "8 chunks done, fewer than 10: queue more items");
+  CellResult brief = Measured();
+  brief.batch_seconds = 2.5;
+  EXPECT_EQ(ModelOf(brief).untrusted_reason,
+            "the batch ran 2.5 s, less than 3 s: queue more items");
+  CellResult stopped = Measured();
+  stopped.batch_finished = false;
+  EXPECT_FALSE(ModelOf(stopped).trusted);
+}
+
+TEST(Project, ProjectsTheProductionQueueThroughTheModel) {
+  auto projections = Project({Measured()}, Scenario());
   ASSERT_EQ(projections.size(), 1u);
-  EXPECT_DOUBLE_EQ(projections[0].items_per_second, 100);
-  EXPECT_DOUBLE_EQ(projections[0].projected_seconds, 10'000);
+  EXPECT_DOUBLE_EQ(projections[0].projected_seconds, 3 + 1'000'000 / 200.0);
   EXPECT_FALSE(projections[0].fits_window);
+  CellResult brief = Measured();
+  brief.chunks.resize(3);
+  projections = Project({brief}, Scenario());
+  ASSERT_EQ(projections.size(), 1u);
+  EXPECT_FALSE(projections[0].model.trusted);
+  EXPECT_EQ(projections[0].projected_seconds, 0);
+}
+
+TEST(ProjectionCheck, ComparesTheProjectionWithTheCheckCell) {
+  CellResult check = Measured();
+  check.index = 2;
+  check.check_of = 1;
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  auto checks = CheckProjections({Measured(), check});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].trusted);
+  EXPECT_DOUBLE_EQ(checks[0].projected_seconds, 203);
+  EXPECT_DOUBLE_EQ(checks[0].measured_seconds, 200);
+  EXPECT_DOUBLE_EQ(checks[0].error_percent, 1.5);
+  // Check cells are not policies to recommend.
+  EXPECT_EQ(Recommend({Measured(), check}, Scenario())[0].outcomes.size(), 1u);
 }
 
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {

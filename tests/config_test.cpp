@@ -516,6 +516,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
            "bad.yaml:3:20: scenario.objectives.max_p99_ratio: '0.5' is out of range", "allowed range"},
   BadInput{"unknown_objective", "scenario:\n  objectives:\n    max_p95_ratio: 2\n",
            "bad.yaml:3:5: scenario.objectives.max_p95_ratio: unknown key", "max_p99_ratio"},
+  BadInput{"projection_check_smaller_than_the_queue",
+           "scenario:\n  queue_items: 5000\n  projection_check: 1000\n",
+           "bad.yaml:3:21: scenario.projection_check: 1000 items is fewer than the 5000 queued in "
+           "the measured cells", "10 times scenario.queue_items"},
   BadInput{"window_shorter_than_warmup", "scenario:\n  warmup: 10s\n  window: 5s\n",
            "bad.yaml:3:11: scenario.window: the window (5s) is shorter than the warm-up (10s)",
            "at least the warm-up"},
