@@ -24,8 +24,8 @@ double DurationModel::SecondsFor(long long items) const {
 DurationModel ModelOf(const CellResult& cell) {
   DurationModel m;
   const auto& chunks = cell.chunks;
-  m.done_share = cell.items > 0 ? static_cast<double>(cell.done) / static_cast<double>(cell.items)
-                                : 0;
+  m.done_share =
+      cell.items > 0 ? static_cast<double>(cell.done) / static_cast<double>(cell.items) : 0;
   if (!cell.batch_finished) {
     m.untrusted_reason = "the batch did not finish, so its tail was not measured";
     return m;
@@ -115,9 +115,10 @@ std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cel
     } else {
       c.trusted = true;
       c.projected_seconds = c.model.SecondsFor(check.items);
-      c.error_percent = c.measured_seconds > 0 ? 100.0 * (c.projected_seconds - c.measured_seconds) /
-                                                     c.measured_seconds
-                                               : 0;
+      c.error_percent =
+          c.measured_seconds > 0
+              ? 100.0 * (c.projected_seconds - c.measured_seconds) / c.measured_seconds
+              : 0;
     }
     out.push_back(std::move(c));
   }

@@ -158,6 +158,9 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     cell["during"] = PhaseJson(c.during);
     cell["after"] = PhaseJson(c.after);
     cell["during_errors"] = c.during_errors;
+    nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+    for (const auto& chunk : c.chunks) chunks.push_back({chunk.at_seconds, chunk.items});
+    cell["chunks_done"] = chunks;  // [seconds since the run started, items]
     cell["batch_span_seconds"] = {c.batch_start_seconds, c.batch_end_seconds};
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& t : c.timeline) {

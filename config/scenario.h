@@ -68,11 +68,13 @@ struct ScenarioCell {
   // The value of the online load key (online.users or online.rate) when it
   // is swept, e.g. "online.users=50"; "" otherwise.
   std::string load_level;
+  // The cell's scenario settings: scenario.* keys may be swept too.
+  ScenarioSettings settings;
   Config config;
 };
 
 struct Scenario {
-  ScenarioSettings settings;
+  ScenarioSettings settings;  // as the file (and its overrides) say, before the sweep
   std::vector<SweepAxis> sweep;
   std::vector<ScenarioCell> cells;  // the cartesian product of the sweep, in order
 };
@@ -83,9 +85,23 @@ struct Scenario {
 // its own keys). Every cell's configuration is validated up front; an error
 // names the file, line and column (a bad swept value points at the value in
 // the sweep list). Throws ConfigError.
-Scenario LoadScenario(const std::string& path);
+//
+// `overrides` ("scenario.records" -> "200000", as `simulate --set` gives
+// them) replace or add keys before anything is read; any dotted key, the
+// scenario's own (scenario.*, sweep.*) included. A value is YAML
+// ("[a, b]" is a list); an error in it is located at "--set KEY:1:COL".
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+Scenario LoadScenario(const std::string& path, const Overrides& overrides = {});
 // The same for YAML text; `name` stands for the file in messages and gives
 // the scenario's default name.
-Scenario LoadScenarioString(const std::string& yaml, const std::string& name);
+Scenario LoadScenarioString(const std::string& yaml, const std::string& name,
+                            const Overrides& overrides = {});
+
+// True when the YAML text has a scenario's own sections (scenario:, sweep:
+// or policy_options:), so `config check` reads it as a scenario. Throws
+// ConfigError for text that is not YAML.
+bool IsScenarioText(const std::string& yaml, const std::string& name);
+// The same for a file (ConfigError when it cannot be read).
+bool IsScenarioFile(const std::string& path);
 
 }  // namespace coexist::config

@@ -490,6 +490,70 @@ scenario:
   EXPECT_DOUBLE_EQ(defaults.max_deferred_percent, 1);
 }
 
+TEST(Scenario, ScenarioKeysAreSweptPerCell) {
+  auto scenario = LoadScenarioString(R"(
+scenario:
+  records: 100
+  queue_items: 100
+sweep:
+  scenario.queue_items: [100, 1000]
+  scenario.objectives.max_p99_ratio: [2, 5]
+)",
+                                     "s.yaml");
+  ASSERT_EQ(scenario.cells.size(), 4u);
+  EXPECT_EQ(scenario.settings.queue_items, 100);
+  EXPECT_EQ(scenario.cells[0].settings.queue_items, 100);
+  EXPECT_EQ(scenario.cells[1].settings.queue_items, 1000);
+  EXPECT_EQ(scenario.cells[1].settings.records, 100);
+  EXPECT_DOUBLE_EQ(scenario.cells[3].settings.objectives.max_p99_ratio, 5);
+  EXPECT_EQ(scenario.cells[3].parameters.at("scenario.queue_items"), "1000");
+  EXPECT_EQ(scenario.cells[0].settings.name, "s");
+}
+
+TEST(Scenario, ABadSweptScenarioValuePointsAtTheValue) {
+  try {
+    LoadScenarioString("sweep:\n  scenario.records: [10, 0]\n", "bad.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "bad.yaml:2:26: scenario.records: '0' is out of range");
+  }
+}
+
+TEST(Scenario, OverridesReplaceAnyKeyBeforeItIsRead) {
+  auto scenario = LoadScenarioString(
+      "scenario:\n  records: 10\n  queue_items: 10\nsweep:\n  policy.name: [skip_locked]\n",
+      "o.yaml",
+      {{"scenario.records", "200000"},
+       {"scenario.queue_items", "200000"},
+       {"scenario.projection_check", "2000000"},
+       {"online.users", "7"},
+       {"sweep.policy.name", "[online_priority, skip_locked]"}});
+  EXPECT_EQ(scenario.settings.records, 200000);
+  EXPECT_EQ(scenario.settings.projection_check, 2000000);
+  ASSERT_EQ(scenario.cells.size(), 2u);
+  EXPECT_EQ(scenario.cells[0].config.policy.name, "online_priority");
+  EXPECT_EQ(scenario.cells[1].config.online.users, 7);
+  EXPECT_EQ(scenario.cells[1].settings.queue_items, 200000);
+}
+
+TEST(Scenario, ABadOverrideNamesTheOption) {
+  try {
+    LoadScenarioString("scenario:\n  records: 10\n", "o.yaml", {{"scenario.records", "-5"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set scenario.records=-5: scenario.records: '-5' is out of range");
+  }
+  try {
+    LoadScenarioString("{}", "o.yaml", {{"scenario.projection_check", "5"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set scenario.projection_check=5: scenario.projection_check: 5 items is fewer "
+              "than the 2000 queued in the measured cells");
+  }
+}
+
 class BadScenario : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(BadScenario, NamesTheProblemAndWhereItIs) {
