@@ -18,9 +18,14 @@ struct PhaseStats {
   double p99_ms = 0;
 };
 
-// One second of the online load, for the latency-over-time chart.
+// One tick of the online load, for the charts over time: a second before
+// and after the batch, 100 ms while it runs (the report bins these to the
+// batch's length).
 struct TimePoint {
-  double at_seconds = 0;  // since the cell's start
+  double at_seconds = 0;     // since the cell's start, at the tick's end
+  double width_seconds = 0;  // the tick's length
+  long long transactions = 0;
+  long long not_ok = 0;  // transactions in the tick whose outcome was not ok
   double tps = 0;
   double p50_ms = 0;
   double p99_ms = 0;

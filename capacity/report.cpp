@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -164,8 +165,13 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     cell["batch_span_seconds"] = {c.batch_start_seconds, c.batch_end_seconds};
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& t : c.timeline) {
-      timeline.push_back(
-          {{"at", t.at_seconds}, {"tps", t.tps}, {"p50_ms", t.p50_ms}, {"p99_ms", t.p99_ms}});
+      timeline.push_back({{"at", t.at_seconds},
+                          {"seconds", t.width_seconds},
+                          {"transactions", t.transactions},
+                          {"not_ok", t.not_ok},
+                          {"tps", t.tps},
+                          {"p50_ms", t.p50_ms},
+                          {"p99_ms", t.p99_ms}});
     }
     cell["timeline"] = timeline;
     out["cells"].push_back(cell);
@@ -225,24 +231,87 @@ std::string Label(const CellResult& c) {
   return c.load_level.empty() ? c.policy : c.policy + " @ " + c.load_level;
 }
 
+// One bin of a cell's charts over time.
+struct Bin {
+  double from = 0, to = 0;
+  long long transactions = 0;
+  double p50_ms = 0, p99_ms = 0;
+  long long batch_items = 0;
+};
+
+// The bin width while the batch runs: about 60 bins over its span, between
+// one tick (100 ms) and a second; outside the batch, one bin per tick.
+double BatchBinWidth(const CellResult& c) {
+  double span = c.batch_end_seconds - c.batch_start_seconds;
+  return std::clamp(std::round(span / 60 * 10) / 10, 0.1, 1.0);
+}
+
+// The ticks merged into bins: transactions add up, p50 is the
+// transaction-weighted mean of the ticks' p50s, p99 the highest tick p99 (an
+// upper bound: percentiles do not add); the batch's done chunks counted
+// into the bin they ended in.
+std::vector<Bin> Bins(const CellResult& c) {
+  std::vector<Bin> bins;
+  double width = BatchBinWidth(c);
+  for (const auto& t : c.timeline) {
+    double from = t.at_seconds - t.width_seconds;
+    bool in_batch = t.at_seconds > c.batch_start_seconds && from < c.batch_end_seconds;
+    if (bins.empty() || !in_batch || t.at_seconds - bins.back().from > width + 1e-6 ||
+        bins.back().to <= c.batch_start_seconds) {
+      bins.push_back({.from = from, .to = t.at_seconds});
+    }
+    Bin& b = bins.back();
+    double weight = static_cast<double>(t.transactions);
+    double total = static_cast<double>(b.transactions) + weight;
+    if (total > 0)
+      b.p50_ms = (b.p50_ms * static_cast<double>(b.transactions) + t.p50_ms * weight) / total;
+    b.p99_ms = std::max(b.p99_ms, t.p99_ms);
+    b.transactions += t.transactions;
+    b.to = t.at_seconds;
+  }
+  for (const auto& chunk : c.chunks) {
+    double at = c.batch_start_seconds + chunk.at_seconds;
+    auto it = std::find_if(bins.begin(), bins.end(), [at](const Bin& b) { return at <= b.to; });
+    if (it == bins.end() && !bins.empty()) it = std::prev(bins.end());
+    if (it != bins.end()) it->batch_items += chunk.items;
+  }
+  return bins;
+}
+
 std::string Charts(const std::vector<CellResult>& cells) {
   std::string out;
-  // Online latency over time, one chart per cell, the batch's span shaded.
+  // Per cell, over time: online latency, then the throughput of both sides,
+  // with the batch's span shaded and binned finer while it runs.
   for (const auto& c : cells) {
-    LineChartSpec spec{
-        .title = fmt::format("Cell {}: online latency over time ({})", c.index, Label(c)),
+    auto bins = Bins(c);
+    std::string width = fmt::format("{:.0f} ms bins while the batch runs", 1000 * BatchBinWidth(c));
+    LineChartSpec latency{
+        .title = fmt::format("Cell {}: online latency ({}, {})", c.index, Label(c), width),
         .x_label = "seconds since start",
         .y_label = "latency (ms)"};
-    Series p50{"p50"}, p99{"p99"};
-    for (const auto& t : c.timeline) {
-      p50.x.push_back(t.at_seconds);
-      p50.y.push_back(t.p50_ms);
-      p99.x.push_back(t.at_seconds);
-      p99.y.push_back(t.p99_ms);
+    LineChartSpec throughput{
+        .title = fmt::format("Cell {}: throughput ({}, {})", c.index, Label(c), width),
+        .x_label = "seconds since start",
+        .y_label = "per second"};
+    Series p50{"online p50"}, p99{"online p99"}, online{"online tx/s"}, batch{"batch items/s"};
+    for (const auto& b : bins) {
+      double mid = (b.from + b.to) / 2, seconds = std::max(b.to - b.from, 1e-3);
+      if (b.transactions > 0) {
+        p50.x.push_back(mid);
+        p50.y.push_back(b.p50_ms);
+        p99.x.push_back(mid);
+        p99.y.push_back(b.p99_ms);
+      }
+      online.x.push_back(mid);
+      online.y.push_back(static_cast<double>(b.transactions) / seconds);
+      batch.x.push_back(mid);
+      batch.y.push_back(static_cast<double>(b.batch_items) / seconds);
     }
-    spec.series = {p50, p99};
-    spec.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
-    out += "<figure>" + LineChart(spec) + "</figure>\n";
+    latency.series = {p50, p99};
+    throughput.series = {online, batch};
+    latency.shaded = throughput.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
+    out += "<figure>" + LineChart(latency) + "</figure>\n";
+    out += "<figure>" + LineChart(throughput) + "</figure>\n";
   }
   // Per policy and load level: batch throughput, online p99, error rates.
   std::vector<std::string> levels;

@@ -138,25 +138,48 @@ void AddDuringErrors(CellResult& cell, const online_sim::Report& r) {
   }
 }
 
-// One online phase of `duration` (or until Stop()), its ticks on the timeline.
+// One online phase of `duration` (or until Stop()), its ticks (every
+// `tick`) on the timeline.
 class OnlinePhase {
  public:
   OnlinePhase(const std::string& conninfo, const config::Config& config,
-              std::chrono::milliseconds duration, Clock::time_point cell_start, CellResult& cell)
-      : simulator_(
-            conninfo, config.target, config.online,
-            online_sim::RunOptions{
-                .duration = duration, .on_tick = [&cell, cell_start](const online_sim::Tick& tick) {
-                  cell.timeline.push_back({Since(cell_start), tick.tps, tick.p50_ms, tick.p99_ms});
-                }}) {
+              std::chrono::milliseconds duration, std::chrono::milliseconds tick,
+              Clock::time_point cell_start, CellResult& cell)
+      : simulator_(conninfo, config.target, config.online,
+                   online_sim::RunOptions{.duration = duration,
+                                          .on_tick = TickRecorder(cell, cell_start),
+                                          .tick_interval = tick}) {
     simulator_.Prepare();
   }
   online_sim::Report Run() { return simulator_.Run(); }
   void Stop() { simulator_.Stop(); }
 
  private:
+  // The simulator's ticks carry totals since its start: each point gets the
+  // tick's own transactions and failures.
+  static std::function<void(const online_sim::Tick&)> TickRecorder(CellResult& cell,
+                                                                   Clock::time_point start) {
+    return [&cell, start, last_seconds = 0.0, last_transactions = 0LL,
+            last_not_ok = 0LL](const online_sim::Tick& tick) mutable {
+      cell.timeline.push_back({.at_seconds = Since(start),
+                               .width_seconds = tick.seconds - last_seconds,
+                               .transactions = tick.transactions - last_transactions,
+                               .not_ok = tick.not_ok - last_not_ok,
+                               .tps = tick.tps,
+                               .p50_ms = tick.p50_ms,
+                               .p99_ms = tick.p99_ms});
+      last_seconds = tick.seconds;
+      last_transactions = tick.transactions;
+      last_not_ok = tick.not_ok;
+    };
+  }
+
   online_sim::Simulator simulator_;
 };
+
+// Ticks while the batch runs: fine enough for a batch of a second.
+constexpr std::chrono::milliseconds kBatchTick{100};
+constexpr std::chrono::milliseconds kQuietTick{1000};
 
 // After the batch: its figures from the database, not from its counters.
 void CheckBatch(const std::string& conninfo, const std::string& job, CellResult& cell) {
@@ -225,7 +248,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   auto start = Clock::now();
 
   {
-    OnlinePhase before(online_conninfo, config, settings.warmup, start, cell);
+    OnlinePhase before(online_conninfo, config, settings.warmup, kQuietTick, start, cell);
     auto report = before.Run();
     cell.before = PhaseOf(report);
     AddOnline(cell, report);
@@ -234,7 +257,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   // The batch on its own thread while the online load goes on; the load
   // ends when the batch does, or when the window closes.
   std::atomic<bool> stop_batch{false};
-  OnlinePhase during(online_conninfo, config, size.window, start, cell);
+  OnlinePhase during(online_conninfo, config, size.window, kBatchTick, start, cell);
   batch::RunSummary summary;
   std::exception_ptr batch_error;
   cell.batch_start_seconds = Since(start);
@@ -275,7 +298,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   // The batch's window closes with the batch: time_window's refusals stop.
   CloseWindows(conninfo);
   if (options.stop == nullptr || !options.stop->load()) {
-    OnlinePhase after(online_conninfo, config, settings.cooldown, start, cell);
+    OnlinePhase after(online_conninfo, config, settings.cooldown, kQuietTick, start, cell);
     auto report = after.Run();
     cell.after = PhaseOf(report);
     AddOnline(cell, report);

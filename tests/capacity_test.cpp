@@ -31,9 +31,18 @@ CellResult Cell(const std::string& policy, double batch_seconds, double p99_befo
   c.before = {.seconds = 10, .transactions = 1000, .tps = 100, .p99_ms = p99_before};
   c.during = {.seconds = batch_seconds, .transactions = 2000, .tps = 100, .p99_ms = p99_during};
   c.refusals = refusals;
-  c.timeline = {{1, 100, 1, p99_before}, {2, 90, 2, p99_during}, {3, 100, 1, p99_before}};
-  c.batch_start_seconds = 1.5;
+  // A second a tick before and after the batch, 100 ms while it runs.
+  c.timeline = {{.at_seconds = 1, .width_seconds = 1, .transactions = 100, .p99_ms = p99_before},
+                {.at_seconds = 2, .width_seconds = 1, .transactions = 100, .p99_ms = p99_before}};
+  for (int i = 1; i <= 5; ++i) {
+    c.timeline.push_back(
+        {.at_seconds = 2 + 0.1 * i, .width_seconds = 0.1, .transactions = 9, .p99_ms = p99_during});
+  }
+  c.timeline.push_back(
+      {.at_seconds = 3.5, .width_seconds = 1, .transactions = 100, .p99_ms = p99_before});
+  c.batch_start_seconds = 2;
   c.batch_end_seconds = 2.5;
+  c.chunks = {{0.2, c.done / 2}, {0.45, c.done - c.done / 2}};
   return c;
 }
 
@@ -124,6 +133,7 @@ CellResult Measured() {
   c.index = 1;
   c.items = c.done = 4000;
   c.items_per_second = 4000.0 / 23;
+  c.chunks.clear();
   for (int i = 1; i <= 40; ++i) c.chunks.push_back({1 + 0.5 * i, 100});
   return c;
 }
@@ -208,6 +218,11 @@ TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
   html << std::ifstream(dir / "report.html").rdbuf();
   EXPECT_NE(html.str().find("<svg"), std::string::npos);
   EXPECT_NE(html.str().find("class=\"span\""), std::string::npos) << "the batch span is shaded";
+  EXPECT_NE(html.str().find("Cell 1: online latency (skip_locked @ users=50, 100 ms bins while the "
+                            "batch runs)"),
+            std::string::npos);
+  EXPECT_NE(html.str().find("Cell 1: throughput"), std::string::npos);
+  EXPECT_NE(html.str().find(">batch items/s<"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
   std::filesystem::remove_all(dir);
 }
