@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "config/scenario.h"
+
 namespace coexist::capacity {
 
 // Online latency and throughput over one phase of a cell's run.
@@ -16,24 +18,40 @@ struct PhaseStats {
   double p99_ms = 0;
 };
 
-// One second of the online load, for the latency-over-time chart.
+// One tick of the online load, for the charts over time: a second before
+// and after the batch, 100 ms while it runs (the report bins these to the
+// batch's length).
 struct TimePoint {
-  double at_seconds = 0;  // since the cell's start
+  double at_seconds = 0;     // since the cell's start, at the tick's end
+  double width_seconds = 0;  // the tick's length
+  long long transactions = 0;
+  long long not_ok = 0;  // transactions in the tick whose outcome was not ok
   double tps = 0;
   double p50_ms = 0;
   double p99_ms = 0;
 };
 
+// One chunk of the batch done, from the database: the completing
+// transaction's items and when it set them done.
+struct ChunkPoint {
+  double at_seconds = 0;  // since the run's start (runs.started_at)
+  long long items = 0;
+};
+
 // Everything measured in one cell of a scenario's sweep: one batch run with
 // online load before, during and after it, on fresh data.
 struct CellResult {
-  int index = 0;  // 1-based position in the sweep
+  int index = 0;       // 1-based, in the order the cells ran
+  int sweep_cell = 0;  // the sweep's cell it ran (config::ScenarioCell::index)
   // The swept keys and their values in this cell ("online.users" -> "40").
   std::map<std::string, std::string> parameters;
   std::string policy;
   // A label for the online load level ("users=50"), used to group the
   // recommendation; "" when the load is not swept.
   std::string load_level;
+  // A projection check cell (scenario.projection_check) repeats the cell of
+  // this index with more items; 0 for the sweep's own cells.
+  int check_of = 0;
 
   // The batch.
   double batch_seconds = 0;
@@ -45,6 +63,7 @@ struct CellResult {
   long long queued_left = 0;
   bool batch_finished = false;      // every item ended done/deferred/dead
   bool finished_in_window = false;  // and within scenario.window
+  std::vector<ChunkPoint> chunks;   // done chunks in the order they ended
 
   // The online side.
   PhaseStats before;
@@ -57,6 +76,11 @@ struct CellResult {
   long long lock_timeouts = 0;  // 55P03
   long long other_errors = 0;
   double pool_wait_p99_ms = 0;
+  // Online transactions that failed while the batch ran, by outcome
+  // ("refused_window" -> 12): what the error-rate objective counts
+  // (config::Objectives::max_error_percent), the users' own version
+  // conflicts and edit-lock waits on each other left out.
+  std::map<std::string, long long> during_errors;
   long long lost_updates = 0;           // must be 0 for every policy
   long long applied_twice = 0;          // batch items applied more than once: must be 0
   long long rows_changed_by_batch = 0;  // from the ledger, to cross-check `done`
@@ -75,6 +99,8 @@ struct ScenarioSummary {
   double window_seconds = 0;             // the batch must finish inside this
   long long production_queue_items = 0;  // for the projection; 0: none
   double production_window_seconds = 0;  // the production window it must fit
+  long long projection_check = 0;        // items of the check cells; 0: none
+  config::Objectives objectives;         // what a recommended policy must meet
   std::string started_at;                // ISO-8601
   std::string host;
 };

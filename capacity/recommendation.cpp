@@ -8,87 +8,184 @@
 namespace coexist::capacity {
 namespace {
 
-PolicyOutcome OutcomeOf(const CellResult& cell) {
-  PolicyOutcome out;
-  out.policy = cell.policy;
-  out.finished_in_window = cell.finished_in_window;
-  out.complete = cell.deferred == 0 && cell.dead == 0 && cell.queued_left == 0;
-  out.batch_seconds = cell.batch_seconds;
-  out.p99_ratio = cell.before.p99_ms > 0 ? cell.during.p99_ms / cell.before.p99_ms : 0;
-  long long errors = cell.refusals + cell.revocations + cell.gave_up + cell.lock_timeouts;
-  out.online_errors_per_1000 =
-      cell.during.transactions > 0 ? 1000.0 * errors / cell.during.transactions : 0;
-  return out;
+double Percent(long long part, long long whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0;
 }
 
-bool Qualifies(const PolicyOutcome& o) { return o.finished_in_window && o.complete; }
+// The kind of online error that dominates, and what would avoid it.
+std::string ErrorRemedy(const CellResult& cell) {
+  std::string top;
+  long long most = 0;
+  for (const auto& [kind, n] : cell.during_errors) {
+    if (n > most) most = n, top = kind;
+  }
+  if (top == "refused_window") {
+    return "this policy refuses online writes while the batch runs: run it when users are away, "
+           "or choose a policy that lets them write";
+  }
+  if (top == "refused_owner" || top == "refused_edit_locked") {
+    return "online writes are refused on the rows the batch holds: smaller chunks "
+           "(pacing.chunk_time, batch.chunk_size) shorten the hold";
+  }
+  if (top == "lock_revoked" || top == "canceled" || top == "terminated") {
+    return "the batch revokes or interrupts online work: give users more time "
+           "(cancel_after, terminate_after), or choose a policy that yields to them";
+  }
+  if (top == "lock_timeout" || top == "nowait") {
+    return "online writes time out behind the batch's row locks: smaller chunks or fewer workers "
+           "(batch.workers)";
+  }
+  return "fewer workers (batch.workers) or smaller chunks put less load next to the users";
+}
+
+constexpr const char* kDeferredRemedy =
+    "items were deferred, dead or left queued: more deferrals before giving up (max_deferrals), "
+    "on_exhausted: wait, or a longer window so deferred items are retried";
+
+void Check(PolicyOutcome& out, bool missed, Miss miss) {
+  if (!missed) return;
+  miss.by = std::abs(miss.measured - miss.limit);
+  out.misses.push_back(std::move(miss));
+}
 
 // True when a is the better choice than b (both qualify).
 bool Better(const PolicyOutcome& a, const PolicyOutcome& b) {
   double low = std::min(a.p99_ratio, b.p99_ratio);
   if (std::abs(a.p99_ratio - b.p99_ratio) > 0.05 * low) return a.p99_ratio < b.p99_ratio;
-  if (a.online_errors_per_1000 != b.online_errors_per_1000) {
-    return a.online_errors_per_1000 < b.online_errors_per_1000;
-  }
+  if (a.error_percent != b.error_percent) return a.error_percent < b.error_percent;
   return a.batch_seconds < b.batch_seconds;
 }
 
+// How far a policy is from qualifying: fewer objectives missed, then the
+// smaller sum of relative misses.
+double Distance(const PolicyOutcome& o) {
+  double sum = 0;
+  for (const auto& m : o.misses) sum += m.by / std::max(std::abs(m.limit), 1.0);
+  return 1000.0 * static_cast<double>(o.misses.size()) + sum;
+}
+
+// True when a should stand for its policy rather than b.
+bool Preferred(const PolicyOutcome& a, const PolicyOutcome& b) {
+  if (a.Qualifies() != b.Qualifies()) return a.Qualifies();
+  return a.Qualifies() ? Better(a, b) : Distance(a) < Distance(b);
+}
+
 }  // namespace
+
+PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario) {
+  const config::Objectives& o = scenario.objectives;
+  PolicyOutcome out;
+  out.policy = cell.policy;
+  out.finished_in_window = cell.finished_in_window;
+  out.batch_seconds = cell.batch_seconds;
+  out.p99_ratio = cell.before.p99_ms > 0 ? cell.during.p99_ms / cell.before.p99_ms : 0;
+  long long errors = 0;
+  for (const auto& [kind, n] : cell.during_errors) errors += n;
+  out.error_percent = Percent(errors, cell.during.transactions);
+  out.done_percent = Percent(cell.done, cell.items);
+  out.deferred_percent = Percent(cell.deferred, cell.items);
+
+  // At the measured rate, the window the whole queue would have needed.
+  double needed = cell.done > 0 ? cell.batch_seconds * static_cast<double>(cell.items) /
+                                      static_cast<double>(cell.done)
+                                : 0;
+  Check(
+      out, !cell.finished_in_window,
+      {.objective = "window",
+       .limit = scenario.window_seconds,
+       .measured = cell.batch_finished ? cell.batch_seconds : std::max(needed, cell.batch_seconds),
+       .text =
+           cell.batch_finished
+               ? fmt::format("the batch took {:.1f} s, window {:.0f} s", cell.batch_seconds,
+                             scenario.window_seconds)
+               : fmt::format("the batch did not finish inside the {:.0f} s window ({:.1f}% done)",
+                             scenario.window_seconds, out.done_percent),
+       .remedy = needed > 0 ? fmt::format("a window of about {:.0f} s at the measured rate, or "
+                                          "more workers if the online objectives leave room",
+                                          needed * 1.1)
+                            : "a longer window, or more workers"});
+  Check(out, out.p99_ratio > o.max_p99_ratio,
+        {.objective = "max_p99_ratio",
+         .limit = o.max_p99_ratio,
+         .measured = out.p99_ratio,
+         .text = fmt::format("online p99 {:.2f}x of the warm-up's, objective at most {:g}x (by "
+                             "{:.2f}x)",
+                             out.p99_ratio, o.max_p99_ratio, out.p99_ratio - o.max_p99_ratio),
+         .remedy = "fewer workers (batch.workers) or smaller chunks, or pacing.online_latency to "
+                   "hold online latency near the baseline (docs/pacing.md)"});
+  Check(out, out.error_percent > o.max_error_percent,
+        {.objective = "max_error_rate",
+         .limit = o.max_error_percent,
+         .measured = out.error_percent,
+         .text = fmt::format("{:.2f}% of online transactions failed during the batch, objective "
+                             "at most {:g}% (by {:.2f} points)",
+                             out.error_percent, o.max_error_percent,
+                             out.error_percent - o.max_error_percent),
+         .remedy = ErrorRemedy(cell)});
+  Check(out, out.done_percent < o.min_done_percent,
+        {.objective = "min_done_share",
+         .limit = o.min_done_percent,
+         .measured = out.done_percent,
+         .text = fmt::format("{:.2f}% of the items done, objective at least {:g}% (by {:.2f} "
+                             "points)",
+                             out.done_percent, o.min_done_percent,
+                             o.min_done_percent - out.done_percent),
+         .remedy = kDeferredRemedy});
+  Check(out, out.deferred_percent > o.max_deferred_percent,
+        {.objective = "max_deferred_share",
+         .limit = o.max_deferred_percent,
+         .measured = out.deferred_percent,
+         .text = fmt::format("{:.2f}% of the items left deferred, objective at most {:g}% (by "
+                             "{:.2f} points)",
+                             out.deferred_percent, o.max_deferred_percent,
+                             out.deferred_percent - o.max_deferred_percent),
+         .remedy = kDeferredRemedy});
+  return out;
+}
 
 std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
                                       const ScenarioSummary& scenario) {
   std::map<std::string, std::map<std::string, PolicyOutcome>> by_level;
   for (const auto& cell : cells) {
-    PolicyOutcome outcome = OutcomeOf(cell);
+    if (cell.check_of != 0) continue;
+    PolicyOutcome outcome = Judge(cell, scenario);
     auto& slot = by_level[cell.load_level];
     auto it = slot.find(cell.policy);
-    if (it == slot.end() ||
-        (Qualifies(outcome) && (!Qualifies(it->second) || Better(outcome, it->second)))) {
-      slot[cell.policy] = outcome;
-    }
+    if (it == slot.end() || Preferred(outcome, it->second)) slot[cell.policy] = outcome;
   }
   std::vector<Recommendation> out;
   for (auto& [level, policies] : by_level) {
     Recommendation rec;
     rec.load_level = level;
     const PolicyOutcome* best = nullptr;
+    const PolicyOutcome* closest = nullptr;
     for (auto& [name, outcome] : policies) {
       rec.outcomes.push_back(outcome);
-      if (Qualifies(outcome) && (best == nullptr || Better(outcome, *best))) best = &outcome;
+      if (outcome.Qualifies() && (best == nullptr || Better(outcome, *best))) best = &outcome;
+      if (closest == nullptr || Distance(outcome) < Distance(*closest)) closest = &outcome;
     }
     if (best != nullptr) {
       rec.recommended = best->policy;
       rec.reason = fmt::format(
-          "{} finished all items in {:.1f} s (window {:.0f} s) with online p99 at {:.2f}x of "
-          "before the batch and {:.1f} online errors per 1000 transactions.",
-          best->policy, best->batch_seconds, scenario.window_seconds, best->p99_ratio,
-          best->online_errors_per_1000);
-    } else {
+          "{} meets every objective: the batch took {:.1f} s (window {:.0f} s), {:.2f}% of "
+          "the items done, online p99 at {:.2f}x of before the batch and {:.2f}% online errors.",
+          best->policy, best->batch_seconds, scenario.window_seconds, best->done_percent,
+          best->p99_ratio, best->error_percent);
+    } else if (closest != nullptr) {
+      std::string missed, remedies;
+      for (const auto& m : closest->misses) {
+        missed += (missed.empty() ? "" : "; ") + m.text;
+        if (remedies.find(m.remedy) == std::string::npos) {
+          remedies += (remedies.empty() ? "" : "; ") + m.remedy;
+        }
+      }
       rec.reason = fmt::format(
-          "No policy finished every item inside the {:.0f} s window at this load: widen the "
-          "window, add workers, or lower the online load during the batch.",
-          scenario.window_seconds);
+          "No policy meets every objective at this load. Closest: {}, which missed {} "
+          "objective{}: {}. To qualify: {}.",
+          closest->policy, closest->misses.size(), closest->misses.size() == 1 ? "" : "s", missed,
+          remedies);
     }
     out.push_back(std::move(rec));
-  }
-  return out;
-}
-
-std::vector<Projection> Project(const std::vector<CellResult>& cells,
-                                const ScenarioSummary& scenario) {
-  std::vector<Projection> out;
-  if (scenario.production_queue_items <= 0) return out;
-  for (const auto& cell : cells) {
-    if (cell.items_per_second <= 0) continue;
-    Projection p;
-    p.policy = cell.policy;
-    p.load_level = cell.load_level;
-    p.items_per_second = cell.items_per_second;
-    p.projected_seconds =
-        static_cast<double>(scenario.production_queue_items) / cell.items_per_second;
-    p.fits_window = scenario.production_window_seconds > 0 &&
-                    p.projected_seconds <= scenario.production_window_seconds;
-    out.push_back(p);
   }
   return out;
 }

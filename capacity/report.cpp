@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "capacity/projection.h"
 #include "capacity/recommendation.h"
 #include "capacity/svg_chart.h"
 #include "common/error.h"
@@ -59,6 +62,8 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["lost_updates"] = c.lost_updates;
   f["applied_twice"] = c.applied_twice;
   f["rows_changed_by_batch"] = c.rows_changed_by_batch;
+  f["check_of"] = c.check_of;
+  f["chunks"] = static_cast<long long>(c.chunks.size());
   return f;
 }
 
@@ -89,6 +94,51 @@ void WriteAtomically(const fs::path& path, const std::string& text) {
   if (ec) throw Error(ExitCode::kCantCreate, "cannot write " + path.string() + ": " + ec.message());
 }
 
+nlohmann::ordered_json ObjectivesJson(const config::Objectives& o) {
+  return {{"max_p99_ratio", o.max_p99_ratio},
+          {"max_error_rate_percent", o.max_error_percent},
+          {"min_done_share_percent", o.min_done_percent},
+          {"max_deferred_share_percent", o.max_deferred_percent}};
+}
+
+nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
+  nlohmann::ordered_json outcomes = nlohmann::ordered_json::array();
+  for (const auto& o : r.outcomes) {
+    nlohmann::ordered_json misses = nlohmann::ordered_json::array();
+    for (const auto& m : o.misses) {
+      misses.push_back({{"objective", m.objective},
+                        {"limit", m.limit},
+                        {"measured", m.measured},
+                        {"by", m.by},
+                        {"text", m.text},
+                        {"remedy", m.remedy}});
+    }
+    outcomes.push_back({{"policy", o.policy},
+                        {"meets_objectives", o.Qualifies()},
+                        {"batch_seconds", o.batch_seconds},
+                        {"finished_in_window", o.finished_in_window},
+                        {"p99_ratio", o.p99_ratio},
+                        {"error_rate_percent", o.error_percent},
+                        {"done_percent", o.done_percent},
+                        {"deferred_percent", o.deferred_percent},
+                        {"missed", misses}});
+  }
+  return {{"load_level", r.load_level},
+          {"recommended", r.recommended},
+          {"reason", r.reason},
+          {"policies", outcomes}};
+}
+
+nlohmann::ordered_json ModelJson(const DurationModel& m) {
+  if (!m.trusted) return {{"trusted", false}, {"untrusted_reason", m.untrusted_reason}};
+  return {{"trusted", true},
+          {"steady_items_per_second", m.steady_rate},
+          {"fixed_seconds", m.fixed_seconds},
+          {"done_share", m.done_share},
+          {"steady_chunks", m.steady_chunks},
+          {"steady_seconds", m.steady_seconds}};
+}
+
 std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   nlohmann::ordered_json out;
   out["scenario"] = {{"name", s.name},
@@ -98,6 +148,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                      {"window_seconds", s.window_seconds},
                      {"production_queue_items", s.production_queue_items},
                      {"production_window_seconds", s.production_window_seconds},
+                     {"objectives", ObjectivesJson(s.objectives)},
                      {"started_at", s.started_at},
                      {"host", s.host}};
   out["cells"] = nlohmann::ordered_json::array();
@@ -107,28 +158,56 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     cell["before"] = PhaseJson(c.before);
     cell["during"] = PhaseJson(c.during);
     cell["after"] = PhaseJson(c.after);
+    cell["during_errors"] = c.during_errors;
+    nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+    for (const auto& chunk : c.chunks) chunks.push_back({chunk.at_seconds, chunk.items});
+    cell["chunks_done"] = chunks;  // [seconds since the run started, items]
     cell["batch_span_seconds"] = {c.batch_start_seconds, c.batch_end_seconds};
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& t : c.timeline) {
-      timeline.push_back(
-          {{"at", t.at_seconds}, {"tps", t.tps}, {"p50_ms", t.p50_ms}, {"p99_ms", t.p99_ms}});
+      timeline.push_back({{"at", t.at_seconds},
+                          {"seconds", t.width_seconds},
+                          {"transactions", t.transactions},
+                          {"not_ok", t.not_ok},
+                          {"tps", t.tps},
+                          {"p50_ms", t.p50_ms},
+                          {"p99_ms", t.p99_ms}});
     }
     cell["timeline"] = timeline;
     out["cells"].push_back(cell);
   }
-  auto recs = Recommend(cells, s);
   out["recommendations"] = nlohmann::ordered_json::array();
-  for (const auto& r : recs) {
-    out["recommendations"].push_back(
-        {{"load_level", r.load_level}, {"recommended", r.recommended}, {"reason", r.reason}});
-  }
+  for (const auto& r : Recommend(cells, s)) out["recommendations"].push_back(RecommendationJson(r));
   out["projections"] = nlohmann::ordered_json::array();
   for (const auto& p : Project(cells, s)) {
-    out["projections"].push_back({{"policy", p.policy},
-                                  {"load_level", p.load_level},
-                                  {"items_per_second", p.items_per_second},
-                                  {"projected_seconds", p.projected_seconds},
-                                  {"fits_window", p.fits_window}});
+    nlohmann::ordered_json j = {{"cell", p.cell},
+                                {"policy", p.policy},
+                                {"load_level", p.load_level},
+                                {"model", ModelJson(p.model)}};
+    if (p.model.trusted) {
+      j["projected_seconds"] = p.projected_seconds;
+      j["fits_window"] = p.fits_window;
+    }
+    out["projections"].push_back(j);
+  }
+  out["projection_checks"] = nlohmann::ordered_json::array();
+  for (const auto& c : CheckProjections(cells)) {
+    nlohmann::ordered_json j = {{"cell", c.cell},
+                                {"check_cell", c.check_cell},
+                                {"policy", c.policy},
+                                {"load_level", c.load_level},
+                                {"measured_items", c.measured_items},
+                                {"check_items", c.check_items},
+                                {"model", ModelJson(c.model)},
+                                {"trusted", c.trusted},
+                                {"measured_seconds", c.measured_seconds}};
+    if (c.trusted) {
+      j["projected_seconds"] = c.projected_seconds;
+      j["error_percent"] = c.error_percent;
+    } else {
+      j["untrusted_reason"] = c.untrusted_reason;
+    }
+    out["projection_checks"].push_back(j);
   }
   return out.dump(2) + "\n";
 }
@@ -152,24 +231,87 @@ std::string Label(const CellResult& c) {
   return c.load_level.empty() ? c.policy : c.policy + " @ " + c.load_level;
 }
 
+// One bin of a cell's charts over time.
+struct Bin {
+  double from = 0, to = 0;
+  long long transactions = 0;
+  double p50_ms = 0, p99_ms = 0;
+  long long batch_items = 0;
+};
+
+// The bin width while the batch runs: about 60 bins over its span, between
+// one tick (100 ms) and a second; outside the batch, one bin per tick.
+double BatchBinWidth(const CellResult& c) {
+  double span = c.batch_end_seconds - c.batch_start_seconds;
+  return std::clamp(std::round(span / 60 * 10) / 10, 0.1, 1.0);
+}
+
+// The ticks merged into bins: transactions add up, p50 is the
+// transaction-weighted mean of the ticks' p50s, p99 the highest tick p99 (an
+// upper bound: percentiles do not add); the batch's done chunks counted
+// into the bin they ended in.
+std::vector<Bin> Bins(const CellResult& c) {
+  std::vector<Bin> bins;
+  double width = BatchBinWidth(c);
+  for (const auto& t : c.timeline) {
+    double from = t.at_seconds - t.width_seconds;
+    bool in_batch = t.at_seconds > c.batch_start_seconds && from < c.batch_end_seconds;
+    if (bins.empty() || !in_batch || t.at_seconds - bins.back().from > width + 1e-6 ||
+        bins.back().to <= c.batch_start_seconds) {
+      bins.push_back({.from = from, .to = t.at_seconds});
+    }
+    Bin& b = bins.back();
+    double weight = static_cast<double>(t.transactions);
+    double total = static_cast<double>(b.transactions) + weight;
+    if (total > 0)
+      b.p50_ms = (b.p50_ms * static_cast<double>(b.transactions) + t.p50_ms * weight) / total;
+    b.p99_ms = std::max(b.p99_ms, t.p99_ms);
+    b.transactions += t.transactions;
+    b.to = t.at_seconds;
+  }
+  for (const auto& chunk : c.chunks) {
+    double at = c.batch_start_seconds + chunk.at_seconds;
+    auto it = std::find_if(bins.begin(), bins.end(), [at](const Bin& b) { return at <= b.to; });
+    if (it == bins.end() && !bins.empty()) it = std::prev(bins.end());
+    if (it != bins.end()) it->batch_items += chunk.items;
+  }
+  return bins;
+}
+
 std::string Charts(const std::vector<CellResult>& cells) {
   std::string out;
-  // Online latency over time, one chart per cell, the batch's span shaded.
+  // Per cell, over time: online latency, then the throughput of both sides,
+  // with the batch's span shaded and binned finer while it runs.
   for (const auto& c : cells) {
-    LineChartSpec spec{
-        .title = fmt::format("Cell {}: online latency over time ({})", c.index, Label(c)),
+    auto bins = Bins(c);
+    std::string width = fmt::format("{:.0f} ms bins while the batch runs", 1000 * BatchBinWidth(c));
+    LineChartSpec latency{
+        .title = fmt::format("Cell {}: online latency ({}, {})", c.index, Label(c), width),
         .x_label = "seconds since start",
         .y_label = "latency (ms)"};
-    Series p50{"p50"}, p99{"p99"};
-    for (const auto& t : c.timeline) {
-      p50.x.push_back(t.at_seconds);
-      p50.y.push_back(t.p50_ms);
-      p99.x.push_back(t.at_seconds);
-      p99.y.push_back(t.p99_ms);
+    LineChartSpec throughput{
+        .title = fmt::format("Cell {}: throughput ({}, {})", c.index, Label(c), width),
+        .x_label = "seconds since start",
+        .y_label = "per second"};
+    Series p50{"online p50"}, p99{"online p99"}, online{"online tx/s"}, batch{"batch items/s"};
+    for (const auto& b : bins) {
+      double mid = (b.from + b.to) / 2, seconds = std::max(b.to - b.from, 1e-3);
+      if (b.transactions > 0) {
+        p50.x.push_back(mid);
+        p50.y.push_back(b.p50_ms);
+        p99.x.push_back(mid);
+        p99.y.push_back(b.p99_ms);
+      }
+      online.x.push_back(mid);
+      online.y.push_back(static_cast<double>(b.transactions) / seconds);
+      batch.x.push_back(mid);
+      batch.y.push_back(static_cast<double>(b.batch_items) / seconds);
     }
-    spec.series = {p50, p99};
-    spec.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
-    out += "<figure>" + LineChart(spec) + "</figure>\n";
+    latency.series = {p50, p99};
+    throughput.series = {online, batch};
+    latency.shaded = throughput.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
+    out += "<figure>" + LineChart(latency) + "</figure>\n";
+    out += "<figure>" + LineChart(throughput) + "</figure>\n";
   }
   // Per policy and load level: batch throughput, online p99, error rates.
   std::vector<std::string> levels;
@@ -188,7 +330,7 @@ std::string Charts(const std::vector<CellResult>& cells) {
       for (const auto& level : levels) {
         double value = 0;
         for (const auto& c : cells) {
-          if (c.policy == policy && c.load_level == level) value = figure(c);
+          if (c.policy == policy && c.load_level == level && c.check_of == 0) value = figure(c);
         }
         s.y.push_back(value);
       }
@@ -211,6 +353,72 @@ std::string Charts(const std::vector<CellResult>& cells) {
                            : 0;
               });
   return out;
+}
+
+std::string ProjectionChecksHtml(const std::vector<CellResult>& cells) {
+  auto checks = CheckProjections(cells);
+  if (checks.empty()) return "";
+  std::string html =
+      "<h2>Projection check</h2><p>Each measured cell's model projected to its check cell's "
+      "queue (scenario.projection_check), against the duration measured there.</p>\n"
+      "<table><tr><th>cell</th><th>policy</th><th>load</th><th>items</th><th>check "
+      "items</th><th>projected</th><th>measured</th><th>error</th></tr>\n";
+  for (const auto& c : checks) {
+    html += fmt::format(
+        "<tr><td>{} &rarr; {}</td><td class=text>{}</td><td class=text>{}</td><td>{}</td>"
+        "<td>{}</td>",
+        c.cell, c.check_cell, Escape(c.policy), Escape(c.load_level), c.measured_items,
+        c.check_items);
+    html += c.trusted ? fmt::format("<td>{:.1f} s</td><td>{:.1f} s</td><td>{:+.1f}%</td></tr>\n",
+                                    c.projected_seconds, c.measured_seconds, c.error_percent)
+                      : fmt::format(
+                            "<td colspan=3 class=text>{:.1f} s measured; no projection: "
+                            "{}</td></tr>\n",
+                            c.measured_seconds, Escape(c.untrusted_reason));
+  }
+  return html + "</table>\n";
+}
+
+std::string PassFail(bool pass, const std::string& figure) {
+  return pass ? "<span class=ok>" + figure + "</span>" : "<span class=bad>" + figure + "</span>";
+}
+
+// Each policy against each objective, pass/fail at a glance, with what it
+// missed and what would make it qualify.
+std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
+  const auto& o = s.objectives;
+  std::string html = fmt::format(
+      "<h2>Objectives</h2>\n<p>A policy is recommended only when it meets all of them: the batch "
+      "finishes inside the {:.0f} s window, online p99 during the batch at most {:g}x of the "
+      "warm-up's, at most {:g}% of online transactions fail during the batch, at least {:g}% of "
+      "the items done and at most {:g}% left deferred.</p>\n"
+      "<table><tr><th>load</th><th>policy</th><th>window</th><th>p99 ratio</th><th>online "
+      "errors</th><th>done</th><th>deferred</th><th>missed, and what would qualify it</th></tr>\n",
+      s.window_seconds, o.max_p99_ratio, o.max_error_percent, o.min_done_percent,
+      o.max_deferred_percent);
+  for (const auto& r : Recommend(cells, s)) {
+    for (const auto& p : r.outcomes) {
+      auto missed = [&p](const char* objective) {
+        return std::none_of(p.misses.begin(), p.misses.end(),
+                            [&](const Miss& m) { return m.objective == objective; });
+      };
+      std::string notes;
+      for (const auto& m : p.misses) {
+        notes += (notes.empty() ? "" : "<br>") + Escape(m.text) + " &rarr; " + Escape(m.remedy);
+      }
+      html += fmt::format(
+          "<tr><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td><td>{}</td><td class=text>{}</td></tr>\n",
+          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.policy),
+          PassFail(missed("window"), fmt::format("{:.1f} s", p.batch_seconds)),
+          PassFail(missed("max_p99_ratio"), fmt::format("{:.2f}x", p.p99_ratio)),
+          PassFail(missed("max_error_rate"), fmt::format("{:.2f}%", p.error_percent)),
+          PassFail(missed("min_done_share"), fmt::format("{:.2f}%", p.done_percent)),
+          PassFail(missed("max_deferred_share"), fmt::format("{:.2f}%", p.deferred_percent)),
+          notes.empty() ? "<span class=ok>meets every objective</span>" : notes);
+    }
+  }
+  return html + "</table>\n";
 }
 
 std::string Html(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
@@ -244,28 +452,32 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
                                           : "<span class=ok>" + Escape(r.recommended) + "</span>",
                     Escape(r.reason));
   }
-  html += "</table>\n";
+  html += "</table>\n" + ObjectivesHtml(s, cells);
 
   auto projections = Project(cells, s);
   if (!projections.empty()) {
     html += fmt::format(
         "<h2>Projection for production</h2><p>Batch duration for {} items from each cell's "
-        "measured "
-        "rate. Assumes the rate stays as measured: linear in the number of items, the same online "
-        "load, hardware, data size and policy settings; deferred items would need further "
-        "runs.</p>\n"
-        "<table><tr><th>policy</th><th>load</th><th>items/s</th><th>projected</th><th>fits {:.0f} "
-        "s window</th></tr>\n",
+        "model: fixed costs (setup, the first chunks, the tail of waits and deferred items) plus "
+        "the items at the steady rate measured between the first and the last tenth of the "
+        "items. Assumes the same online load, hardware, data size and policy settings.</p>\n"
+        "<table><tr><th>cell</th><th>policy</th><th>load</th><th>steady items/s</th><th>fixed "
+        "s</th><th>projected</th><th>fits {:.0f} s window</th></tr>\n",
         s.production_queue_items, s.production_window_seconds);
     for (const auto& p : projections) {
-      html += fmt::format(
-          "<tr><td class=text>{}</td><td class=text>{}</td><td>{:.0f}</td><td>{:.0f} "
-          "s</td><td>{}</td></tr>\n",
-          Escape(p.policy), Escape(p.load_level), p.items_per_second, p.projected_seconds,
-          p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>");
+      html += fmt::format("<tr><td>{}</td><td class=text>{}</td><td class=text>{}</td>", p.cell,
+                          Escape(p.policy), Escape(p.load_level));
+      html += p.model.trusted
+                  ? fmt::format(
+                        "<td>{:.0f}</td><td>{:.1f}</td><td>{:.0f} s</td><td>{}</td></tr>\n",
+                        p.model.steady_rate, p.model.fixed_seconds, p.projected_seconds,
+                        p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>")
+                  : "<td colspan=4 class=text>no projection: " + Escape(p.model.untrusted_reason) +
+                        "</td></tr>\n";
     }
     html += "</table>\n";
   }
+  html += ProjectionChecksHtml(cells);
 
   html += "<h2>Results</h2>\n<table><tr>";
   for (const char* h :
@@ -314,16 +526,59 @@ void WriteReport(const fs::path& dir, const ScenarioSummary& scenario,
 
 void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
   out << fmt::format(
-      "{:>4} {:<18} {:<14} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>5}\n",
-      "cell", "policy", "load", "batch_s", "items/s", "done", "deferred", "dead", "left", "p99_bef",
-      "p99_dur", "refused", "revoked", "lost");
+      "{:>4} {:<18} {:<14} {:>8} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} "
+      "{:>5}\n",
+      "cell", "policy", "load", "items", "batch_s", "items/s", "done", "deferred", "dead", "left",
+      "p99_bef", "p99_dur", "refused", "revoked", "lost");
   for (const auto& c : cells) {
     out << fmt::format(
-        "{:>4} {:<18} {:<14} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} {:>9.1f} {:>8} "
-        "{:>8} {:>5}\n",
-        c.index, c.policy, c.load_level, c.batch_seconds, c.items_per_second, c.done, c.deferred,
-        c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals, c.revocations,
-        c.lost_updates);
+        "{:>4} {:<18} {:<14} {:>8} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} {:>9.1f} "
+        "{:>8} {:>8} {:>5}\n",
+        c.index, c.policy, c.load_level, c.items, c.batch_seconds, c.items_per_second, c.done,
+        c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals,
+        c.revocations, c.lost_updates);
+  }
+}
+
+void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
+                      const std::vector<CellResult>& cells) {
+  for (const auto& p : Project(cells, scenario)) {
+    out << fmt::format("projection cell {} ({}): ", p.cell, p.policy);
+    if (p.model.trusted) {
+      out << fmt::format("{} items in {:.0f} s ({:.1f} s fixed + {:.0f} items/s){}\n",
+                         scenario.production_queue_items, p.projected_seconds,
+                         p.model.fixed_seconds, p.model.steady_rate,
+                         scenario.production_window_seconds <= 0 ? ""
+                         : p.fits_window                         ? ", fits the window"
+                                                                 : ", does not fit the window");
+    } else {
+      out << "none, " << p.model.untrusted_reason << '\n';
+    }
+  }
+  for (const auto& c : CheckProjections(cells)) {
+    out << fmt::format("projection check cell {} -> {} ({}): {} -> {} items: ", c.cell,
+                       c.check_cell, c.policy, c.measured_items, c.check_items);
+    if (c.trusted) {
+      out << fmt::format("projected {:.1f} s, measured {:.1f} s, error {:+.1f}%\n",
+                         c.projected_seconds, c.measured_seconds, c.error_percent);
+    } else {
+      out << fmt::format("measured {:.1f} s, no projection: {}\n", c.measured_seconds,
+                         c.untrusted_reason);
+    }
+  }
+}
+
+void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
+                          const std::vector<CellResult>& cells) {
+  for (const auto& r : Recommend(cells, scenario)) {
+    std::string level = r.load_level.empty() ? "" : " at " + r.load_level;
+    out << "recommended" << level << ": " << (r.recommended.empty() ? "none" : r.recommended)
+        << " — " << r.reason << '\n';
+    for (const auto& p : r.outcomes) {
+      for (const auto& m : p.misses) {
+        out << "  " << p.policy << " missed " << m.objective << ": " << m.text << '\n';
+      }
+    }
   }
 }
 

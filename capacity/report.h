@@ -18,6 +18,16 @@ void WriteReport(const std::filesystem::path& dir, const ScenarioSummary& scenar
 // The terminal table: one row per cell.
 void PrintTable(std::ostream& out, const std::vector<CellResult>& cells);
 
+// Each cell's production projection (or why there is none), then each
+// projection check: projected and measured duration, and the error.
+void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
+                      const std::vector<CellResult>& cells);
+
+// Per load level: the recommended policy (or none) and why, then each
+// objective each policy missed.
+void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
+                          const std::vector<CellResult>& cells);
+
 // The CSV columns, in order (results.csv's header).
 const std::vector<std::string>& CsvColumns();
 

@@ -36,7 +36,7 @@ double Since(Clock::time_point start) {
 // Fresh data for one cell: the demo target reseeded, coexist's tables empty,
 // the ledger empty, the queue filled.
 void PrepareData(const std::string& conninfo, const config::ScenarioSettings& settings,
-                 const config::Config& config) {
+                 const config::Config& config, long long items) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   db::InstallMigrations(*conn);
   db::SeedDemoTable(*conn, settings.records);
@@ -51,7 +51,11 @@ void PrepareData(const std::string& conninfo, const config::ScenarioSettings& se
   }
   batch::EnqueueSelect(conninfo, config.batch.job,
                        fmt::format("SELECT 1 + (g - 1) % {} FROM generate_series(1, {}) g",
-                                   settings.records, settings.queue_items));
+                                   settings.records, items));
+  // Fresh statistics for the tables just filled, so that every cell's plans
+  // are the ones the data calls for, not those of autovacuum's timing.
+  pqxx::nontransaction analyze(*conn);
+  analyze.exec("ANALYZE public.products; ANALYZE coexist.queue");
 }
 
 // The online application's rights as docs/operations.md ("Database roles")
@@ -123,25 +127,59 @@ void AddOnline(CellResult& cell, const online_sim::Report& r) {
   cell.lost_updates += r.lost_check.lost;
 }
 
-// One online phase of `duration` (or until Stop()), its ticks on the timeline.
+// What the error-rate objective counts, from the phase while the batch runs.
+void AddDuringErrors(CellResult& cell, const online_sim::Report& r) {
+  for (Outcome outcome :
+       {Outcome::kGaveUp, Outcome::kLockTimeout, Outcome::kNowait, Outcome::kLockRevoked,
+        Outcome::kRefusedWindow, Outcome::kRefusedOwner, Outcome::kRefusedEditLocked,
+        Outcome::kDeadlock, Outcome::kSerialization, Outcome::kCanceled, Outcome::kTerminated,
+        Outcome::kConnectionLost, Outcome::kOther}) {
+    if (long long n = Count(r, outcome); n > 0) cell.during_errors[OutcomeName(outcome)] = n;
+  }
+}
+
+// One online phase of `duration` (or until Stop()), its ticks (every
+// `tick`) on the timeline.
 class OnlinePhase {
  public:
   OnlinePhase(const std::string& conninfo, const config::Config& config,
-              std::chrono::milliseconds duration, Clock::time_point cell_start, CellResult& cell)
-      : simulator_(
-            conninfo, config.target, config.online,
-            online_sim::RunOptions{
-                .duration = duration, .on_tick = [&cell, cell_start](const online_sim::Tick& tick) {
-                  cell.timeline.push_back({Since(cell_start), tick.tps, tick.p50_ms, tick.p99_ms});
-                }}) {
+              std::chrono::milliseconds duration, std::chrono::milliseconds tick,
+              Clock::time_point cell_start, CellResult& cell)
+      : simulator_(conninfo, config.target, config.online,
+                   online_sim::RunOptions{.duration = duration,
+                                          .on_tick = TickRecorder(cell, cell_start),
+                                          .tick_interval = tick}) {
     simulator_.Prepare();
   }
   online_sim::Report Run() { return simulator_.Run(); }
   void Stop() { simulator_.Stop(); }
 
  private:
+  // The simulator's ticks carry totals since its start: each point gets the
+  // tick's own transactions and failures.
+  static std::function<void(const online_sim::Tick&)> TickRecorder(CellResult& cell,
+                                                                   Clock::time_point start) {
+    return [&cell, start, last_seconds = 0.0, last_transactions = 0LL,
+            last_not_ok = 0LL](const online_sim::Tick& tick) mutable {
+      cell.timeline.push_back({.at_seconds = Since(start),
+                               .width_seconds = tick.seconds - last_seconds,
+                               .transactions = tick.transactions - last_transactions,
+                               .not_ok = tick.not_ok - last_not_ok,
+                               .tps = tick.tps,
+                               .p50_ms = tick.p50_ms,
+                               .p99_ms = tick.p99_ms});
+      last_seconds = tick.seconds;
+      last_transactions = tick.transactions;
+      last_not_ok = tick.not_ok;
+    };
+  }
+
   online_sim::Simulator simulator_;
 };
+
+// Ticks while the batch runs: fine enough for a batch of a second.
+constexpr std::chrono::milliseconds kBatchTick{100};
+constexpr std::chrono::milliseconds kQuietTick{1000};
 
 // After the batch: its figures from the database, not from its counters.
 void CheckBatch(const std::string& conninfo, const std::string& job, CellResult& cell) {
@@ -157,13 +195,31 @@ void CheckBatch(const std::string& conninfo, const std::string& job, CellResult&
   cell.applied_twice = db::LedgerMismatch(tx, job, "public.batch_ledger");
   cell.rows_changed_by_batch =
       tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
+  // The chunks as the database saw them: the items one transaction set done
+  // share its xid (xmin), and done_at says when.
+  for (const auto& row :
+       tx.exec_params("SELECT extract(epoch FROM min(q.done_at) - r.started_at)::float8, count(*)"
+                      " FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
+                      " WHERE q.job = $1 AND q.state = 'done'"
+                      " GROUP BY q.xmin::text, r.started_at ORDER BY 1",
+                      job)) {
+    cell.chunks.push_back({row[0].as<double>(), row[1].as<long long>()});
+  }
 }
 
-CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario,
-                   const config::ScenarioCell& spec, const SimulateOptions& options) {
-  const auto& settings = scenario.settings;
+// A cell's size: the sweep's cells queue scenario.queue_items within
+// scenario.window; a projection check cell more, with a longer window.
+struct CellSize {
+  long long items = 0;
+  std::chrono::milliseconds window{0};
+  int check_of = 0;
+};
+
+CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec,
+                   const CellSize& size, const SimulateOptions& options) {
+  const auto& settings = spec.settings;
   config::Config config = CellConfig(settings, spec.config);
-  PrepareData(conninfo, settings, config);
+  PrepareData(conninfo, settings, config, size.items);
   std::string online_conninfo = conninfo;
   if (!options.online_role.empty()) {
     GrantOnlineRole(conninfo, options.online_role);
@@ -176,11 +232,12 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   cell.parameters = spec.parameters;
   cell.policy = config.policy.name;
   cell.load_level = spec.load_level;
-  cell.items = settings.queue_items;
+  cell.check_of = size.check_of;
+  cell.items = size.items;
   auto start = Clock::now();
 
   {
-    OnlinePhase before(online_conninfo, config, settings.warmup, start, cell);
+    OnlinePhase before(online_conninfo, config, settings.warmup, kQuietTick, start, cell);
     auto report = before.Run();
     cell.before = PhaseOf(report);
     AddOnline(cell, report);
@@ -189,7 +246,7 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   // The batch on its own thread while the online load goes on; the load
   // ends when the batch does, or when the window closes.
   std::atomic<bool> stop_batch{false};
-  OnlinePhase during(online_conninfo, config, settings.window, start, cell);
+  OnlinePhase during(online_conninfo, config, size.window, kBatchTick, start, cell);
   batch::RunSummary summary;
   std::exception_ptr batch_error;
   cell.batch_start_seconds = Since(start);
@@ -220,17 +277,17 @@ CellResult RunCell(const std::string& conninfo, const config::Scenario& scenario
   if (batch_error) std::rethrow_exception(batch_error);
   cell.during = PhaseOf(during_report);
   AddOnline(cell, during_report);
+  AddDuringErrors(cell, during_report);
   cell.revocations = std::max(cell.revocations, summary.revoked);
   cell.batch_seconds = summary.seconds;
   cell.batch_finished = summary.stop_reason == "drained";
   cell.finished_in_window =
-      cell.batch_finished &&
-      summary.seconds <= std::chrono::duration<double>(settings.window).count();
+      cell.batch_finished && summary.seconds <= std::chrono::duration<double>(size.window).count();
 
   // The batch's window closes with the batch: time_window's refusals stop.
   CloseWindows(conninfo);
   if (options.stop == nullptr || !options.stop->load()) {
-    OnlinePhase after(online_conninfo, config, settings.cooldown, start, cell);
+    OnlinePhase after(online_conninfo, config, settings.cooldown, kQuietTick, start, cell);
     auto report = after.Run();
     cell.after = PhaseOf(report);
     AddOnline(cell, report);
@@ -248,6 +305,14 @@ std::string Now() {
   return text;
 }
 
+// The window of a projection check cell: the scenario's, scaled with the
+// items and doubled, so that the check runs to its end; at most 24 h.
+std::chrono::milliseconds CheckWindow(const config::ScenarioSettings& s) {
+  double scale = 2.0 * static_cast<double>(s.projection_check) / static_cast<double>(s.queue_items);
+  double ms = std::min(std::max(1.0, scale) * static_cast<double>(s.window.count()), 86'400'000.0);
+  return std::chrono::milliseconds(static_cast<long long>(ms));
+}
+
 }  // namespace
 
 ScenarioSummary Summarize(const config::Scenario& scenario) {
@@ -261,6 +326,8 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
           .window_seconds = std::chrono::duration<double>(s.window).count(),
           .production_queue_items = s.production_queue_items,
           .production_window_seconds = std::chrono::duration<double>(s.production_window).count(),
+          .projection_check = s.projection_check,
+          .objectives = s.objectives,
           .started_at = Now(),
           .host = host};
 }
@@ -268,10 +335,11 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
 void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
                  const SimulateOptions& options, std::vector<CellResult>& results) {
   auto start = Clock::now();
-  size_t total = scenario.cells.size();
+  size_t total = 0;
+  for (const auto& spec : scenario.cells) total += spec.settings.projection_check > 0 ? 2 : 1;
   if (!options.online_role.empty()) CreateOnlineRole(conninfo, options.online_role);
-  for (const auto& spec : scenario.cells) {
-    if (options.stop != nullptr && options.stop->load()) break;
+  auto run = [&](const config::ScenarioCell& spec, const CellSize& size) {
+    int index = static_cast<int>(results.size()) + 1;
     if (options.progress != nullptr) {
       std::string eta = "unknown";
       if (!results.empty()) {
@@ -280,17 +348,35 @@ void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
       }
       std::string parameters;
       for (const auto& [key, value] : spec.parameters) parameters += " " + key + "=" + value;
-      *options.progress << fmt::format("cell {} of {}{} (elapsed {:.0f}s, ETA {})\n", spec.index,
-                                       total, parameters, Since(start), eta)
+      if (size.check_of != 0) {
+        parameters +=
+            fmt::format(" (projection check of cell {}: {} items)", size.check_of, size.items);
+      }
+      *options.progress << fmt::format("cell {} of {}{} (elapsed {:.0f}s, ETA {})\n", index, total,
+                                       parameters, Since(start), eta)
                         << std::flush;
     }
-    results.push_back(RunCell(conninfo, scenario, spec, options));
-    const auto& cell = results.back();
+    results.push_back(RunCell(conninfo, spec, size, options));
+    auto& cell = results.back();
+    cell.index = index;
+    cell.sweep_cell = spec.index;
     spdlog::info(
-        "cell measured cell={} policy={} batch_seconds={:.2f} done={} deferred={} dead={} "
-        "p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
-        cell.index, cell.policy, cell.batch_seconds, cell.done, cell.deferred, cell.dead,
-        cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates, cell.applied_twice);
+        "cell measured cell={} policy={} items={} batch_seconds={:.2f} done={} deferred={} "
+        "dead={} p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
+        cell.index, cell.policy, cell.items, cell.batch_seconds, cell.done, cell.deferred,
+        cell.dead, cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates, cell.applied_twice);
+    return index;
+  };
+  for (const auto& spec : scenario.cells) {
+    if (options.stop != nullptr && options.stop->load()) break;
+    const auto& settings = spec.settings;
+    int measured = run(spec, {.items = settings.queue_items, .window = settings.window});
+    if (settings.projection_check == 0 || (options.stop != nullptr && options.stop->load())) {
+      continue;
+    }
+    run(spec, {.items = settings.projection_check,
+               .window = CheckWindow(settings),
+               .check_of = measured});
   }
 }
 

@@ -1,4 +1,4 @@
-// coexist config check FILE
+// coexist config check FILE: a configuration or a `simulate` scenario.
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -6,6 +6,7 @@
 #include "cli/context.h"
 #include "config/config.h"
 #include "config/duration.h"
+#include "config/scenario.h"
 
 namespace coexist::cli {
 
@@ -18,6 +19,20 @@ void AddConfigCommands(CLI::App& app, Context& /*context*/, int& exit_code) {
   check->add_option("file", file, "YAML file to check")->required();
   check->callback([&] {
     // Throws ConfigError, which main reports with file:line:column and 78.
+    if (config::IsScenarioFile(file)) {
+      // A `coexist simulate` scenario: every cell of its sweep is validated.
+      auto scenario = config::LoadScenario(file);
+      std::cout << file << ": valid scenario '" << scenario.settings.name << "', "
+                << scenario.cells.size() << " cell" << (scenario.cells.size() == 1 ? "" : "s")
+                << '\n';
+      for (const auto& axis : scenario.sweep) {
+        std::cout << "  sweep " << axis.key << ":";
+        for (const auto& value : axis.values) std::cout << ' ' << value;
+        std::cout << '\n';
+      }
+      exit_code = 0;
+      return;
+    }
     auto loaded = config::LoadFile(file);
     std::cout << file << ": valid\n"
               << "  target " << loaded.target.Name() << " key=" << loaded.target.key_column

@@ -19,10 +19,24 @@
 namespace coexist::cli {
 namespace {
 
-config::Scenario Load(const std::string& name_or_path) {
-  if (std::filesystem::exists(name_or_path)) return config::LoadScenario(name_or_path);
+// "key=value" from --set, split at the first '='.
+config::Overrides ParseOverrides(const std::vector<std::string>& sets) {
+  config::Overrides out;
+  for (const auto& set : sets) {
+    auto eq = set.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw UsageError("--set '" + set + "' is not key=value",
+                       "e.g. --set scenario.records=200000 or --set online.users=40.");
+    }
+    out.emplace_back(set.substr(0, eq), set.substr(eq + 1));
+  }
+  return out;
+}
+
+config::Scenario Load(const std::string& name_or_path, const config::Overrides& overrides) {
+  if (std::filesystem::exists(name_or_path)) return config::LoadScenario(name_or_path, overrides);
   if (auto text = capacity::BuiltInScenario(name_or_path)) {
-    return config::LoadScenarioString(std::string(*text), name_or_path + ".yaml");
+    return config::LoadScenarioString(std::string(*text), name_or_path + ".yaml", overrides);
   }
   std::string names;
   for (const auto& name : capacity::BuiltInScenarioNames())
@@ -31,8 +45,9 @@ config::Scenario Load(const std::string& name_or_path) {
                    "give a path to a YAML file or one of: " + names + ".");
 }
 
-int Simulate(Context& context, const std::string& scenario_name, const std::string& out_dir) {
-  config::Scenario scenario = Load(scenario_name);
+int Simulate(Context& context, const std::string& scenario_name, const std::string& out_dir,
+             const std::vector<std::string>& sets) {
+  config::Scenario scenario = Load(scenario_name, ParseOverrides(sets));
   const auto& server = context.ServerToErase();
   std::atomic<bool> stop{false};
   signals::Handler on_signal([&stop](int) { stop = true; });
@@ -54,6 +69,8 @@ int Simulate(Context& context, const std::string& scenario_name, const std::stri
   if (!cells.empty()) {
     capacity::WriteReport(out_dir, summary, cells);
     capacity::PrintTable(std::cout, cells);
+    capacity::PrintProjections(std::cout, summary, cells);
+    capacity::PrintRecommendations(std::cout, summary, cells);
     std::cout << "report: " << (std::filesystem::path(out_dir) / "report.html").string() << '\n';
   }
   if (failure) std::rethrow_exception(failure);
@@ -65,7 +82,7 @@ int Simulate(Context& context, const std::string& scenario_name, const std::stri
   // The product's promises, checked against the database in every cell.
   int broken = 0;
   for (const auto& cell : cells) {
-    bool nolock = scenario.cells[cell.index - 1].config.online.mix.nolock > 0;
+    bool nolock = scenario.cells[cell.sweep_cell - 1].config.online.mix.nolock > 0;
     if (cell.applied_twice != 0 || (cell.lost_updates != 0 && !nolock)) {
       std::cerr << "simulate: cell " << cell.index << " (" << cell.policy
                 << ") broke a guarantee: applied_twice=" << cell.applied_twice
@@ -90,8 +107,14 @@ void AddSimulateCommand(CLI::App& app, Context& context, int& exit_code) {
                    "scenario YAML file, or a built-in scenario: demo, nightly-settlement, seed001")
       ->required();
   simulate->add_option("--out", out_dir, "folder for the report files (default coexist-report)");
+  static std::vector<std::string> sets;
+  simulate
+      ->add_option("--set", sets,
+                   "KEY=VALUE: set any key of the scenario before it is read, e.g. "
+                   "scenario.records=200000 or online.users=40 (repeatable)")
+      ->allow_extra_args(false);
   AddAllowDatabaseOption(*simulate, context);
-  simulate->callback([&] { exit_code = Simulate(context, scenario, out_dir); });
+  simulate->callback([&] { exit_code = Simulate(context, scenario, out_dir, sets); });
 }
 
 }  // namespace coexist::cli

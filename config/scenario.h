@@ -9,6 +9,24 @@
 
 namespace coexist::config {
 
+// `scenario.objectives:` — what the operator requires of a policy. A policy
+// is recommended only when its cell meets every one; the report says which
+// it missed and by how much. The batch must also finish inside
+// `scenario.window`, the window objective.
+struct Objectives {
+  // Online p99 while the batch runs / online p99 during the warm-up, at most.
+  double max_p99_ratio = 2;  // 1..1000000
+  // Online transactions that failed while the batch ran (refused, revoked,
+  // cancelled, terminated, timed out, gave up, deadlocked...), in percent of
+  // those started, at most. Users' own version conflicts and edit-lock
+  // waits on each other are not counted: they happen without a batch too.
+  double max_error_percent = 1;  // 0..100, written "1%"
+  // Items done at the end of the batch, in percent of those queued, at least.
+  double min_done_percent = 99;  // 0..100
+  // Items left deferred (for a later run), in percent of those queued, at most.
+  double max_deferred_percent = 1;  // 0..100
+};
+
 // `scenario:` — a capacity-planning run (`coexist simulate`): prepare data,
 // run the online load, run the batch inside it, measure. Defaults below.
 struct ScenarioSettings {
@@ -28,6 +46,13 @@ struct ScenarioSettings {
   // production window it must fit. 0: no projection.
   long long production_queue_items = 0;
   milliseconds production_window{0};
+  // After each cell, a check cell with this many queued items (at least
+  // queue_items): the report sets the duration the model of the first cell
+  // projects for it against the one measured. 0: no check cells. A check
+  // cell's window is the window scaled by projection_check / queue_items,
+  // twice over (at most 24 h), so that it runs to its end.
+  long long projection_check = 0;
+  Objectives objectives;
 };
 
 // One `sweep:` entry: a dotted configuration key and the values it takes.
@@ -43,11 +68,13 @@ struct ScenarioCell {
   // The value of the online load key (online.users or online.rate) when it
   // is swept, e.g. "online.users=50"; "" otherwise.
   std::string load_level;
+  // The cell's scenario settings: scenario.* keys may be swept too.
+  ScenarioSettings settings;
   Config config;
 };
 
 struct Scenario {
-  ScenarioSettings settings;
+  ScenarioSettings settings;  // as the file (and its overrides) say, before the sweep
   std::vector<SweepAxis> sweep;
   std::vector<ScenarioCell> cells;  // the cartesian product of the sweep, in order
 };
@@ -58,9 +85,23 @@ struct Scenario {
 // its own keys). Every cell's configuration is validated up front; an error
 // names the file, line and column (a bad swept value points at the value in
 // the sweep list). Throws ConfigError.
-Scenario LoadScenario(const std::string& path);
+//
+// `overrides` ("scenario.records" -> "200000", as `simulate --set` gives
+// them) replace or add keys before anything is read; any dotted key, the
+// scenario's own (scenario.*, sweep.*) included. A value is YAML
+// ("[a, b]" is a list); an error in it is located at "--set KEY:1:COL".
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+Scenario LoadScenario(const std::string& path, const Overrides& overrides = {});
 // The same for YAML text; `name` stands for the file in messages and gives
 // the scenario's default name.
-Scenario LoadScenarioString(const std::string& yaml, const std::string& name);
+Scenario LoadScenarioString(const std::string& yaml, const std::string& name,
+                            const Overrides& overrides = {});
+
+// True when the YAML text has a scenario's own sections (scenario:, sweep:
+// or policy_options:), so `config check` reads it as a scenario. Throws
+// ConfigError for text that is not YAML.
+bool IsScenarioText(const std::string& yaml, const std::string& name);
+// The same for a file (ConfigError when it cannot be read).
+bool IsScenarioFile(const std::string& path);
 
 }  // namespace coexist::config

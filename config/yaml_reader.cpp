@@ -268,6 +268,26 @@ void Section::Double(std::string_view key, double& out, double min, double max) 
   out = value;
 }
 
+void Section::Percent(std::string_view key, double& out) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  const std::string range = "allowed range is 0% to 100% inclusive.";
+  size_t sign = text.find('%');
+  std::string number = text.substr(0, sign);
+  while (!number.empty() && number.back() == ' ') number.pop_back();
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(number.c_str(), &end);
+  if (sign == std::string::npos || sign + 1 != text.size() || number.empty() ||
+      end != number.c_str() + number.size() || !std::isfinite(value) || errno == ERANGE) {
+    Fail(entry->value, key, Shown(text) + " is not a percentage",
+         "write it with its percent sign, e.g. 99% or 0.5%.");
+  }
+  if (value < 0 || value > 100) Fail(entry->value, key, Shown(text) + " is out of range", range);
+  out = value;
+}
+
 void Section::Bool(std::string_view key, bool& out) {
   const Entry* entry = Find(key);
   if (entry == nullptr) return;

@@ -37,6 +37,10 @@ class Section {
   void Int(std::string_view key, int& out, int min, int max);
   void Int64(std::string_view key, long long& out, long long min, long long max);
   void Double(std::string_view key, double& out, double min, double max);
+  // A share written with its percent sign ("99%", "0.5 %"), 0% to 100%;
+  // `out` is the number of percent (99, 0.5). A bare number is refused, so
+  // that 0.01 is never read as either 1% or 0.01%.
+  void Percent(std::string_view key, double& out);
   void Bool(std::string_view key, bool& out);
   void Duration(std::string_view key, std::chrono::milliseconds& out, std::chrono::milliseconds min,
                 std::chrono::milliseconds max);

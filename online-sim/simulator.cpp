@@ -159,7 +159,7 @@ Awaitable<> Simulator::State::Progress() {
   long long last_total = 0;
   auto last = Clock::now();
   while (true) {
-    ticker.expires_after(std::chrono::seconds(1));
+    ticker.expires_after(options.tick_interval);
     boost::system::error_code ec;
     co_await ticker.async_wait(asio::redirect_error(use_awaitable, ec));
     if (ec || active == 0) co_return;

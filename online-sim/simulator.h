@@ -19,25 +19,29 @@
 
 namespace coexist::online_sim {
 
-// Once a second during a run: figures of the second just past.
+// Once a tick (RunOptions::tick_interval, a second by default) during a run:
+// figures of the tick just past.
 struct Tick {
   double seconds = 0;                         // since the load started
   long long transactions = 0;                 // since the load started
-  double tps = 0;                             // in the last second
+  double tps = 0;                             // in the last tick
   long long not_ok = 0;                       // since the load started: outcomes other than ok
-  double p50_ms = 0, p95_ms = 0, p99_ms = 0;  // every kind, last second
+  double p50_ms = 0, p95_ms = 0, p99_ms = 0;  // every kind, last tick
   double pool_wait_p95_ms = 0;                // since the load started
 };
 
 struct RunOptions {
   // How long users start new transactions; running ones then finish.
   std::chrono::milliseconds duration = std::chrono::seconds(60);
-  // Called on the simulator's thread once a second (keep it short).
+  // Called on the simulator's thread once a tick (keep it short).
   std::function<void(const Tick&)> on_tick;
+  // How often on_tick (and the progress line) come: a second, or less for a
+  // finer timeline (simulate ticks every 100 ms while the batch runs).
+  std::chrono::milliseconds tick_interval = std::chrono::seconds(1);
   // Closed model only: each user stops after this many transactions (the
   // reserve scenario); the duration still bounds the run.
   std::optional<long long> transactions_per_user;
-  // Where the once-a-second progress line goes; null: nowhere.
+  // Where the once-a-tick progress line goes; null: nowhere.
   std::ostream* progress = nullptr;
   // Skip the end-of-run lost-update check (e.g. when another writer such as
   // the batch changes the value column at the same time).

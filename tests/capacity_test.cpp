@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "capacity/projection.h"
 #include "capacity/recommendation.h"
 #include "capacity/report.h"
 #include "capacity/svg_chart.h"
@@ -30,9 +31,18 @@ CellResult Cell(const std::string& policy, double batch_seconds, double p99_befo
   c.before = {.seconds = 10, .transactions = 1000, .tps = 100, .p99_ms = p99_before};
   c.during = {.seconds = batch_seconds, .transactions = 2000, .tps = 100, .p99_ms = p99_during};
   c.refusals = refusals;
-  c.timeline = {{1, 100, 1, p99_before}, {2, 90, 2, p99_during}, {3, 100, 1, p99_before}};
-  c.batch_start_seconds = 1.5;
+  // A second a tick before and after the batch, 100 ms while it runs.
+  c.timeline = {{.at_seconds = 1, .width_seconds = 1, .transactions = 100, .p99_ms = p99_before},
+                {.at_seconds = 2, .width_seconds = 1, .transactions = 100, .p99_ms = p99_before}};
+  for (int i = 1; i <= 5; ++i) {
+    c.timeline.push_back(
+        {.at_seconds = 2 + 0.1 * i, .width_seconds = 0.1, .transactions = 9, .p99_ms = p99_during});
+  }
+  c.timeline.push_back(
+      {.at_seconds = 3.5, .width_seconds = 1, .transactions = 100, .p99_ms = p99_before});
+  c.batch_start_seconds = 2;
   c.batch_end_seconds = 2.5;
+  c.chunks = {{0.2, c.done / 2}, {0.45, c.done - c.done / 2}};
   return c;
 }
 
@@ -54,30 +64,129 @@ TEST(Recommend, PicksTheLowestOnlineCostAmongPoliciesThatFinished) {
   EXPECT_NE(recs[0].reason.find("online p99 at 1.20x"), std::string::npos) << recs[0].reason;
 }
 
-TEST(Recommend, IncompleteRunsDoNotQualify) {
-  std::vector<CellResult> cells = {Cell("skip_locked", 5, 5, 5, /*deferred=*/10),
+TEST(Recommend, MoreDeferredThanTheObjectiveAllowsDoesNotQualify) {
+  // 1% deferred is within the default objectives (99% done, 1% deferred); 2% is not.
+  std::vector<CellResult> cells = {Cell("skip_locked", 5, 5, 5, /*deferred=*/20),
                                    Cell("time_window", 30, 5, 8)};
-  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "time_window");
+  auto recs = Recommend(cells, Scenario());
+  EXPECT_EQ(recs[0].recommended, "time_window");
+  const auto& skip = recs[0].outcomes[0];
+  ASSERT_EQ(skip.policy, "skip_locked");
+  ASSERT_EQ(skip.misses.size(), 2u);
+  EXPECT_EQ(skip.misses[0].objective, "min_done_share");
+  EXPECT_DOUBLE_EQ(skip.misses[0].by, 1);
+  EXPECT_EQ(skip.misses[1].objective, "max_deferred_share");
+  cells[0] = Cell("skip_locked", 5, 5, 5, /*deferred=*/10);
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "skip_locked");
 }
 
 TEST(Recommend, CloseP99GoesToFewerOnlineErrors) {
-  std::vector<CellResult> cells = {Cell("status_partition", 10, 5, 6.1, 0, /*refusals=*/40),
+  std::vector<CellResult> cells = {Cell("status_partition", 10, 5, 6.1),
                                    Cell("online_priority", 20, 5, 6.2)};
+  cells[0].during_errors = {{"refused_owner", 10}};  // 0.5% of 2000: within the objective
   EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "online_priority");
 }
 
-TEST(Recommend, NoneWhenNothingFinishes) {
-  auto recs = Recommend({Cell("skip_locked", 100, 5, 5)}, Scenario());
-  EXPECT_EQ(recs[0].recommended, "");
-  EXPECT_NE(recs[0].reason.find("No policy finished"), std::string::npos);
+// The demo's finding that started the objectives: the fastest policy hurt
+// users most, and a rule that only asked for every item done chose it.
+TEST(Recommend, APolicyThatBreaksAnOnlineObjectiveIsNotRecommended) {
+  std::vector<CellResult> cells = {Cell("batch_priority", 1, 5, 950),
+                                   Cell("online_priority", 3, 5, 8)};
+  cells[0].during_errors = {{"terminated", 600}, {"lock_revoked", 60}};
+  auto recs = Recommend(cells, Scenario());
+  EXPECT_EQ(recs[0].recommended, "online_priority");
+  const auto& batch = recs[0].outcomes[0];
+  ASSERT_EQ(batch.policy, "batch_priority");
+  ASSERT_EQ(batch.misses.size(), 2u);
+  EXPECT_EQ(batch.misses[0].objective, "max_p99_ratio");
+  EXPECT_DOUBLE_EQ(batch.misses[0].measured, 190);
+  EXPECT_DOUBLE_EQ(batch.misses[0].by, 188);
+  EXPECT_EQ(batch.misses[1].objective, "max_error_rate");
+  EXPECT_DOUBLE_EQ(batch.misses[1].measured, 33);
+  EXPECT_NE(batch.misses[1].remedy.find("terminate_after"), std::string::npos);
 }
 
-TEST(Project, ScalesTheMeasuredRateToTheProductionQueue) {
-  auto projections = Project({Cell("skip_locked", 10, 5, 6)}, Scenario());
+TEST(Recommend, ObjectivesComeFromTheScenario) {
+  ScenarioSummary loose = Scenario();
+  loose.objectives.max_p99_ratio = 200;
+  loose.objectives.max_error_percent = 50;
+  std::vector<CellResult> cells = {Cell("batch_priority", 1, 5, 950)};
+  cells[0].during_errors = {{"terminated", 600}};
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "");
+  EXPECT_EQ(Recommend(cells, loose)[0].recommended, "batch_priority");
+}
+
+TEST(Recommend, NoneQualifiesNamesTheClosestAndWhatWouldQualifyIt) {
+  auto recs =
+      Recommend({Cell("skip_locked", 100, 5, 5), Cell("online_priority", 100, 5, 50)}, Scenario());
+  EXPECT_EQ(recs[0].recommended, "");
+  EXPECT_EQ(recs[0].reason,
+            "No policy meets every objective at this load. Closest: skip_locked, which missed 1 "
+            "objective: the batch took 100.0 s, window 60 s. To qualify: a window of about 110 s "
+            "at the measured rate, or more workers if the online objectives leave room.");
+}
+
+// 4000 items in chunks of 100 every 0.5 s (200 items/s) after 1 s of
+// setup, and 2 s of tail after the last chunk: 23 s in all, 3 s of it fixed.
+CellResult Measured() {
+  CellResult c = Cell("skip_locked", 23, 5, 6);
+  c.index = 1;
+  c.items = c.done = 4000;
+  c.items_per_second = 4000.0 / 23;
+  c.chunks.clear();
+  for (int i = 1; i <= 40; ++i) c.chunks.push_back({1 + 0.5 * i, 100});
+  return c;
+}
+
+TEST(Model, SeparatesTheSteadyRateFromFixedCosts) {
+  DurationModel m = ModelOf(Measured());
+  ASSERT_TRUE(m.trusted) << m.untrusted_reason;
+  EXPECT_DOUBLE_EQ(m.steady_rate, 200);
+  EXPECT_DOUBLE_EQ(m.fixed_seconds, 3);
+  EXPECT_DOUBLE_EQ(m.SecondsFor(40'000), 203);  // one division would say 230
+}
+
+TEST(Model, SaysWhyItCannotBeTrusted) {
+  CellResult few = Measured();
+  few.chunks.resize(8);
+  EXPECT_FALSE(ModelOf(few).trusted);
+  EXPECT_EQ(ModelOf(few).untrusted_reason, "8 chunks done, fewer than 10: queue more items");
+  CellResult brief = Measured();
+  brief.batch_seconds = 2.5;
+  EXPECT_EQ(ModelOf(brief).untrusted_reason,
+            "the batch ran 2.5 s, less than 3 s: queue more items");
+  CellResult stopped = Measured();
+  stopped.batch_finished = false;
+  EXPECT_FALSE(ModelOf(stopped).trusted);
+}
+
+TEST(Project, ProjectsTheProductionQueueThroughTheModel) {
+  auto projections = Project({Measured()}, Scenario());
   ASSERT_EQ(projections.size(), 1u);
-  EXPECT_DOUBLE_EQ(projections[0].items_per_second, 100);
-  EXPECT_DOUBLE_EQ(projections[0].projected_seconds, 10'000);
+  EXPECT_DOUBLE_EQ(projections[0].projected_seconds, 3 + 1'000'000 / 200.0);
   EXPECT_FALSE(projections[0].fits_window);
+  CellResult brief = Measured();
+  brief.chunks.resize(3);
+  projections = Project({brief}, Scenario());
+  ASSERT_EQ(projections.size(), 1u);
+  EXPECT_FALSE(projections[0].model.trusted);
+  EXPECT_EQ(projections[0].projected_seconds, 0);
+}
+
+TEST(ProjectionCheck, ComparesTheProjectionWithTheCheckCell) {
+  CellResult check = Measured();
+  check.index = 2;
+  check.check_of = 1;
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  auto checks = CheckProjections({Measured(), check});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].trusted);
+  EXPECT_DOUBLE_EQ(checks[0].projected_seconds, 203);
+  EXPECT_DOUBLE_EQ(checks[0].measured_seconds, 200);
+  EXPECT_DOUBLE_EQ(checks[0].error_percent, 1.5);
+  // Check cells are not policies to recommend.
+  EXPECT_EQ(Recommend({Measured(), check}, Scenario())[0].outcomes.size(), 1u);
 }
 
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
@@ -109,6 +218,11 @@ TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
   html << std::ifstream(dir / "report.html").rdbuf();
   EXPECT_NE(html.str().find("<svg"), std::string::npos);
   EXPECT_NE(html.str().find("class=\"span\""), std::string::npos) << "the batch span is shaded";
+  EXPECT_NE(html.str().find("Cell 1: online latency (skip_locked @ users=50, 100 ms bins while the "
+                            "batch runs)"),
+            std::string::npos);
+  EXPECT_NE(html.str().find("Cell 1: throughput"), std::string::npos);
+  EXPECT_NE(html.str().find(">batch items/s<"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
   std::filesystem::remove_all(dir);
 }

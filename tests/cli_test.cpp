@@ -101,6 +101,23 @@ TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
                 "max_attempts, workers.\n");
 }
 
+// The shipped scenarios are scenario files, and config check says so.
+TEST_F(CliTest, ConfigCheckAcceptsTheShippedScenarios) {
+  for (const char* name : {"demo", "nightly-settlement", "seed001"}) {
+    std::string file = std::string(COEXIST_SOURCE_DIR) + "/config/scenarios/" + name + ".yaml";
+    auto result = Run("config check " + file);
+    EXPECT_EQ(result.status, 0) << name << ": " << result.err;
+    EXPECT_NE(result.out.find(": valid scenario '" + std::string(name) + "'"), std::string::npos)
+        << result.out;
+  }
+  auto bad = Write("bad-scenario.yaml", "scenario:\n  objectives:\n    min_done_share: 120%\n");
+  auto result = Run("config check " + bad.string());
+  EXPECT_EQ(result.status, 78);
+  EXPECT_EQ(result.err, "config error: " + bad.string() +
+                            ":3:21: scenario.objectives.min_done_share: '120%' is out of range\n"
+                            "HINT: allowed range is 0% to 100% inclusive.\n");
+}
+
 TEST_F(CliTest, ConfigCheckOfAMissingFileExits78) {
   auto result = Run("config check " + (scratch_ / "nope.yaml").string());
   EXPECT_EQ(result.status, 78);

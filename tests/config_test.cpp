@@ -468,5 +468,130 @@ TEST(Scenario, AnUnknownSweptKeyPointsAtTheSweep) {
   std::filesystem::remove(path);
 }
 
+TEST(Scenario, ReadsTheObjectives) {
+  auto scenario = LoadScenarioString(R"(
+scenario:
+  objectives:
+    max_p99_ratio: 3.5
+    max_error_rate: 0.5%
+    min_done_share: 100 %
+    max_deferred_share: 0%
+)",
+                                     "obj.yaml");
+  const auto& o = scenario.settings.objectives;
+  EXPECT_DOUBLE_EQ(o.max_p99_ratio, 3.5);
+  EXPECT_DOUBLE_EQ(o.max_error_percent, 0.5);
+  EXPECT_DOUBLE_EQ(o.min_done_percent, 100);
+  EXPECT_DOUBLE_EQ(o.max_deferred_percent, 0);
+  auto defaults = LoadScenarioString("{}", "d.yaml").settings.objectives;
+  EXPECT_DOUBLE_EQ(defaults.max_p99_ratio, 2);
+  EXPECT_DOUBLE_EQ(defaults.max_error_percent, 1);
+  EXPECT_DOUBLE_EQ(defaults.min_done_percent, 99);
+  EXPECT_DOUBLE_EQ(defaults.max_deferred_percent, 1);
+}
+
+TEST(Scenario, ScenarioKeysAreSweptPerCell) {
+  auto scenario = LoadScenarioString(R"(
+scenario:
+  records: 100
+  queue_items: 100
+sweep:
+  scenario.queue_items: [100, 1000]
+  scenario.objectives.max_p99_ratio: [2, 5]
+)",
+                                     "s.yaml");
+  ASSERT_EQ(scenario.cells.size(), 4u);
+  EXPECT_EQ(scenario.settings.queue_items, 100);
+  EXPECT_EQ(scenario.cells[0].settings.queue_items, 100);
+  EXPECT_EQ(scenario.cells[1].settings.queue_items, 1000);
+  EXPECT_EQ(scenario.cells[1].settings.records, 100);
+  EXPECT_DOUBLE_EQ(scenario.cells[3].settings.objectives.max_p99_ratio, 5);
+  EXPECT_EQ(scenario.cells[3].parameters.at("scenario.queue_items"), "1000");
+  EXPECT_EQ(scenario.cells[0].settings.name, "s");
+}
+
+TEST(Scenario, ABadSweptScenarioValuePointsAtTheValue) {
+  try {
+    LoadScenarioString("sweep:\n  scenario.records: [10, 0]\n", "bad.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "bad.yaml:2:26: scenario.records: '0' is out of range");
+  }
+}
+
+TEST(Scenario, OverridesReplaceAnyKeyBeforeItIsRead) {
+  auto scenario = LoadScenarioString(
+      "scenario:\n  records: 10\n  queue_items: 10\nsweep:\n  policy.name: [skip_locked]\n",
+      "o.yaml",
+      {{"scenario.records", "200000"},
+       {"scenario.queue_items", "200000"},
+       {"scenario.projection_check", "2000000"},
+       {"online.users", "7"},
+       {"sweep.policy.name", "[online_priority, skip_locked]"}});
+  EXPECT_EQ(scenario.settings.records, 200000);
+  EXPECT_EQ(scenario.settings.projection_check, 2000000);
+  ASSERT_EQ(scenario.cells.size(), 2u);
+  EXPECT_EQ(scenario.cells[0].config.policy.name, "online_priority");
+  EXPECT_EQ(scenario.cells[1].config.online.users, 7);
+  EXPECT_EQ(scenario.cells[1].settings.queue_items, 200000);
+}
+
+TEST(Scenario, ABadOverrideNamesTheOption) {
+  try {
+    LoadScenarioString("scenario:\n  records: 10\n", "o.yaml", {{"scenario.records", "-5"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set scenario.records=-5: scenario.records: '-5' is out of range");
+  }
+  try {
+    LoadScenarioString("{}", "o.yaml", {{"scenario.projection_check", "5"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--set scenario.projection_check=5: scenario.projection_check: 5 items is fewer "
+              "than the 2000 queued in the measured cells");
+  }
+}
+
+class BadScenario : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadScenario, NamesTheProblemAndWhereItIs) {
+  const BadInput& input = GetParam();
+  try {
+    LoadScenarioString(input.yaml, "bad.yaml");
+    FAIL() << "accepted: " << input.yaml;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), input.message);
+    EXPECT_NE(e.hint().find(input.hint), std::string::npos) << e.hint();
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+  }
+}
+
+// clang-format off
+INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
+  BadInput{"done_share_over_100", "scenario:\n  objectives:\n    min_done_share: 101%\n",
+           "bad.yaml:3:21: scenario.objectives.min_done_share: '101%' is out of range",
+           "allowed range is 0% to 100% inclusive."},
+  BadInput{"error_rate_without_percent_sign", "scenario:\n  objectives:\n    max_error_rate: 0.01\n",
+           "bad.yaml:3:21: scenario.objectives.max_error_rate: '0.01' is not a percentage",
+           "e.g. 99% or 0.5%"},
+  BadInput{"p99_ratio_below_one", "scenario:\n  objectives:\n    max_p99_ratio: 0.5\n",
+           "bad.yaml:3:20: scenario.objectives.max_p99_ratio: '0.5' is out of range", "allowed range"},
+  BadInput{"unknown_objective", "scenario:\n  objectives:\n    max_p95_ratio: 2\n",
+           "bad.yaml:3:5: scenario.objectives.max_p95_ratio: unknown key", "max_p99_ratio"},
+  BadInput{"projection_check_smaller_than_the_queue",
+           "scenario:\n  queue_items: 5000\n  projection_check: 1000\n",
+           "bad.yaml:3:21: scenario.projection_check: 1000 items is fewer than the 5000 queued in "
+           "the measured cells", "10 times scenario.queue_items"},
+  BadInput{"window_shorter_than_warmup", "scenario:\n  warmup: 10s\n  window: 5s\n",
+           "bad.yaml:3:11: scenario.window: the window (5s) is shorter than the warm-up (10s)",
+           "at least the warm-up"},
+  BadInput{"warmup_longer_than_default_window", "scenario:\n  warmup: 2m\n",
+           "bad.yaml:2:11: scenario.warmup: the window (1m) is shorter than the warm-up (2m)",
+           "shorten scenario.warmup"}
+), [](const auto& test_case) { return std::string(test_case.param.name); });
+// clang-format on
+
 }  // namespace
 }  // namespace coexist::config

@@ -33,8 +33,15 @@ std::vector<CellResult> SampleCells() {
     c.during = {
         .seconds = c.batch_seconds, .transactions = 500, .tps = 90, .p50_ms = 3, .p99_ms = 15};
     c.refusals = index == 1 ? 40 : 0;
-    for (int t = 1; t <= 15; ++t)
-      c.timeline.push_back({double(t), 100, 2.0 + (t > 4 && t < 10), 8.0 + 7 * (t > 4 && t < 10)});
+    for (int t = 1; t <= 15; ++t) {
+      bool batch = t > 4 && t < 10;
+      c.timeline.push_back({.at_seconds = double(t),
+                            .width_seconds = 1,
+                            .transactions = 100,
+                            .tps = 100,
+                            .p50_ms = 2.0 + batch,
+                            .p99_ms = 8.0 + 7 * batch});
+    }
     c.batch_start_seconds = 4;
     c.batch_end_seconds = 4 + c.batch_seconds;
     cells.push_back(c);
@@ -79,12 +86,12 @@ TEST(ReportInBrowser, RendersItsCharts) {
     return std::distance(std::sregex_iterator(dom.output.begin(), dom.output.end(), pattern),
                          std::sregex_iterator());
   };
-  // Two latency-over-time charts and four bar charts.
-  EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart\"")), 6);
+  // Per cell a latency and a throughput chart over time, then four bar charts.
+  EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart\"")), 8);
   // Every line has points, every chart has bars or lines with a size.
-  EXPECT_EQ(count(std::regex("<polyline[^>]*points=\"[0-9]")), 4);
+  EXPECT_EQ(count(std::regex("<polyline[^>]*points=\"[0-9]")), 8);
   EXPECT_GE(count(std::regex("<rect class=\"bar\"[^>]*height=\"[1-9]")), 4);
-  EXPECT_EQ(count(std::regex("<rect class=\"span\"")), 2) << "the batch's span is shaded";
+  EXPECT_EQ(count(std::regex("<rect class=\"span\"")), 4) << "the batch's span is shaded";
   fs::remove_all(dir);
 }
 

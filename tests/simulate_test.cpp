@@ -33,6 +33,14 @@ scenario:
   window: 30s
   production_queue_items: 100000
   production_window: 1h
+  projection_check: 600
+  # Only the error rate can fail here: time_window refuses every online
+  # write while its batch runs, skip_locked refuses none.
+  objectives:
+    max_p99_ratio: 1000000
+    max_error_rate: 1%
+    min_done_share: 0%
+    max_deferred_share: 100%
 sweep:
   policy.name: [time_window, skip_locked]
 policy_options:
@@ -51,11 +59,17 @@ online:
                                              "tiny.yaml");
   std::vector<CellResult> cells;
   RunScenario(conninfo(), scenario, {}, cells);
-  ASSERT_EQ(cells.size(), 2u);
+  // Each cell of the sweep, then its projection check with 600 items.
+  ASSERT_EQ(cells.size(), 4u);
   WriteReport(dir, Summarize(scenario), cells);
 
   for (const auto& cell : cells) {
-    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 300) << cell.policy;
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items) << cell.policy;
+    EXPECT_EQ(cell.items, cell.check_of == 0 ? 300 : 600) << cell.index;
+    EXPECT_EQ(cell.check_of, cell.index % 2 == 0 ? cell.index - 1 : 0);
+    long long chunked = 0;
+    for (const auto& chunk : cell.chunks) chunked += chunk.items;
+    EXPECT_EQ(chunked, cell.done) << "every done item is in one chunk";
     EXPECT_EQ(cell.applied_twice, 0) << cell.policy;
     EXPECT_EQ(cell.lost_updates, 0) << cell.policy;
     EXPECT_EQ(cell.rows_changed_by_batch, cell.done) << "settled moved once per done item";
@@ -78,7 +92,7 @@ online:
   std::getline(csv, header);
   int rows = 0;
   while (std::getline(csv, row)) ++rows;
-  EXPECT_EQ(rows, 2);
+  EXPECT_EQ(rows, 4);
   for (const char* column :
        {"policy", "batch_seconds", "items_per_second", "done", "deferred", "dead", "p99_ms_before",
         "p99_ms_during", "refusals", "revocations", "lost_updates"}) {
@@ -86,8 +100,35 @@ online:
   }
   std::ifstream json_in(dir / "results.json");
   auto json = nlohmann::json::parse(json_in);
-  EXPECT_EQ(json["cells"][1]["done"].get<long long>(), last.done);
+  EXPECT_EQ(json["cells"][3]["done"].get<long long>(), last.done);
   EXPECT_EQ(json["projections"].size(), 2u);
+  // Cells this small (well under 3 s of batch) give no projection, and say so.
+  ASSERT_EQ(json["projection_checks"].size(), 2u);
+  for (const auto& check : json["projection_checks"]) {
+    EXPECT_EQ(check["check_items"], 600);
+    EXPECT_EQ(check["measured_items"], 300);
+    EXPECT_FALSE(check["trusted"].get<bool>());
+    EXPECT_NE(check["untrusted_reason"].get<std::string>().find("is not trusted"),
+              std::string::npos)
+        << check.dump();
+    EXPECT_FALSE(check.contains("error_percent"));
+  }
+
+  // The acceptance test of the objectives: time_window broke the error-rate
+  // objective, so it is not recommended, and results.json says why.
+  ASSERT_EQ(json["recommendations"].size(), 1u);
+  const auto& rec = json["recommendations"][0];
+  EXPECT_NE(rec["recommended"], "time_window") << rec.dump(2);
+  const auto& time_window = rec["policies"][1];  // sorted by name
+  ASSERT_EQ(time_window["policy"], "time_window");
+  EXPECT_FALSE(time_window["meets_objectives"].get<bool>());
+  ASSERT_EQ(time_window["missed"].size(), 1u) << time_window.dump(2);
+  const auto& miss = time_window["missed"][0];
+  EXPECT_EQ(miss["objective"], "max_error_rate");
+  EXPECT_DOUBLE_EQ(miss["limit"].get<double>(), 1);
+  EXPECT_GT(miss["measured"].get<double>(), 1);
+  EXPECT_GT(cells.front().during_errors.at("refused_window"), 0);
+  EXPECT_NE(miss["remedy"].get<std::string>().find("refuses online writes"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "report.html"));
   fs::remove_all(dir);
 }

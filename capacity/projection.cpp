@@ -1,0 +1,128 @@
+#include "capacity/projection.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace coexist::capacity {
+namespace {
+
+// The first and the last tenth of the items are left out of the steady rate.
+constexpr double kHeadShare = 0.1;
+constexpr double kTailShare = 0.9;
+// At least this many chunks before the steady part starts.
+constexpr size_t kHeadChunks = 2;
+
+}  // namespace
+
+double DurationModel::SecondsFor(long long items) const {
+  if (steady_rate <= 0) return 0;
+  return fixed_seconds + static_cast<double>(items) * done_share / steady_rate;
+}
+
+DurationModel ModelOf(const CellResult& cell) {
+  DurationModel m;
+  const auto& chunks = cell.chunks;
+  m.done_share =
+      cell.items > 0 ? static_cast<double>(cell.done) / static_cast<double>(cell.items) : 0;
+  if (!cell.batch_finished) {
+    m.untrusted_reason = "the batch did not finish, so its tail was not measured";
+    return m;
+  }
+  if (chunks.size() < static_cast<size_t>(kMinModelChunks)) {
+    m.untrusted_reason = fmt::format("{} chunks done, fewer than {}: queue more items",
+                                     chunks.size(), kMinModelChunks);
+    return m;
+  }
+  if (cell.batch_seconds < kMinModelBatchSeconds) {
+    m.untrusted_reason = fmt::format("the batch ran {:.1f} s, less than {:.0f} s: queue more items",
+                                     cell.batch_seconds, kMinModelBatchSeconds);
+    return m;
+  }
+  long long done = 0;
+  for (const auto& c : chunks) done += c.items;
+  // head: the chunk where the first tenth of the items is done (not before
+  // the kHeadChunks-th); tail: the chunk where nine tenths are.
+  size_t head = 0, tail = 0;
+  long long cum = 0, cum_head = 0, cum_tail = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    cum += chunks[i].items;
+    if (cum_head == 0 && i >= kHeadChunks && cum >= kHeadShare * done) head = i, cum_head = cum;
+    if (cum >= kTailShare * done) {
+      tail = i, cum_tail = cum;
+      break;
+    }
+  }
+  double span = chunks[tail].at_seconds - chunks[head].at_seconds;
+  m.steady_chunks = static_cast<int>(tail - head);
+  m.steady_seconds = span;
+  if (cum_head == 0 || tail <= head || span <= 0) {
+    m.untrusted_reason = "no steady part between the first and the last tenth of the items";
+    return m;
+  }
+  m.steady_rate = static_cast<double>(cum_tail - cum_head) / span;
+  // Everything the run took beyond the steady rate: setup and the first
+  // chunks, then the tail after nine tenths of the items.
+  double head_cost = chunks[head].at_seconds - static_cast<double>(cum_head) / m.steady_rate;
+  double tail_cost = (cell.batch_seconds - chunks[tail].at_seconds) -
+                     static_cast<double>(done - cum_tail) / m.steady_rate;
+  m.fixed_seconds = head_cost + tail_cost;
+  m.trusted = true;
+  return m;
+}
+
+std::vector<Projection> Project(const std::vector<CellResult>& cells,
+                                const ScenarioSummary& scenario) {
+  std::vector<Projection> out;
+  if (scenario.production_queue_items <= 0) return out;
+  for (const auto& cell : cells) {
+    if (cell.check_of != 0) continue;
+    Projection p{.cell = cell.index,
+                 .policy = cell.policy,
+                 .load_level = cell.load_level,
+                 .model = ModelOf(cell)};
+    if (p.model.trusted) {
+      p.projected_seconds = p.model.SecondsFor(scenario.production_queue_items);
+      p.fits_window = scenario.production_window_seconds > 0 &&
+                      p.projected_seconds <= scenario.production_window_seconds;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cells) {
+  std::vector<ProjectionCheck> out;
+  for (const auto& check : cells) {
+    if (check.check_of == 0) continue;
+    auto base = std::find_if(cells.begin(), cells.end(),
+                             [&](const CellResult& c) { return c.index == check.check_of; });
+    if (base == cells.end()) continue;
+    ProjectionCheck c{.cell = base->index,
+                      .check_cell = check.index,
+                      .policy = base->policy,
+                      .load_level = base->load_level,
+                      .measured_items = base->items,
+                      .check_items = check.items,
+                      .model = ModelOf(*base),
+                      .measured_seconds = check.batch_seconds};
+    if (!c.model.trusted) {
+      c.untrusted_reason = "the model of cell " + std::to_string(c.cell) +
+                           " is not trusted: " + c.model.untrusted_reason;
+    } else if (!check.batch_finished) {
+      c.untrusted_reason = "the check cell's batch did not finish";
+    } else {
+      c.trusted = true;
+      c.projected_seconds = c.model.SecondsFor(check.items);
+      c.error_percent =
+          c.measured_seconds > 0
+              ? 100.0 * (c.projected_seconds - c.measured_seconds) / c.measured_seconds
+              : 0;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace coexist::capacity

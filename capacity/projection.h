@@ -1,0 +1,79 @@
+#pragma once
+
+// The batch-duration model of a cell, and projections from it (docs/capacity.md,
+// "Projection"). Pure logic: no database, no clock.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capacity/cell_result.h"
+
+namespace coexist::capacity {
+
+// A batch's duration as measured, split into what scales with the queue and
+// what does not:
+//   seconds(N) = fixed_seconds + N * done_share / steady_rate
+// steady_rate is the items per second between the first and the last tenth
+// of the items (after the first chunks: connections, pacing's first chunk
+// sizes, cold caches); fixed_seconds is what the run took beyond that rate:
+// setup, the first chunks, and the tail (waits up to max_wait, deferred
+// items retried after their delay, the last chunk's stragglers).
+struct DurationModel {
+  bool trusted = false;
+  std::string untrusted_reason;  // why no number is given, when !trusted
+  double steady_rate = 0;        // items per second
+  double fixed_seconds = 0;      // can be negative when the first chunks ran faster
+  double done_share = 0;         // done / queued in the measured cell
+  int steady_chunks = 0;         // chunks the rate was measured over
+  double steady_seconds = 0;     // and the time they took
+
+  // The projected batch duration for `items` queued items.
+  double SecondsFor(long long items) const;
+};
+
+// Below these a cell's model is not trusted: too few chunks to tell the
+// steady rate from the first chunks and the tail, or a run too short for
+// its fixed costs to be told apart from noise.
+inline constexpr int kMinModelChunks = 10;
+inline constexpr double kMinModelBatchSeconds = 3;
+
+DurationModel ModelOf(const CellResult& cell);
+
+// The production projection of one of the sweep's cells:
+// scenario.production_queue_items through the cell's model.
+struct Projection {
+  int cell = 0;
+  std::string policy;
+  std::string load_level;
+  DurationModel model;
+  double projected_seconds = 0;  // when model.trusted
+  bool fits_window = false;      // projected_seconds <= production_window
+};
+
+// One per cell of the sweep (check cells left out); empty when the scenario
+// names no production queue size. Assumes what the model assumes: the same
+// online load, hardware, data size and settings.
+std::vector<Projection> Project(const std::vector<CellResult>& cells,
+                                const ScenarioSummary& scenario);
+
+// A projection check: the model of a measured cell projected to the items
+// of its check cell, against the check cell's measured duration.
+struct ProjectionCheck {
+  int cell = 0;  // the measured cell
+  int check_cell = 0;
+  std::string policy;
+  std::string load_level;
+  long long measured_items = 0;
+  long long check_items = 0;
+  DurationModel model;
+  bool trusted = false;          // the model was trusted and the check cell finished
+  std::string untrusted_reason;  // why there is no error figure
+  double projected_seconds = 0;
+  double measured_seconds = 0;
+  double error_percent = 0;  // (projected - measured) / measured
+};
+
+std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cells);
+
+}  // namespace coexist::capacity
