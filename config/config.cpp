@@ -190,6 +190,7 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
   s.Duration("window", out.window, milliseconds(100), std::chrono::minutes(1));
   s.Duration("learn_time", out.learn_time, milliseconds(100), std::chrono::minutes(10));
   s.Double("min_duty", out.min_duty, 0.01, 1.0);
+  s.Duration("relearn_every", out.relearn_every, milliseconds(0), hours(24));
   s.Finish();
   if (out.window < 5 * out.probe_interval) {
     bool given = node["window"].IsDefined();

@@ -86,6 +86,16 @@ void LatencyObjective::SetBatchActive(Clock::time_point now, bool active) {
   }
 }
 
+bool LatencyObjective::RelearnDue(Clock::time_point now) const {
+  if (options_.baseline || options_.relearn_every.count() <= 0) return false;
+  if (state_ == LatencyState::kLearning) return false;
+  // A probe that measures nothing while the batch stands still (a server too
+  // busy to answer) must not hold the batch forever: give up this time.
+  auto since = now - baseline_at_;
+  auto give_up = options_.relearn_every + 2 * options_.learn_time + std::chrono::seconds(5);
+  return since >= options_.relearn_every && since < give_up;
+}
+
 std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, microseconds latency) {
   samples_.push_back({now, latency});
   auto keep = std::max(options_.window, options_.learn_time);
@@ -97,6 +107,7 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
     auto learned = BaselineSince(start_);
     if (!learned) return events;
     baseline_ = *learned;
+    baseline_at_ = now;
     latency_ = *baseline_;
     state_ = LatencyState::kWithin;
     last_change_ = now;
@@ -108,6 +119,7 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
     if (!options_.baseline && now - *idle_since_ >= options_.learn_time) {
       if (auto refreshed = BaselineSince(*idle_since_)) {
         baseline_ = *refreshed;
+        baseline_at_ = now;
         latency_ = *baseline_;
         idle_since_ = now;
         last_change_ = now;

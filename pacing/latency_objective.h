@@ -23,6 +23,9 @@ struct LatencyObjectiveOptions {
   std::chrono::milliseconds window{2000};             // probes one decision may look at
   std::chrono::milliseconds learn_time{2000};         // baseline measurement before the first chunk
   double min_duty = 0.05;                             // the duty cycle never drops below
+  // A measured baseline is due again this long after it was last learned;
+  // zero: never (only when the batch happens to be idle).
+  std::chrono::milliseconds relearn_every{0};
   // Latencies within baseline + tolerance always meet the objective: the
   // probe's own jitter on a busy host is of this order, and no user sees it.
   std::chrono::microseconds tolerance{500};
@@ -53,6 +56,7 @@ struct LatencyEvent {
 //   where headroom = 1 + (objective - 1) / 2: between headroom and objective the duty holds.
 //   batch idle (paused, throttled) for learn_time with a measured baseline:
 //     baseline := learned again from the idle probes (latency_baseline "refreshed")
+//   relearn_every after the last baseline: RelearnDue() holds the batch idle until then
 //
 // The baseline is the statistic a decision uses, measured without the batch:
 // the median of the percentiles of consecutive groups of kMinSamples probes.
@@ -74,6 +78,10 @@ class LatencyObjective {
   // Whether the batch works now (false while paused or throttled by other
   // signals): the probes of a long enough idle period refresh the baseline.
   void SetBatchActive(Clock::time_point now, bool active);
+  // Whether the batch should stand still now so that the baseline is learned
+  // again (relearn_every passed since the last one); the idle probes then
+  // refresh it as above, and this turns false.
+  bool RelearnDue(Clock::time_point now) const;
 
   LatencyState state() const { return state_; }
   double duty() const { return duty_; }
@@ -112,6 +120,7 @@ class LatencyObjective {
   double duty_ = 1.0;
   Clock::time_point last_change_{};
   std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
+  Clock::time_point baseline_at_{};              // when the baseline was last learned
 };
 
 }  // namespace coexist::pacing

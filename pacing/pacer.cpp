@@ -34,6 +34,7 @@ LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c)
           .window = c.window,
           .learn_time = c.learn_time,
           .min_duty = c.min_duty,
+          .relearn_every = c.relearn_every,
           .tolerance = c.tolerance};
 }
 
@@ -346,7 +347,10 @@ struct Pacer::Impl {
     PublishState();
     if (!stop_reason.empty()) return {.stop = true};
     bool may_run = pause_reason.empty() && throttle.state() == ThrottleState::kRunning;
-    if (latency) latency->SetBatchActive(now, may_run);
+    // A due baseline holds the batch like a pause, probed without it.
+    bool relearning = may_run && latency && latency->RelearnDue(now);
+    if (latency) latency->SetBatchActive(now, may_run && !relearning);
+    if (relearning) return {.wait = options.pacing.online_latency->probe_interval};
     if (may_run) {
       if (auto wait = LatencyWait(now); wait > milliseconds(0)) return {.wait = wait};
       return {.size = sizer.Next()};

@@ -177,6 +177,52 @@ TEST(LatencyObjective, AnIdleBatchRefreshesAMeasuredBaseline) {
   EXPECT_TRUE(Feed(c, t, 2 * kDecision, 1600us).empty()) << "1.07x the refreshed baseline";
 }
 
+TEST(LatencyObjective, AMeasuredBaselineFallsDueAgainAfterRelearnEvery) {
+  Clock::time_point t{};
+  auto options = Measured();
+  options.relearn_every = 5000ms;
+  LatencyObjective c(options, t);
+  EXPECT_FALSE(c.RelearnDue(t)) << "never while learning";
+  Feed(c, t, 1000ms, 1000us);
+  ASSERT_EQ(c.baseline(), 1000us);
+  auto learned = t;
+  // The host got busier on its own: the batch, slowed for it, sits at a
+  // low duty that a stale baseline would never give back.
+  Feed(c, t, 4 * kDecision, 2000us);
+  EXPECT_LT(c.duty(), 0.1);
+  EXPECT_FALSE(c.RelearnDue(learned + 4999ms));
+  EXPECT_TRUE(c.RelearnDue(learned + 5000ms));
+  t = learned + 5000ms;
+  c.SetBatchActive(t, false);  // the pacer holds the batch
+  EXPECT_EQ(Feed(c, t, 1000ms, 2000us), std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.baseline(), 2000us);
+  EXPECT_FALSE(c.RelearnDue(t));
+  c.SetBatchActive(t, true);
+  Feed(c, t, 5 * kDecision, 2000us);
+  EXPECT_EQ(c.duty(), 1.0) << "speed comes back against the new baseline";
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+}
+
+TEST(LatencyObjective, ARelearnThatMeasuresNothingIsGivenUp) {
+  Clock::time_point t{};
+  auto options = Measured();
+  options.relearn_every = 5000ms;
+  LatencyObjective c(options, t);
+  Feed(c, t, 1000ms, 1000us);
+  auto learned = t;
+  // No probe answers: due for learn_time x 2 + 5 s, then the batch goes on.
+  EXPECT_TRUE(c.RelearnDue(learned + 5000ms + 6999ms));
+  EXPECT_FALSE(c.RelearnDue(learned + 5000ms + 7000ms));
+}
+
+TEST(LatencyObjective, AConfiguredBaselineIsNeverDue) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.relearn_every = 1000ms;
+  LatencyObjective c(options, t);
+  EXPECT_FALSE(c.RelearnDue(t + 1h));
+}
+
 TEST(LatencyObjective, AConfiguredBaselineIsNeverRefreshed) {
   Clock::time_point t{};
   LatencyObjective c(Configured(1000us), t);
