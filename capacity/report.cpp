@@ -62,6 +62,11 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["lost_updates"] = c.lost_updates;
   f["applied_twice"] = c.applied_twice;
   f["rows_changed_by_batch"] = c.rows_changed_by_batch;
+  f["latency_objective"] = c.latency_objective;
+  f["latency_on"] = c.latency_on;
+  f["latency_baseline_ms"] = c.latency_baseline_ms;
+  f["latency_slowdowns"] = c.latency_slowdowns;
+  f["latency_seconds_over"] = c.latency_seconds_over;
   f["check_of"] = c.check_of;
   f["chunks"] = static_cast<long long>(c.chunks.size());
   return f;
@@ -421,6 +426,28 @@ std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResul
   return html + "</table>\n";
 }
 
+// What pacing.online_latency did in each cell that set it; nothing when none did.
+std::string LatencyObjectiveHtml(const std::vector<CellResult>& cells) {
+  std::string rows;
+  for (const auto& c : cells) {
+    if (c.latency_objective == 0) continue;
+    rows += c.latency_on
+                ? fmt::format(
+                      "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td><td>{:.2f}</td>"
+                      "<td>{}</td><td>{:.1f}</td></tr>\n",
+                      c.index, Escape(c.policy), c.latency_objective, c.latency_baseline_ms,
+                      c.latency_slowdowns, c.latency_seconds_over)
+                : fmt::format(
+                      "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td>"
+                      "<td colspan=3 class=text>off: the probe could not run</td></tr>\n",
+                      c.index, Escape(c.policy), c.latency_objective);
+  }
+  if (rows.empty()) return "";
+  return "<h2>Online latency objective</h2>\n<table><tr><th>cell</th><th>policy</th>"
+         "<th>objective</th><th>probe baseline ms</th><th>slowdowns</th><th>s over</th></tr>\n" +
+         rows + "</table>\n";
+}
+
 std::string Html(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   std::string html = R"(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>coexist capacity report: )" +
@@ -498,7 +525,9 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
         c.lost_updates == 0 ? "0"
                             : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>");
   }
-  html += "</table>\n<h2>Charts</h2>\n" + Charts(cells) + "</body></html>\n";
+  html += "</table>\n";
+  html += LatencyObjectiveHtml(cells);
+  html += "<h2>Charts</h2>\n" + Charts(cells) + "</body></html>\n";
   return html;
 }
 

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -177,6 +178,33 @@ online:
             "t");
   EXPECT_EQ(QueryValue("SELECT has_table_privilege('" + role + "', 'coexist.queue', 'SELECT')"),
             "f");
+}
+
+// A cell paced by an online latency objective reports what it did.
+TEST_F(Simulate, ACellShowsItsLatencyObjective) {
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 40
+  queue_items: 100
+  warmup: 1s
+  cooldown: 0s
+  window: 30s
+batch: {job: paced, chunk_size: 20}
+policy: {name: skip_locked}
+pacing:
+  online_latency: {objective: 1.25x, probe_interval: 20ms, window: 200ms, learn_time: 300ms}
+online: {users: 2, think_time: 20ms, pool_size: 2}
+)",
+                                             "paced.yaml");
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_EQ(cells[0].done, 100);
+  EXPECT_EQ(cells[0].latency_objective, 1.25);
+  EXPECT_TRUE(cells[0].latency_on);
+  EXPECT_GT(cells[0].latency_baseline_ms, 0);
+  const auto& columns = CsvColumns();
+  EXPECT_NE(std::find(columns.begin(), columns.end(), "latency_slowdowns"), columns.end());
 }
 
 }  // namespace
