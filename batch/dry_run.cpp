@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "batch/guard.h"
 #include "batch/queue_sql.h"
 #include "common/error.h"
 #include "db/connection.h"
@@ -102,6 +103,7 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
     pqxx::read_transaction tx(*conn);
     CheckInstalled(tx);
   }
+  CheckTarget(*conn, config);
   QueueSql sql(*conn, config);
   QueueSql probe_sql(*probe_conn, config);
   db::QueueStore queue(*conn, QueueJobOf(config, sql.target()));

@@ -434,32 +434,39 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     sub.Release();
     for (const auto& item : items) out.applied.push_back(item.item_id);
     return;
-  } catch (const pqxx::sql_error& e) {
+  } catch (const pqxx::failure& e) {
     error = e.what();
     while (!error.empty() && error.back() == '\n') error.pop_back();
-    // A refusal no item can help (a right revoked, a table gone, the server
-    // out of resources) stops the run with the chunk rolled back and no
-    // item charged; charged, it would kill the whole queue in a few chunks.
-    switch (db::JudgeStatement(db::SqlStateOf(e))) {
-      case db::StatementFault::kDeployment:
+    switch (db::Classify(e)) {
+      case db::FailureKind::kConnectionLost:
+      case db::FailureKind::kInDoubt:
+      case db::FailureKind::kBug:
+        throw;
+      // A refusal no item can help (a right revoked, a table gone, the server
+      // out of resources or read-only) stops the run with the chunk rolled
+      // back and no item charged; charged, it would kill the whole queue in a
+      // few chunks.
+      case db::FailureKind::kConfiguration:
         throw OperationRefusedError(error);
-      case db::StatementFault::kServer:
+      case db::FailureKind::kServer:
         throw TempFailError("the server could not run the operation: " + error,
                             "no item was charged; the next run picks them up.");
-      case db::StatementFault::kTimeout:
-        transient = "timeout";
-        out.timed_out = true;  // the pacer shrinks the next chunks
+      // A timeout, deadlock or serialization failure says nothing about the
+      // items: the statement is tried again in smaller pieces, and what
+      // fails again is deferred, never charged an attempt.
+      case db::FailureKind::kRetryable:
+        if (dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr) {
+          transient = "deadlock";
+        } else if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {
+          transient = "serialization";
+        } else {
+          transient = "timeout";
+          out.timed_out = true;  // the pacer shrinks the next chunks
+        }
         break;
-      case db::StatementFault::kItem:
+      case db::FailureKind::kItem:
         break;
     }
-  } catch (const pqxx::transaction_rollback& e) {
-    // A deadlock or serialization failure says nothing about the items:
-    // like a timeout, the statement is tried again in smaller pieces and
-    // what fails again is deferred, never charged an attempt.
-    error = e.what();
-    transient =
-        dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr ? "deadlock" : "serialization";
   }
   if (!transient.empty()) {
     auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
