@@ -250,25 +250,12 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
 
   std::vector<long long> candidate_keys;
   for (const auto* item : candidates) candidate_keys.push_back(item->key);
-  auto locked_list = db_->sql->LockRecords(tx, candidate_keys);
-  std::set<long long> locked(locked_list.begin(), locked_list.end());
-  std::vector<long long> unlocked;
-  for (long long key : candidate_keys) {
-    if (!locked.count(key)) unlocked.push_back(key);
-  }
-  auto existing_list = db_->sql->ExistingRecords(tx, unlocked);
-  std::set<long long> existing(existing_list.begin(), existing_list.end());
-  std::set<long long> owned;
-  if (policy_.TakesOver()) {
-    for (long long key : db_->sql->BatchOwnedRecords(tx, locked_list)) owned.insert(key);
-  }
+  auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
 
   for (const auto* item : candidates) {
     policies::RecordFacts facts;
-    // A key missing from the target is not locked by anyone: the operation
-    // decides what it means (an INSERT, or nothing).
-    facts.row_locked = !locked.count(item->key) && existing.count(item->key);
-    facts.owned_by_batch = owned.count(item->key) > 0;
+    facts.row_locked = rows.row_locked.count(item->key) > 0;
+    facts.owned_by_batch = rows.owned_by_batch.count(item->key) > 0;
     facts.deferrals = item->deferrals;
     facts.waited = Waited(item->item_id);
     auto d = policy_.Decide(facts);
