@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "batch/guard.h"
 #include "batch/queue_sql.h"
 #include "common/error.h"
 #include "db/connection.h"
@@ -35,10 +36,6 @@ std::string BusyHolder(pqxx::transaction_base& tx, db::QueueStore& queue,
   return holder ? holder->description : "a session that let go of it a moment ago";
 }
 
-std::set<long long> AsSet(const std::vector<long long>& keys) {
-  return std::set<long long>(keys.begin(), keys.end());
-}
-
 DryRunItem Decide(const policies::Policy& policy, const Item& item,
                   const policies::RecordFacts& facts) {
   auto d = policy.Decide(facts);
@@ -63,23 +60,15 @@ void DecidePage(pqxx::transaction_base& read, QueueSql& sql, pqxx::transaction_b
   for (long long key : keys) {
     if (!edit_locked.count(key)) candidates.push_back(key);
   }
-  auto locked = AsSet(probe_sql.LockRecords(probe, candidates));
-  std::vector<long long> unlocked;
-  for (long long key : candidates) {
-    if (!locked.count(key)) unlocked.push_back(key);
-  }
-  auto existing = AsSet(sql.ExistingRecords(read, unlocked));
-  std::set<long long> owned;
-  if (policy.TakesOver()) {
-    owned = AsSet(sql.BatchOwnedRecords(read, {locked.begin(), locked.end()}));
-  }
+  // As a run's chunk would gather them; the probe's locks are rolled back.
+  auto rows = GatherFacts(probe_sql, probe, sql, read, candidates, policy.TakesOver());
   for (const auto& item : items) {
     policies::RecordFacts facts;
     facts.deferrals = item.deferrals;
     facts.edit_locked = edit_locked.count(item.key) > 0;
     if (!facts.edit_locked) {
-      facts.row_locked = !locked.count(item.key) && existing.count(item.key);
-      facts.owned_by_batch = owned.count(item.key) > 0;
+      facts.row_locked = rows.row_locked.count(item.key) > 0;
+      facts.owned_by_batch = rows.owned_by_batch.count(item.key) > 0;
     }
     report.items.push_back(Decide(policy, item, facts));
   }
@@ -102,6 +91,7 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
     pqxx::read_transaction tx(*conn);
     CheckInstalled(tx);
   }
+  CheckTarget(*conn, config);
   QueueSql sql(*conn, config);
   QueueSql probe_sql(*probe_conn, config);
   db::QueueStore queue(*conn, QueueJobOf(config, sql.target()));

@@ -34,6 +34,25 @@ void Savepoint::Release() {
   done_ = true;
 }
 
+RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
+                     pqxx::transaction_base& read_tx, const std::vector<long long>& keys,
+                     bool owner) {
+  RowFacts facts;
+  auto locked = lock_sql.LockRecords(lock_tx, keys);
+  facts.locked.insert(locked.begin(), locked.end());
+  std::vector<long long> unlocked;
+  for (long long key : keys) {
+    if (!facts.locked.count(key)) unlocked.push_back(key);
+  }
+  for (long long key : read_sql.ExistingRecords(read_tx, unlocked)) facts.row_locked.insert(key);
+  if (owner) {
+    for (long long key : read_sql.BatchOwnedRecords(read_tx, locked)) {
+      facts.owned_by_batch.insert(key);
+    }
+  }
+  return facts;
+}
+
 db::QueueJob QueueJobOf(const config::Config& config, const std::string& target) {
   return {config.batch.job, config.batch.max_attempts, config.policy.defer_delay,
           config.batch.busy_timeout, target};

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,16 @@ class Savepoint {
   pqxx::transaction_base& tx_;
   std::string name_;
   bool done_ = false;
+};
+
+// What a run knows about the target's rows of some keys before its policy
+// decides: which it could lock now, which another transaction holds, which
+// the batch owns (status_partition). The worker and the dry run both
+// gather it here, so a dry run decides on the facts a run would see.
+struct RowFacts {
+  std::set<long long> locked;          // locked by `lock_tx` (FOR UPDATE SKIP LOCKED)
+  std::set<long long> row_locked;      // existing rows another transaction holds
+  std::set<long long> owned_by_batch;  // of `locked`, those the owner column gives the batch
 };
 
 // The queue store's view of `config`'s job; `target` as QueueSql::target().
@@ -134,5 +145,13 @@ class QueueSql {
   std::string target_;
   bool has_owner_ = false;
 };
+
+// Locks what it can of `keys` in `lock_tx` (a run's chunk; the dry run's
+// probe, rolled back), reads the rest in `read_tx` (may be `lock_tx`).
+// `owner` only when the policy takes rows over. A key missing from the
+// target is in no set: nobody locks it; the operation decides what it means.
+RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
+                     pqxx::transaction_base& read_tx, const std::vector<long long>& keys,
+                     bool owner);
 
 }  // namespace coexist::batch

@@ -37,6 +37,7 @@ void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
                               std::string(policy.Name()) + " needs an owner column",
                               "set target.owner_column to a text column holding online/batch.");
   }
+  CheckTarget(conn, config);
   CheckOperation(conn, config);
 }
 

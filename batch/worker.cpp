@@ -250,25 +250,12 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
 
   std::vector<long long> candidate_keys;
   for (const auto* item : candidates) candidate_keys.push_back(item->key);
-  auto locked_list = db_->sql->LockRecords(tx, candidate_keys);
-  std::set<long long> locked(locked_list.begin(), locked_list.end());
-  std::vector<long long> unlocked;
-  for (long long key : candidate_keys) {
-    if (!locked.count(key)) unlocked.push_back(key);
-  }
-  auto existing_list = db_->sql->ExistingRecords(tx, unlocked);
-  std::set<long long> existing(existing_list.begin(), existing_list.end());
-  std::set<long long> owned;
-  if (policy_.TakesOver()) {
-    for (long long key : db_->sql->BatchOwnedRecords(tx, locked_list)) owned.insert(key);
-  }
+  auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
 
   for (const auto* item : candidates) {
     policies::RecordFacts facts;
-    // A key missing from the target is not locked by anyone: the operation
-    // decides what it means (an INSERT, or nothing).
-    facts.row_locked = !locked.count(item->key) && existing.count(item->key);
-    facts.owned_by_batch = owned.count(item->key) > 0;
+    facts.row_locked = rows.row_locked.count(item->key) > 0;
+    facts.owned_by_batch = rows.owned_by_batch.count(item->key) > 0;
     facts.deferrals = item->deferrals;
     facts.waited = Waited(item->item_id);
     auto d = policy_.Decide(facts);
@@ -434,32 +421,39 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     sub.Release();
     for (const auto& item : items) out.applied.push_back(item.item_id);
     return;
-  } catch (const pqxx::sql_error& e) {
+  } catch (const pqxx::failure& e) {
     error = e.what();
     while (!error.empty() && error.back() == '\n') error.pop_back();
-    // A refusal no item can help (a right revoked, a table gone, the server
-    // out of resources) stops the run with the chunk rolled back and no
-    // item charged; charged, it would kill the whole queue in a few chunks.
-    switch (db::JudgeStatement(db::SqlStateOf(e))) {
-      case db::StatementFault::kDeployment:
+    switch (db::Classify(e)) {
+      case db::FailureKind::kConnectionLost:
+      case db::FailureKind::kInDoubt:
+      case db::FailureKind::kBug:
+        throw;
+      // A refusal no item can help (a right revoked, a table gone, the server
+      // out of resources or read-only) stops the run with the chunk rolled
+      // back and no item charged; charged, it would kill the whole queue in a
+      // few chunks.
+      case db::FailureKind::kConfiguration:
         throw OperationRefusedError(error);
-      case db::StatementFault::kServer:
+      case db::FailureKind::kServer:
         throw TempFailError("the server could not run the operation: " + error,
                             "no item was charged; the next run picks them up.");
-      case db::StatementFault::kTimeout:
-        transient = "timeout";
-        out.timed_out = true;  // the pacer shrinks the next chunks
+      // A timeout, deadlock or serialization failure says nothing about the
+      // items: the statement is tried again in smaller pieces, and what
+      // fails again is deferred, never charged an attempt.
+      case db::FailureKind::kRetryable:
+        if (dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr) {
+          transient = "deadlock";
+        } else if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {
+          transient = "serialization";
+        } else {
+          transient = "timeout";
+          out.timed_out = true;  // the pacer shrinks the next chunks
+        }
         break;
-      case db::StatementFault::kItem:
+      case db::FailureKind::kItem:
         break;
     }
-  } catch (const pqxx::transaction_rollback& e) {
-    // A deadlock or serialization failure says nothing about the items:
-    // like a timeout, the statement is tried again in smaller pieces and
-    // what fails again is deferred, never charged an attempt.
-    error = e.what();
-    transient =
-        dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr ? "deadlock" : "serialization";
   }
   if (!transient.empty()) {
     auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);

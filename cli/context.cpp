@@ -20,6 +20,7 @@ const db::Server& Context::Resolve(db::DatabaseUse use) {
     db::ServerChoice choice;
     if (!options.database_url.empty()) choice.command_line_url = options.database_url;
     choice.config_url = Config().database.url;
+    choice.config_url_at = Config().database.url_at;
     choice.local_data_dir = options.data_dir;
     choice.use = use;
     choice.allow_database = options.allow_database;

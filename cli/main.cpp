@@ -25,6 +25,47 @@ int Report(const std::string& message, const std::string& hint, ExitCode code) {
   return ToInt(code);
 }
 
+// What escaped a command, reported as db::Classify judges it.
+int ReportFailure(const std::exception& e) {
+  using coexist::db::FailureKind;
+  auto kind = coexist::db::Classify(e);
+  auto code = coexist::db::ExitCodeOf(kind);
+  const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+  std::string state = sql != nullptr ? coexist::db::SqlStateOf(*sql) + ": " : "";
+  switch (kind) {
+    case FailureKind::kInDoubt:
+      return Report(std::string("coexist: lost the connection while committing; whether the last "
+                                "transaction committed is unknown: ") +
+                        e.what(),
+                    "check what it did (coexist queue status, coexist runs list) before running "
+                    "it again; a batch run may simply be run again.",
+                    code);
+    case FailureKind::kConnectionLost:
+      return Report(std::string("coexist: lost the database connection: ") + state + e.what(), "",
+                    code);
+    case FailureKind::kRetryable:
+      // A deadlock, serialization failure or timeout that escaped the
+      // command's own retries: trying again later is the cure.
+      return Report(
+          "coexist: the database rolled back or cancelled a statement: " + state + e.what(),
+          "run it again later.", code);
+    case FailureKind::kServer:
+      return Report("coexist: the server could not run a statement: " + state + e.what(), "", code);
+    case FailureKind::kConfiguration:
+      // A right revoked or an object gone is the deployment's to fix.
+      return Report("coexist: the database refused a statement: " + state + e.what(),
+                    "grant the role what it needs (docs/operations.md, \"Database roles\") or "
+                    "restore what the error names, then run again.",
+                    code);
+    case FailureKind::kItem:
+      return Report("coexist: database error " + state + e.what(), "", code);
+    case FailureKind::kBug:
+      break;
+  }
+  return Report(std::string("coexist: internal error: ") + e.what(),
+                "this is a bug; please report it with the command you ran.", code);
+}
+
 // Step 3: logging, from the flags, else the configuration's log: section.
 void SetupLogging(coexist::cli::Context& context) {
   std::string level = context.options.log_level;
@@ -91,41 +132,7 @@ int main(int argc, char** argv) {
     return Report(std::string("config error: ") + e.what(), e.hint(), e.code());
   } catch (const coexist::Error& e) {
     return Report(std::string("coexist: ") + e.what(), e.hint(), e.code());
-  } catch (const pqxx::transaction_rollback& e) {
-    // A deadlock or serialization failure that escaped the command's own
-    // retries: trying again later is the cure.
-    return Report(std::string("coexist: the database rolled back a transaction: ") + e.what(), "",
-                  ExitCode::kTempFail);
-  } catch (const pqxx::in_doubt_error& e) {
-    return Report(std::string("coexist: lost the connection while committing; whether the last "
-                              "transaction committed is unknown: ") +
-                      e.what(),
-                  "check what it did (coexist queue status, coexist runs list) before running it "
-                  "again; a batch run may simply be run again.",
-                  ExitCode::kTempFail);
-  } catch (const pqxx::broken_connection& e) {
-    return Report(std::string("coexist: lost the database connection: ") + e.what(), "",
-                  ExitCode::kTempFail);
-  } catch (const pqxx::sql_error& e) {
-    // A right revoked or an object gone is the deployment's to fix (78); a
-    // server out of resources or shutting down passes later (75).
-    std::string state = coexist::db::SqlStateOf(e);
-    switch (coexist::db::JudgeStatement(state)) {
-      case coexist::db::StatementFault::kDeployment:
-        return Report("coexist: the database refused a statement: " + state + ": " + e.what(),
-                      "grant the role what it needs (docs/operations.md, \"Database roles\") or "
-                      "restore what the error names, then run again.",
-                      ExitCode::kConfig);
-      case coexist::db::StatementFault::kServer:
-        return Report("coexist: the server could not run a statement: " + state + ": " + e.what(),
-                      "", ExitCode::kTempFail);
-      default:
-        break;
-    }
-    return Report(std::string("coexist: database error ") + state + ": " + e.what(), "",
-                  ExitCode::kSoftware);
   } catch (const std::exception& e) {
-    return Report(std::string("coexist: internal error: ") + e.what(),
-                  "this is a bug; please report it with the command you ran.", ExitCode::kSoftware);
+    return ReportFailure(e);
   }
 }

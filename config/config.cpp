@@ -16,8 +16,14 @@ namespace {
 using std::chrono::hours;
 using std::chrono::milliseconds;
 
-void ReadDatabase(Section& s, DatabaseConfig& out) {
+// The place of `key` in `node`, or just the file when it is not written.
+Mark MarkOfKey(const Section& s, const YAML::Node& node, const char* key) {
+  return s.MarkOf(node.IsMap() && node[key].IsDefined() ? node[key] : YAML::Node());
+}
+
+void ReadDatabase(Section& s, const YAML::Node& node, DatabaseConfig& out) {
   s.OptionalString("url", out.url);
+  out.url_at = MarkOfKey(s, node, "url");
   s.String("application_name", out.application_name);
   s.Duration("statement_timeout", out.statement_timeout, milliseconds(1), hours(24));
   s.Finish();
@@ -29,11 +35,13 @@ void ReadLog(Section& s, LogConfig& out) {
   s.Finish();
 }
 
-void ReadTarget(Section& s, TargetTable& out) {
+void ReadTarget(Section& s, const YAML::Node& node, TargetTable& out, Config::TargetMarks& at) {
   s.QualifiedName("table", out.schema, out.table);
   s.Identifier("key_column", out.key_column);
   s.Identifier("version_column", out.version_column);
   s.OptionalIdentifier("owner_column", out.owner_column);
+  at = {MarkOfKey(s, node, "table"), MarkOfKey(s, node, "key_column"),
+        MarkOfKey(s, node, "version_column"), MarkOfKey(s, node, "owner_column")};
   s.Finish();
 }
 
@@ -377,9 +385,9 @@ Config Read(const YAML::Node& root, const std::string& name) {
     top.Fail(root, "", "the file must be a map of sections (database:, target:, batch:, ...)");
   }
   Section top(root, "", name);
-  if (auto s = top.Map("database")) ReadDatabase(*s, config.database);
+  if (auto s = top.Map("database")) ReadDatabase(*s, root["database"], config.database);
   if (auto s = top.Map("log")) ReadLog(*s, config.log);
-  if (auto s = top.Map("target")) ReadTarget(*s, config.target);
+  if (auto s = top.Map("target")) ReadTarget(*s, root["target"], config.target, config.target_at);
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
   if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);

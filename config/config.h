@@ -29,6 +29,9 @@ struct DatabaseConfig {
   std::string application_name = "coexist-batch";
   // How long one statement of the batch may run before it is cancelled.
   milliseconds statement_timeout = std::chrono::minutes(5);
+  // Where url is written, for errors only the connection can find; no line
+  // when not written.
+  Mark url_at;
 };
 
 // `log:` — defaults for --log-level and --log-format (the flags win).
@@ -294,6 +297,11 @@ struct Config {
   DatabaseConfig database;
   LogConfig log;
   config::TargetTable target;
+  // Where target's keys are written, for the errors only the database can
+  // find (a table or column missing); no line when a key is not written.
+  struct TargetMarks {
+    Mark table, key_column, version_column, owner_column;
+  } target_at;
   BatchConfig batch;
   PacingConfig pacing;
   OnlineConfig online;

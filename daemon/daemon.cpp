@@ -18,6 +18,7 @@
 #include "daemon/systemd_notifier.h"
 #include "daemon/work_waiter.h"
 #include "db/connection.h"
+#include "db/failure.h"
 #include "db/queue_store_ops.h"
 #include "policies/policy.h"
 
@@ -27,18 +28,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// Errors after which the database is probably gone: reconnect with backoff.
+// The database went away or cannot be reached: logged as unavailable, not
+// as a failed run. A commit in doubt is one too: the queue's states tell,
+// next run.
 bool IsConnectionLoss(const std::exception& e) {
-  if (dynamic_cast<const TempFailError*>(&e) != nullptr) return true;
-  if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) return true;
-  // The outcome of a commit is unknown: the queue's states tell, next run.
-  if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) return true;
-  if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
-    // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now.
-    const std::string& state = sql->sqlstate();
-    return state.starts_with("08") || state.starts_with("57P");
-  }
-  return false;
+  auto kind = db::Classify(e);
+  return kind == db::FailureKind::kConnectionLost || kind == db::FailureKind::kInDoubt;
 }
 
 struct Totals {

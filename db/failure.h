@@ -1,13 +1,20 @@
 #pragma once
 
-// How coexist judges a statement the database refused: the item's fault
-// (its data), a timeout, the deployment's fault (no statement of this
-// shape can run: a right revoked, an object missing) or the server's (out
-// of resources, shutting down). Only the item's fault may charge an item an
-// attempt: a systemic failure charged to items would kill every item of the
-// queue in a few chunks (the chaos suite's privileges_revoked fault).
+// How coexist judges a failure, in one place and in the order libpqxx's own
+// perform() tests it: the connection lost, a commit in doubt, a transaction
+// worth trying again, the server's trouble, the configuration's fault, the
+// item's fault, a bug. The daemon (retry or not), the worker (charge an
+// item or stop the run), the CLI's exit status and the latency probe all
+// ask Classify. Only the item's fault may charge an item an attempt: a
+// systemic failure charged to items would kill every item of the queue in
+// a few chunks (the chaos suite's privileges_revoked fault).
+//
+// Thread safety: pure functions.
 
+#include <exception>
 #include <string>
+
+#include "common/exit_codes.h"
 
 namespace pqxx {
 class sql_error;
@@ -15,20 +22,43 @@ class sql_error;
 
 namespace coexist::db {
 
-enum class StatementFault {
-  kItem,        // data or constraint errors, RAISE, anything not below
-  kTimeout,     // statement_timeout, lock_timeout, NOWAIT, a cancel (57014, 55P03)
-  kDeployment,  // classes 42 (privileges, missing tables/columns/functions, syntax),
-                // 3D, 3F (missing database, schema), 28 (authorization), 0L, 0P
-  kServer,      // classes 53 (resources), 57 but 57014 (shutdown, terminated),
-                // 58 (system), XX (internal)
+enum class FailureKind {
+  // pqxx::broken_connection, SQLSTATE class 08, 57P0x (the session was
+  // terminated, the server is shutting down or starting): reconnect, try
+  // again later. Also coexist's TempFailError (the server cannot be reached).
+  kConnectionLost,
+  // pqxx::in_doubt_error: the connection broke during COMMIT; whether it
+  // committed is unknown. Never retried blindly: check by idempotency key.
+  kInDoubt,
+  // pqxx::transaction_rollback (40001 serialization, 40P01 deadlock), 55P03
+  // lock_not_available (NOWAIT, lock_timeout), 57014 query_canceled
+  // (statement_timeout): the same work may pass when tried again, smaller or
+  // later.
+  kRetryable,
+  // Classes 53 (out of disk, memory, connections), 57 (other than the
+  // above), 58, XX, and 25006 (a read-only server: a standby, or a primary
+  // during failover): the server's; passes later, nobody's data is at fault.
+  kServer,
+  // Classes 42 (undefined table 42P01 or column 42703, syntax 42601,
+  // privileges 42501), 3D, 3F, 28, 0L, 0P; coexist's ConfigurationError and config::ConfigError (a
+  // malformed URL, a missing target): the deployment must change.
+  kConfiguration,
+  // Any other SQLSTATE (data exceptions, constraint violations, RAISE): the
+  // item's own data.
+  kItem,
+  // Anything else: a bug.
+  kBug,
 };
+
+FailureKind Classify(const std::exception& e);
+
+// The sysexits status of a failure that escapes a command: 75 (try again
+// later) for the first four kinds, 78 for the configuration's, 70 otherwise.
+ExitCode ExitCodeOf(FailureKind kind);
 
 // The SQLSTATE of `e`. libpqxx 6.4 drops it for some of its subclasses
 // (insufficient_privilege, too_many_connections); it is recovered from
 // their type. (Its transaction_rollback family is not an sql_error.)
 std::string SqlStateOf(const pqxx::sql_error& e);
-
-StatementFault JudgeStatement(const std::string& sqlstate);
 
 }  // namespace coexist::db

@@ -207,8 +207,17 @@ Server Server::At(std::string conninfo) {
 }
 
 Server Server::Resolve(const ServerChoice& choice) {
-  auto pick = [](std::string conninfo, ServerSource source) {
-    CheckConninfo(conninfo, Origin(source));
+  auto pick = [&choice](std::string conninfo, ServerSource source) {
+    if (source != ServerSource::kConfigUrl) {
+      CheckConninfo(conninfo, Origin(source));
+    } else {
+      try {
+        CheckConninfo(conninfo);
+      } catch (const ConfigurationError& e) {
+        // Written in the YAML file: named by its place there, like any key.
+        throw config::ConfigError(choice.config_url_at, "database.url", e.what(), e.hint());
+      }
+    }
     Server server(std::move(conninfo), source, nullptr);
     spdlog::info("database chosen source={} {}", log::Value(ToString(source)), server.Describe());
     return server;

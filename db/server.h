@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "config/config_error.h"
+
 namespace coexist::db {
 
 class TempCluster;
@@ -34,6 +36,9 @@ enum class DatabaseUse {
 struct ServerChoice {
   std::optional<std::string> command_line_url;
   std::optional<std::string> config_url;
+  // Where config_url is written: a malformed one is a config::ConfigError
+  // located there.
+  config::Mark config_url_at;
   // `db up`'s data folder; empty means DefaultLocalDataDir().
   std::string local_data_dir;
   DatabaseUse use = DatabaseUse::kKeepState;

@@ -20,6 +20,24 @@ bool TargetExists(pqxx::transaction_base& tx, const config::TargetTable& target)
       .as<bool>();
 }
 
+std::vector<std::string> MissingTargetColumns(pqxx::transaction_base& tx,
+                                              const config::TargetTable& target) {
+  std::vector<std::pair<const char*, std::string>> wanted = {
+      {"key_column", target.key_column}, {"version_column", target.version_column}};
+  if (target.owner_column) wanted.emplace_back("owner_column", *target.owner_column);
+  std::vector<std::string> missing;
+  for (const auto& [key, column] : wanted) {
+    bool present =
+        tx.exec_params1(
+              "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1)"
+              " AND attname = $2 AND attnum > 0 AND NOT attisdropped)",
+              QuotedName(tx, target), column)[0]
+            .as<bool>();
+    if (!present) missing.emplace_back(key);
+  }
+  return missing;
+}
+
 VersionTrigger VersionTriggerOf(pqxx::transaction_base& tx, const config::TargetTable& target) {
   std::string table = QuotedName(tx, target);
   // to_regclass, not a cast: a missing table is kMissing, not an error.

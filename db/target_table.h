@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "config/target_table.h"
 
@@ -16,6 +17,12 @@ namespace coexist::db {
 
 // Whether the target table exists (a plain regclass lookup in `tx`).
 bool TargetExists(pqxx::transaction_base& tx, const config::TargetTable& target);
+
+// The target's configured columns the table lacks, by their target: key
+// ("key_column", "version_column", "owner_column"), in that order; empty
+// when all are there (or the table does not exist: ask TargetExists first).
+std::vector<std::string> MissingTargetColumns(pqxx::transaction_base& tx,
+                                              const config::TargetTable& target);
 
 enum class VersionTrigger {
   kMissing,   // no trigger named coexist_bump_version on the target (or no target)

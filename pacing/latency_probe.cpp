@@ -123,7 +123,7 @@ struct LatencyProbe::Impl {
     } catch (const pqxx::sql_error& e) {
       // A probe that waited out its timeout waited as long as online would
       // have; anything else is not a latency.
-      if (db::JudgeStatement(db::SqlStateOf(e)) != db::StatementFault::kTimeout) throw;
+      if (db::Classify(e) != db::FailureKind::kRetryable) throw;
     }
     return duration_cast<microseconds>(Clock::now() - start);
   }
@@ -154,8 +154,7 @@ struct LatencyProbe::Impl {
         ResetConnection();  // reopened by the next probe
       } catch (const pqxx::sql_error& e) {
         if (Stopping()) return;
-        auto fault = db::JudgeStatement(db::SqlStateOf(e));
-        if (fault == db::StatementFault::kDeployment) {
+        if (db::Classify(e) == db::FailureKind::kConfiguration) {
           std::string message = e.what();
           message = message.substr(0, message.find('\n'));  // libpq's LINE/caret lines
           bool privilege = db::SqlStateOf(e) == "42501";

@@ -153,6 +153,9 @@ TEST_F(CliTest, DatabaseErrorsExitWithWhatTheyMean) {
            {"SELECT public.fail_with('40P01')", 75},  // deadlock
            {"SELECT public.fail_with('40001')", 75},  // serialization failure
            {"SELECT public.fail_with('53100')", 75},  // disk full
+           {"SELECT public.fail_with('55P03')", 75},  // lock_timeout, NOWAIT
+           {"SELECT public.fail_with('57014')", 75},  // statement_timeout
+           {"SELECT public.fail_with('25006')", 75},  // read-only server
            {"SELECT public.fail_with('42501')", 78},  // insufficient privilege
            {"SELECT id FROM public.no_such_table", 78},
            {"SELECT no_such_column FROM public.products", 78},
@@ -288,12 +291,56 @@ TEST_F(CliTest, InstallSeedAndStatusOnAConfiguredDatabase) {
       << result.err;
 }
 
-TEST_F(CliTest, InstallWithAConfiguredMissingTargetFails) {
+TEST_F(CliTest, InstallWithAConfiguredMissingTargetExits78AtTheKey) {
   auto file = Write("orders.yaml", "target:\n  table: sales.orders\n");
   auto result = Run("--config " + file.string() + " --database-url " + Url() + " db install");
-  EXPECT_EQ(result.status, 69);
-  EXPECT_NE(result.err.find("target table sales.orders does not exist"), std::string::npos)
+  EXPECT_EQ(result.status, 78);
+  EXPECT_TRUE(result.err.ends_with("config error: " + file.string() +
+                                   ":2:10: target.table: table sales.orders does not exist\n"
+                                   "HINT: create it, or name an existing table (schema.table).\n"))
       << result.err;
+}
+
+// What only the database can tell about a configuration is still the
+// configuration's fault (78), named at its key; never "internal error"
+// (70), never "try again later" (75).
+TEST_F(CliTest, WhatTheDatabaseRejectsInAConfigurationExits78AtTheKey) {
+  const std::string rest =
+      "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: ";
+  const std::string update = "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n";
+  auto no_table = Write("no_table.yaml", "target:\n  table: public.nope\n" + rest + update);
+  auto no_column = Write("no_column.yaml", "target:\n  version_column: vers\n" + rest + update);
+  auto bad_sql = Write("bad_sql.yaml", rest + "UPDATE public.products SET nocol = 1\n");
+  for (const auto& [file, expected] : std::vector<std::pair<fs::path, std::string>>{
+           {no_table,
+            ":2:10: target.table: table public.nope does not exist\n"
+            "HINT: create it, or name an existing table (schema.table).\n"},
+           {no_column,
+            ":2:19: target.version_column: table public.products has no column "
+            "\"vers\"\nHINT: name a column of the table.\n"},
+           {bad_sql,
+            ":4:14: operation.chunk_sql: the database rejects it: ERROR:  column "
+            "\"nocol\" of relation \"products\" does not exist\n"},
+       }) {
+    for (const std::string command : {"batch run", "batch run --dry-run", "db install"}) {
+      if (file == bad_sql && command != "batch run") continue;  // checked by a run only
+      auto result = Run("--config " + file.string() + " --database-url " + Url() + " " + command);
+      EXPECT_EQ(result.status, 78) << file << " " << command << ": " << result.err;
+      EXPECT_NE(result.err.find("config error: " + file.string() + expected), std::string::npos)
+          << command << ": " << result.err;
+    }
+  }
+}
+
+TEST_F(CliTest, MalformedDatabaseUrlInTheFileExits78AtTheKey) {
+  auto file = Write("url.yaml", "database:\n  url: postgresql://u:s3cret@host:notaport/db\n");
+  auto result = Run("--config " + file.string() + " db status");
+  EXPECT_EQ(result.status, 78) << result.err;
+  EXPECT_TRUE(result.err.starts_with(
+      "config error: " + file.string() +
+      ":2:8: database.url: the database URL has an invalid port \"notaport\"\nHINT: "))
+      << result.err;
+  EXPECT_EQ(result.err.find("s3cret"), std::string::npos) << result.err;
 }
 
 TEST_F(CliTest, AdminCommandsWorkOnAConfiguredDatabase) {
