@@ -55,7 +55,8 @@ void PrepareData(const std::string& conninfo, const config::ScenarioSettings& se
   // Fresh statistics for the tables just filled, so that every cell's plans
   // are the ones the data calls for, not those of autovacuum's timing.
   pqxx::nontransaction analyze(*conn);
-  analyze.exec("ANALYZE public.products; ANALYZE coexist.queue");
+  analyze.exec0("ANALYZE public.products");
+  db::AnalyzeQueue(analyze);
 }
 
 // The online application's rights as docs/operations.md ("Database roles")
@@ -197,13 +198,8 @@ void CheckBatch(const std::string& conninfo, const std::string& job, CellResult&
       tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
   // The chunks as the database saw them: the items one transaction set done
   // share its xid (xmin), and done_at says when.
-  for (const auto& row :
-       tx.exec_params("SELECT extract(epoch FROM min(q.done_at) - r.started_at)::float8, count(*)"
-                      " FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
-                      " WHERE q.job = $1 AND q.state = 'done'"
-                      " GROUP BY q.xmin::text, r.started_at ORDER BY 1",
-                      job)) {
-    cell.chunks.push_back({row[0].as<double>(), row[1].as<long long>()});
+  for (const auto& chunk : db::ReadDoneChunks(tx, job)) {
+    cell.chunks.push_back({chunk.at_seconds, chunk.items});
   }
 }
 

@@ -204,4 +204,19 @@ long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
       .as<long long>();
 }
 
+std::vector<DoneChunk> ReadDoneChunks(pqxx::transaction_base& tx, const std::string& job) {
+  std::vector<DoneChunk> chunks;
+  for (const auto& row :
+       tx.exec_params("SELECT extract(epoch FROM min(q.done_at) - r.started_at)::float8, count(*)"
+                      " FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
+                      " WHERE q.job = $1 AND q.state = 'done'"
+                      " GROUP BY q.xmin::text, r.started_at ORDER BY 1",
+                      job)) {
+    chunks.push_back({row[0].as<double>(), row[1].as<long long>()});
+  }
+  return chunks;
+}
+
+void AnalyzeQueue(pqxx::transaction_base& tx) { tx.exec0("ANALYZE coexist.queue"); }
+
 }  // namespace coexist::db

@@ -171,4 +171,17 @@ JobCounts CountJobItems(pqxx::transaction_base& tx, const std::string& job);
 long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
                          const std::string& ledger);
 
+// `job`'s done chunks as the database saw them: the items one transaction
+// set done share its xid (xmin); when (seconds after its run's start, the
+// first done_at of the chunk) and how many, in the order they ended.
+struct DoneChunk {
+  double at_seconds = 0;
+  long long items = 0;
+};
+std::vector<DoneChunk> ReadDoneChunks(pqxx::transaction_base& tx, const std::string& job);
+
+// Fresh planner statistics for the queue (after a large enqueue). Outside
+// a transaction block: `tx` is a nontransaction.
+void AnalyzeQueue(pqxx::transaction_base& tx);
+
 }  // namespace coexist::db
