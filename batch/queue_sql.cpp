@@ -1,20 +1,10 @@
 #include "batch/queue_sql.h"
 
+#include "db/sql_values.h"
 #include "db/sqlstate.h"
 
 namespace coexist::batch {
-namespace {
-
-std::vector<long long> Keys(const pqxx::result& result) {
-  std::vector<long long> out;
-  out.reserve(result.size());
-  for (const auto& row : result) out.push_back(row[0].as<long long>());
-  return out;
-}
-
-std::string Ms(std::chrono::milliseconds value) { return std::to_string(value.count()) + "ms"; }
-
-}  // namespace
+namespace {}  // namespace
 
 Savepoint::Savepoint(pqxx::transaction_base& tx, const char* name) : tx_(tx), name_(name) {
   tx_.exec("SAVEPOINT " + name_);
@@ -153,26 +143,26 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
 std::vector<long long> QueueSql::LockRecords(pqxx::transaction_base& tx,
                                              const std::vector<long long>& keys) {
   if (keys.empty()) return {};
-  return Keys(tx.exec_prepared("lock_records", ArrayLiteral(keys)));
+  return db::BigintColumn(tx.exec_prepared("lock_records", ArrayLiteral(keys)));
 }
 
 std::vector<long long> QueueSql::ExistingRecords(pqxx::transaction_base& tx,
                                                  const std::vector<long long>& keys) {
   if (keys.empty()) return {};
-  return Keys(tx.exec_prepared("find_records", ArrayLiteral(keys)));
+  return db::BigintColumn(tx.exec_prepared("find_records", ArrayLiteral(keys)));
 }
 
 std::vector<long long> QueueSql::BatchOwnedRecords(pqxx::transaction_base& tx,
                                                    const std::vector<long long>& keys) {
   if (keys.empty() || !has_owner_) return {};
-  return Keys(tx.exec_prepared("find_batch_owned_records", ArrayLiteral(keys)));
+  return db::BigintColumn(tx.exec_prepared("find_batch_owned_records", ArrayLiteral(keys)));
 }
 
 bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, long long key,
                               std::chrono::milliseconds step) {
   try {
     Savepoint sub(tx, "lock_step");
-    tx.exec_params("SELECT set_config('lock_timeout', $1, true)", Ms(step));
+    tx.exec_params("SELECT set_config('lock_timeout', $1, true)", db::SettingMilliseconds(step));
     tx.exec_prepared("lock_record", key);
     // The lock stays; the short timeout must not outlive the step.
     tx.exec("SELECT set_config('lock_timeout', '0', true)");
@@ -202,7 +192,7 @@ std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx, 
                                                     std::chrono::milliseconds step) {
   try {
     Savepoint sub(tx, "revoke_step");
-    tx.exec_params("SELECT set_config('lock_timeout', $1, true)", Ms(step));
+    tx.exec_params("SELECT set_config('lock_timeout', $1, true)", db::SettingMilliseconds(step));
     auto owner =
         tx.exec_prepared1("revoke_edit_lock", target_, key, "batch run " + std::to_string(run_id),
                           config_.batch.job, run_id, item_id)[0]

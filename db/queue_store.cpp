@@ -5,18 +5,10 @@
 #include <pqxx/pqxx>
 
 #include "db/array_literal.h"
+#include "db/sql_values.h"
 
 namespace coexist::db {
 namespace {
-
-std::vector<long long> Keys(const pqxx::result& result) {
-  std::vector<long long> out;
-  out.reserve(result.size());
-  for (const auto& row : result) out.push_back(row[0].as<long long>());
-  return out;
-}
-
-std::string Ms(std::chrono::milliseconds value) { return std::to_string(value.count()) + "ms"; }
 
 std::string Hostname() {
   char name[256] = {};
@@ -45,33 +37,22 @@ constexpr const char* kFirstOfKey = R"sql(
 }  // namespace
 
 QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::move(job)) {
-  conn.prepare("claim_items", R"sql(
+  // The two claims differ only in leaving out items with a takeover.
+  const std::string claim = std::string(R"sql(
     SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
       FROM coexist.queue q
      WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
        AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
-       AND (NOT q.follows_pending  -- an earlier item of the key goes first (0007, 0015)
-            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
-                            WHERE e.job = q.job AND e.record_key = q.record_key
-                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
+       AND )sql") + kFirstOfKey;
+  const std::string claim_end = R"sql(
      ORDER BY q.item_id
      LIMIT $3
-       FOR UPDATE SKIP LOCKED)sql");
-  conn.prepare("claim_untaken_items", R"sql(
-    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
-      FROM coexist.queue q
-     WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
-       AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
-       AND q.item_id > $4 AND q.item_id <> ALL ($5::bigint[])
-       AND (NOT q.follows_pending  -- an earlier item of the key goes first (0007, 0015)
-            OR NOT EXISTS (SELECT 1 FROM coexist.queue e
-                            WHERE e.job = q.job AND e.record_key = q.record_key
-                              AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred')))
-       AND NOT EXISTS (SELECT 1 FROM coexist.takeovers t WHERE t.item_id = q.item_id)
-     ORDER BY q.item_id
-     LIMIT $3
-       FOR UPDATE SKIP LOCKED)sql");
+       FOR UPDATE SKIP LOCKED)sql";
+  conn.prepare("claim_items", claim + claim_end);
+  conn.prepare("claim_untaken_items", claim + R"sql(
+       AND NOT EXISTS (SELECT 1 FROM coexist.takeovers t WHERE t.item_id = q.item_id))sql" +
+                                          claim_end);
   conn.prepare("relock_items", R"sql(
     SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
       FROM coexist.queue q WHERE q.item_id = ANY ($1::bigint[]) AND q.state IN ('queued', 'deferred')
@@ -211,7 +192,7 @@ bool QueueStore::HoldRun(pqxx::transaction_base& tx, long long run_id) {
 }
 
 std::vector<long long> QueueStore::AbandonStaleRuns(pqxx::transaction_base& tx) {
-  return Keys(tx.exec_prepared("abandon_runs", job_.job));
+  return BigintColumn(tx.exec_prepared("abandon_runs", job_.job));
 }
 
 void QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed,
@@ -248,7 +229,7 @@ std::vector<Item> QueueStore::RelockItems(pqxx::transaction_base& tx,
 
 std::vector<long long> QueueStore::StillClaimable(pqxx::transaction_base& tx, long long run_id,
                                                   const std::vector<long long>& ids) {
-  return Keys(tx.exec_prepared("find_claimable_items", ArrayLiteral(ids), run_id));
+  return BigintColumn(tx.exec_prepared("find_claimable_items", ArrayLiteral(ids), run_id));
 }
 
 void QueueStore::CompleteItems(pqxx::transaction_base& tx, long long run_id,
@@ -283,11 +264,11 @@ void QueueStore::DeferItems(pqxx::transaction_base& tx, long long run_id,
     escalated.emplace_back(d.escalated ? "t" : "f");
   }
   tx.exec_prepared("defer_items", ArrayLiteral(ids), ArrayLiteral(reasons), ArrayLiteral(escalated),
-                   run_id, job_.job, Ms(job_.defer_delay), job_.target);
+                   run_id, job_.job, SettingMilliseconds(job_.defer_delay), job_.target);
 }
 
 std::vector<long long> QueueStore::DeleteOrphanedTakeovers(pqxx::transaction_base& tx) {
-  return Keys(tx.exec_prepared("delete_orphaned_takeovers", job_.target));
+  return BigintColumn(tx.exec_prepared("delete_orphaned_takeovers", job_.target));
 }
 
 bool QueueInstalled(pqxx::transaction_base& tx) {
