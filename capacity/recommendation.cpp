@@ -113,33 +113,24 @@ PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario) {
                              out.p99_ratio, o.max_p99_ratio, out.p99_ratio - o.max_p99_ratio),
          .remedy = "fewer workers (batch.workers) or smaller chunks, or pacing.online_latency to "
                    "hold online latency near the baseline (docs/pacing.md)"});
-  Check(out, out.error_percent > o.max_error_percent,
-        {.objective = "max_error_rate",
-         .limit = o.max_error_percent,
-         .measured = out.error_percent,
-         .text = fmt::format("{:.2f}% of online transactions failed during the batch, objective "
-                             "at most {:g}% (by {:.2f} points)",
-                             out.error_percent, o.max_error_percent,
-                             out.error_percent - o.max_error_percent),
-         .remedy = ErrorRemedy(cell)});
-  Check(out, out.done_percent < o.min_done_percent,
-        {.objective = "min_done_share",
-         .limit = o.min_done_percent,
-         .measured = out.done_percent,
-         .text = fmt::format("{:.2f}% of the items done, objective at least {:g}% (by {:.2f} "
-                             "points)",
-                             out.done_percent, o.min_done_percent,
-                             o.min_done_percent - out.done_percent),
-         .remedy = kDeferredRemedy});
-  Check(out, out.deferred_percent > o.max_deferred_percent,
-        {.objective = "max_deferred_share",
-         .limit = o.max_deferred_percent,
-         .measured = out.deferred_percent,
-         .text = fmt::format("{:.2f}% of the items left deferred, objective at most {:g}% (by "
-                             "{:.2f} points)",
-                             out.deferred_percent, o.max_deferred_percent,
-                             out.deferred_percent - o.max_deferred_percent),
-         .remedy = kDeferredRemedy});
+  // The share objectives read alike: "X% <what>, objective at most/least Y% (by Z points)".
+  auto share = [&](const char* objective, double measured, double limit, bool at_most,
+                   const char* what, std::string remedy) {
+    double by = at_most ? measured - limit : limit - measured;
+    Check(out, by > 0,
+          {.objective = objective,
+           .limit = limit,
+           .measured = measured,
+           .text = fmt::format("{:.2f}% {}, objective at {} {:g}% (by {:.2f} points)", measured,
+                               what, at_most ? "most" : "least", limit, by),
+           .remedy = std::move(remedy)});
+  };
+  share("max_error_rate", out.error_percent, o.max_error_percent, true,
+        "of online transactions failed during the batch", ErrorRemedy(cell));
+  share("min_done_share", out.done_percent, o.min_done_percent, false, "of the items done",
+        kDeferredRemedy);
+  share("max_deferred_share", out.deferred_percent, o.max_deferred_percent, true,
+        "of the items left deferred", kDeferredRemedy);
   return out;
 }
 
