@@ -16,7 +16,7 @@
 #include "common/error.h"
 #include "common/exit_codes.h"
 #include "config/config.h"
-#include "pacing/pacer.h"
+#include "pacing/latency_summary.h"
 
 namespace coexist::batch {
 

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/scenario.h"
+#include "pacing/latency_summary.h"
 
 namespace coexist::capacity {
 
@@ -64,12 +66,8 @@ struct CellResult {
   bool batch_finished = false;      // every item ended done/deferred/dead
   bool finished_in_window = false;  // and within scenario.window
   std::vector<ChunkPoint> chunks;   // done chunks in the order they ended
-  // pacing.online_latency, when the cell's config sets it (objective 0: not set).
-  double latency_objective = 0;
-  bool latency_on = false;  // false: not set, or its probe could not run
-  double latency_baseline_ms = 0;
-  long long latency_slowdowns = 0;
-  double latency_seconds_over = 0;
+  // What pacing.online_latency did; nullopt when the cell's config does not set it.
+  std::optional<pacing::LatencySummary> latency;
 
   // The online side.
   PhaseStats before;

@@ -62,11 +62,13 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["lost_updates"] = c.lost_updates;
   f["applied_twice"] = c.applied_twice;
   f["rows_changed_by_batch"] = c.rows_changed_by_batch;
-  f["latency_objective"] = c.latency_objective;
-  f["latency_on"] = c.latency_on;
-  f["latency_baseline_ms"] = c.latency_baseline_ms;
-  f["latency_slowdowns"] = c.latency_slowdowns;
-  f["latency_seconds_over"] = c.latency_seconds_over;
+  // Every cell has the columns (CSV); objective 0 and on false: not set.
+  const auto latency = c.latency.value_or(pacing::LatencySummary{.on = false});
+  f["latency_objective"] = latency.objective;
+  f["latency_on"] = latency.on;
+  f["latency_baseline_ms"] = latency.baseline_ms;
+  f["latency_slowdowns"] = latency.slowdowns;
+  f["latency_seconds_over"] = latency.seconds_over;
   f["check_of"] = c.check_of;
   f["chunks"] = static_cast<long long>(c.chunks.size());
   return f;
@@ -430,17 +432,17 @@ std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResul
 std::string LatencyObjectiveHtml(const std::vector<CellResult>& cells) {
   std::string rows;
   for (const auto& c : cells) {
-    if (c.latency_objective == 0) continue;
-    rows += c.latency_on
-                ? fmt::format(
-                      "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td><td>{:.2f}</td>"
-                      "<td>{}</td><td>{:.1f}</td></tr>\n",
-                      c.index, Escape(c.policy), c.latency_objective, c.latency_baseline_ms,
-                      c.latency_slowdowns, c.latency_seconds_over)
-                : fmt::format(
-                      "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td>"
-                      "<td colspan=3 class=text>off: the probe could not run</td></tr>\n",
-                      c.index, Escape(c.policy), c.latency_objective);
+    if (!c.latency) continue;
+    const auto& l = *c.latency;
+    rows += l.on ? fmt::format(
+                       "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td><td>{:.2f}</td>"
+                       "<td>{}</td><td>{:.1f}</td></tr>\n",
+                       c.index, Escape(c.policy), l.objective, l.baseline_ms, l.slowdowns,
+                       l.seconds_over)
+                 : fmt::format(
+                       "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td>"
+                       "<td colspan=3 class=text>off: the probe could not run</td></tr>\n",
+                       c.index, Escape(c.policy), l.objective);
   }
   if (rows.empty()) return "";
   return "<h2>Online latency objective</h2>\n<table><tr><th>cell</th><th>policy</th>"

@@ -277,13 +277,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.revocations = std::max(cell.revocations, summary.revoked);
   cell.batch_seconds = summary.seconds;
   cell.batch_finished = summary.stop_reason == "drained";
-  if (summary.latency) {
-    cell.latency_objective = summary.latency->objective;
-    cell.latency_on = summary.latency->on;
-    cell.latency_baseline_ms = summary.latency->baseline_ms;
-    cell.latency_slowdowns = summary.latency->slowdowns;
-    cell.latency_seconds_over = summary.latency->seconds_over;
-  }
+  cell.latency = summary.latency;
   cell.finished_in_window =
       cell.batch_finished && summary.seconds <= std::chrono::duration<double>(size.window).count();
 

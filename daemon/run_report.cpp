@@ -20,12 +20,7 @@ metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
   run.escalated = summary.escalated;
   run.queued_left = summary.queued_left;
   run.deferrals_by_reason = summary.deferrals_by_reason;
-  if (summary.latency) {
-    run.latency = metrics::RunMetrics::Latency{.on = summary.latency->on,
-                                               .slowdowns = summary.latency->slowdowns,
-                                               .seconds_over = summary.latency->seconds_over,
-                                               .baseline_ms = summary.latency->baseline_ms};
-  }
+  run.latency = summary.latency;
   return run;
 }
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "pacing/latency_summary.h"
+
 namespace coexist::metrics {
 
 // What one batch run reports to Prometheus (docs/operations.md lists the
@@ -24,13 +26,7 @@ struct RunMetrics {
   long long queued_left = 0;
   std::map<std::string, long long> deferrals_by_reason;
   // pacing.online_latency; absent when it is not configured.
-  struct Latency {
-    bool on = true;
-    long long slowdowns = 0;
-    double seconds_over = 0;
-    double baseline_ms = 0;
-  };
-  std::optional<Latency> latency;
+  std::optional<pacing::LatencySummary> latency;
 };
 
 // The exposition text (Prometheus text format 0.0.4) for one run.

@@ -37,6 +37,7 @@
 #include "config/target_table.h"
 #include "pacing/chunk_sizer.h"
 #include "pacing/control_state.h"
+#include "pacing/latency_summary.h"
 
 namespace coexist::pacing {
 
@@ -67,17 +68,6 @@ struct ChunkReport {
 
 class HealthMonitor;
 class ControlServer;
-
-// What the online latency objective did over a run, for the run's summary,
-// its metrics and the capacity report.
-struct LatencySummary {
-  bool on = true;          // false: the probe could not run; off_reason says why
-  std::string off_reason;  // empty while on
-  double objective = 0;
-  double baseline_ms = 0;   // the last baseline; 0 when none was learned
-  long long slowdowns = 0;  // latency_slowdown events (each halved the duty cycle)
-  double seconds_over = 0;  // wall time the probe was over the objective
-};
 
 // Chunk sizing, health throttling and operator control behind three calls.
 // Thread-safe: several worker threads may call BeforeChunk/AfterChunk

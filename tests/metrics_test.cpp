@@ -56,7 +56,7 @@ TEST(Metrics, TheLatencyObjectiveShowsOnlyWhenConfigured) {
       R"(coexist_batch_last_run_latency_slowdowns{job="nightly",policy="skip_locked"})"));
 
   run.latency =
-      RunMetrics::Latency{.on = true, .slowdowns = 3, .seconds_over = 1.5, .baseline_ms = 4};
+      pacing::LatencySummary{.on = true, .baseline_ms = 4, .slowdowns = 3, .seconds_over = 1.5};
   auto with = testing::ParseExposition(Exposition(run, time));
   EXPECT_EQ(
       with.at(R"(coexist_batch_last_run_latency_objective_on{job="nightly",policy="skip_locked"})"),

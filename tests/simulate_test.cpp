@@ -200,9 +200,10 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   RunScenario(conninfo(), scenario, {}, cells);
   ASSERT_EQ(cells.size(), 1u);
   EXPECT_EQ(cells[0].done + cells[0].deferred + cells[0].queued_left, 100);
-  EXPECT_EQ(cells[0].latency_objective, 1.25);
-  EXPECT_TRUE(cells[0].latency_on);
-  EXPECT_GT(cells[0].latency_baseline_ms, 0);
+  ASSERT_TRUE(cells[0].latency);
+  EXPECT_EQ(cells[0].latency->objective, 1.25);
+  EXPECT_TRUE(cells[0].latency->on);
+  EXPECT_GT(cells[0].latency->baseline_ms, 0);
   const auto& columns = CsvColumns();
   EXPECT_NE(std::find(columns.begin(), columns.end(), "latency_slowdowns"), columns.end());
 }
