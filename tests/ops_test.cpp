@@ -366,6 +366,37 @@ TEST_F(OpsTest, ARevokedRightStopsTheRunWithoutChargingItems) {
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
 }
 
+// A server that turned read-only (a failed-over primary now a standby, or
+// default_transaction_read_only set by an operator) is the server's fault,
+// not the items': the run exits 75 (retry later) and no item is charged.
+TEST_F(OpsTest, AReadOnlyServerStopsTheRunWithoutChargingItems) {
+  std::string online_role = "online_" + database_name();
+  std::string batch_role = "batch_" + database_name();
+  auto config = (dir_ / "job.yaml").string();
+  std::ofstream(config) << "batch: {job: ops, chunk_size: 5, max_attempts: 1}\n"
+                        << "policy: {name: skip_locked}\n"
+                        << testing::LedgerOperation();
+  auto install = Coexist({"--config", config, "db", "install"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  QueryValue(DocumentedGrants(online_role, batch_role) + "; GRANT INSERT ON ledger TO " +
+             batch_role);
+  Enqueue(1, 20);
+  QueryValue("ALTER ROLE " + batch_role + " SET default_transaction_read_only = on");
+  auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                         "--config", config, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 75) << run.output;
+  EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
+                       "coexist.queue"),
+            "queued:0");
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
+
+  QueryValue("ALTER ROLE " + batch_role + " RESET default_transaction_read_only");
+  run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
+                    "--config", config, "batch", "run", "--no-install"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
+}
+
 TEST_F(OpsTest, TheDocumentedBatchRoleMaySignalAnOnlineRolesBlocker) {
   auto p = RunPriorityAsBatchRole(true);
   EXPECT_EQ(p.run.status, 0) << p.run.output;
