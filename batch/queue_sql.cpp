@@ -1,11 +1,9 @@
 #include "batch/queue_sql.h"
 
+#include "db/failure.h"
 #include "db/sql_values.h"
-#include "db/sqlstate.h"
 
 namespace coexist::batch {
-namespace {}  // namespace
-
 Savepoint::Savepoint(pqxx::transaction_base& tx, const char* name) : tx_(tx), name_(name) {
   tx_.exec("SAVEPOINT " + name_);
 }
@@ -168,11 +166,11 @@ bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, long long key,
     tx.exec("SELECT set_config('lock_timeout', '0', true)");
     sub.Release();
     return true;
-  } catch (const pqxx::sql_error& e) {
-    if (e.sqlstate() == db::sqlstate::kLockNotAvailable) return false;
+  } catch (const pqxx::failure& e) {
+    // The step's lock_timeout (55P03), or a deadlock with online broken in
+    // our disfavour (40P01): not locked this time; the policy decides.
+    if (db::Classify(e) == db::FailureKind::kRetryable) return false;
     throw;
-  } catch (const pqxx::transaction_rollback&) {
-    return false;  // 40P01: a deadlock with online broken in our disfavour; try again later
   }
 }
 
@@ -200,11 +198,10 @@ std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx, 
     tx.exec("SELECT set_config('lock_timeout', '0', true)");
     sub.Release();
     return owner;
-  } catch (const pqxx::sql_error& e) {
-    if (e.sqlstate() == db::sqlstate::kLockNotAvailable) return std::nullopt;
+  } catch (const pqxx::failure& e) {
+    // Its owner is saving right now (the row is locked past the step).
+    if (db::Classify(e) == db::FailureKind::kRetryable) return std::nullopt;
     throw;
-  } catch (const pqxx::transaction_rollback&) {
-    return std::nullopt;
   }
 }
 

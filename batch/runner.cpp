@@ -71,25 +71,10 @@ JobBusyError BusyError(const config::Config& config, const std::optional<JobHold
 }
 
 std::string Outcome(const RunSummary& s) {
-  if (s.deferred > 0 || s.dead > 0) return "incomplete";
+  if (s.counts.deferred > 0 || s.counts.dead > 0) return "incomplete";
   if (s.stop_reason != "drained" && s.queued_left > 0) return "incomplete";
   return "succeeded";
 }
-
-void Snapshot(const Counters& c, RunSummary& s) {
-  s.claimed = c.claimed;
-  s.done = c.done;
-  s.deferred = c.deferred;
-  s.dead = c.dead;
-  s.escalated = c.escalated;
-  s.revoked = c.revoked;
-  s.signalled = c.signalled;
-  s.deferrals_by_reason = c.DeferralsByReason();
-}
-
-}  // namespace
-
-namespace {
 
 // What dead runs of the job left, cleared in `tx` (the caller holds the
 // job's lock). Logged once `tx` has committed: LogSweep.
@@ -107,82 +92,84 @@ void LogSweep(const SweepResult& result, const std::string& job) {
   if (result.handed_back > 0) spdlog::warn("records handed back count={}", result.handed_back);
 }
 
-}  // namespace
+// The run's control connection and what is prepared on it. It holds the
+// job's lock (session-level, taken by OpenJob) and the run's (BeginRun):
+// both are released when it closes, however the run ends.
+struct Control {
+  std::unique_ptr<pqxx::connection> conn;
+  std::unique_ptr<QueueSql> sql;
+  std::unique_ptr<db::QueueStore> queue;
+};
 
-SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
-  auto control = db::Connect(conninfo, config.database.application_name);
-  CheckConfig(*control, config, *policies::Create(config.policy));
-  QueueSql sql(*control, config);
-  db::QueueStore queue(*control, QueueJobOf(config, sql.target()));
-  {
-    // Session-level, like a run's: released when `control` closes.
-    pqxx::nontransaction tx(*control);
-    if (!queue.TryLockJob(tx)) throw BusyError(config, queue.FindJobHolder(tx));
+// Step 1: connect, install when asked, check what only the database can
+// see, take the job's lock. Throws JobBusyError before touching anything.
+Control OpenJob(const std::string& conninfo, const config::Config& config,
+                const policies::Policy& policy, bool install) {
+  Control c;
+  c.conn = db::Connect(conninfo, config.database.application_name);
+  if (install) {
+    db::InstallMigrations(*c.conn);
+    InstallGuard(*c.conn, config);
   }
-  pqxx::work tx(*control);
-  SweepResult result = ClearDeadRuns(tx, queue, sql);
-  tx.commit();
-  LogSweep(result, config.batch.job);
-  return result;
+  CheckConfig(*c.conn, config, policy);
+  c.sql = std::make_unique<QueueSql>(*c.conn, config);
+  c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(config, c.sql->target()));
+  pqxx::nontransaction tx(*c.conn);
+  if (!c.queue->TryLockJob(tx)) throw BusyError(config, c.queue->FindJobHolder(tx));
+  return c;
 }
 
-RunSummary Run(const std::string& conninfo, const config::Config& config,
-               const RunOptions& options) {
-  auto started = Clock::now();
-  auto policy = policies::Create(config.policy);
-  auto control = db::Connect(conninfo, config.database.application_name);
-  if (options.install) {
-    db::InstallMigrations(*control);
-    InstallGuard(*control, config);
-  }
-  CheckConfig(*control, config, *policy);
-  QueueSql sql(*control, config);
-  db::QueueStore queue(*control, QueueJobOf(config, sql.target()));
+// Step 2: clear what dead runs left, insert the run's row and lock it.
+// Fills summary.run_id and abandoned_runs; returns the job's queued items
+// (`ctl status`'s ETA).
+long long BeginRun(Control& c, const config::Config& config, const policies::Policy& policy,
+                   RunSummary& summary) {
+  long long queued = 0;
   {
-    // Session-level: held until `control` closes, however the run ends.
-    pqxx::nontransaction tx(*control);
-    if (!queue.TryLockJob(tx)) throw BusyError(config, queue.FindJobHolder(tx));
-  }
-
-  // Before the runs row: a control socket already in use ends the run
-  // here, with nothing to clean up.
-  pacing::Pacer pacer(pacing::PacerOptionsFrom(config, conninfo));
-
-  RunSummary summary;
-  summary.job = config.batch.job;
-  summary.policy = policy->Name();
-  long long total = 0;  // queued when the run started: `ctl status`'s ETA
-  {
-    pqxx::work tx(*control);
-    SweepResult swept = ClearDeadRuns(tx, queue, sql);
-    total = queue.CountQueued(tx);
+    pqxx::work tx(*c.conn);
+    SweepResult swept = ClearDeadRuns(tx, *c.queue, *c.sql);
+    queued = c.queue->CountQueued(tx);
     nlohmann::json details = {{"workers", config.batch.workers},
                               {"chunk_size", config.batch.chunk_size},
                               {"adaptive", config.pacing.adaptive},
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
-    summary.run_id = queue.StartRun(tx, policy->Name(), details.dump());
+    summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
     tx.commit();
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
   }
-  {
-    pqxx::nontransaction tx(*control);
-    queue.LockRun(tx, summary.run_id);  // lives as long as this connection
-  }
-  pacer.SetRunId(summary.run_id);
-  spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
-               config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
+  pqxx::nontransaction tx(*c.conn);
+  c.queue->LockRun(tx, summary.run_id);  // lives as long as the connection
+  return queued;
+}
 
+// How the workers ended (step 3).
+struct WorkEnd {
+  RunCounts counts;
+  std::string stop_reason = "drained";
+  std::exception_ptr error;   // the first worker's, or the control connection's
+  bool control_lost = false;  // the runs row can no longer be written
+};
+
+// Step 3: the workers, each on its own thread and connection, and the
+// control loop on this one until they have all stopped: heartbeat,
+// progress and the pacer's status once a second, and the stop flag (which
+// also wakes workers held by a pause or throttle). The control connection
+// holds the job's and the run's locks: when it fails, another run may take
+// the job, so the workers stop at once (a chunk in flight commits or rolls
+// back, none starts) and the run fails.
+WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& config,
+             const policies::Policy& policy, long long run_id, long long queued,
+             pacing::Pacer& pacer, const RunOptions& options, Clock::time_point started) {
+  WorkEnd end;
   Counters counters;
   KeysInFlight keys;
   std::atomic<bool> workers_stop{false};
   std::mutex error_mutex;
-  std::exception_ptr error;
-  bool control_lost = false;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < config.batch.workers; ++i) {
-    workers.push_back(std::make_unique<Worker>(i, conninfo, config, *policy, summary.run_id,
-                                               counters, workers_stop, pacer, keys));
+    workers.push_back(std::make_unique<Worker>(i, conninfo, config, policy, run_id, counters,
+                                               workers_stop, pacer, keys));
   }
   std::atomic<int> running{config.batch.workers};
   {
@@ -193,17 +180,12 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
           w->Run();
         } catch (...) {
           std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
+          if (!end.error) end.error = std::current_exception();
           workers_stop = true;  // the others finish their chunk and stop
         }
         --running;
       });
     }
-    // The control thread: heartbeat, counts and progress once a second, and
-    // the stop flag (which also wakes workers held by a pause or throttle).
-    // The control connection holds the job's and the run's locks: when it
-    // fails, another run may take the job, so the workers stop at once (a
-    // chunk in flight commits or rolls back, none starts) and the run fails.
     auto next = Clock::now();
     bool pacer_stopped = false;
     while (running > 0) {
@@ -212,20 +194,22 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
         pacer.RequestStop();
         pacer_stopped = true;
       }
-      if (Clock::now() >= next && !control_lost) {
+      if (Clock::now() >= next && !end.control_lost) {
+        RunCounts now = counters.Snapshot();
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-        pacer.PublishStatus(counters.done, total, elapsed > 0 ? counters.done / elapsed : 0);
+        double rate = elapsed > 0 ? now.done / elapsed : 0;
+        pacer.PublishStatus(now.done, queued, rate);
+        if (options.on_progress) options.on_progress({run_id, now, queued, rate});
         try {
-          pqxx::work tx(*control);
-          queue.HeartbeatRun(tx, summary.run_id, counters.claimed, counters.done, counters.deferred,
-                             counters.dead);
+          pqxx::work tx(*c.conn);
+          c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
           tx.commit();
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
-                        summary.run_id, log::Value(e.what()));
+                        run_id, log::Value(e.what()));
           std::lock_guard lock(error_mutex);
-          error = std::current_exception();  // the cause, not a worker's later broken chunk
-          control_lost = true;
+          end.error = std::current_exception();  // the cause, not a worker's later broken chunk
+          end.control_lost = true;
           workers_stop = true;
         }
         next = Clock::now() + std::chrono::seconds(1);
@@ -233,41 +217,79 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  end.counts = counters.Snapshot();
+  for (const auto& w : workers) {
+    if (!w->stop_reason().empty()) end.stop_reason = w->stop_reason();
+  }
+  return end;
+}
+
+// Step 4: the run's row says how it ended; what a failed worker took over
+// is handed back; a refused claim leaves an event.
+void FinishRun(Control& c, RunSummary& summary, bool failed) {
+  pqxx::work tx(*c.conn);
+  summary.queued_left = c.queue->CountQueued(tx);
+  summary.outcome = failed ? "failed" : Outcome(summary);
+  c.queue->FinishRun(tx, summary.run_id, summary.outcome, summary.counts.claimed,
+                     summary.counts.done, summary.counts.deferred, summary.counts.dead,
+                     SummaryJson(summary));
+  c.sql->HandBackOrphaned(tx, c.queue->DeleteOrphanedTakeovers(tx));
+  if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
+    c.queue->AddEvent(tx, "claim_refused", summary.run_id,
+                      nlohmann::json{{"reason", summary.stop_reason}}.dump());
+  }
+  tx.commit();
+}
+
+}  // namespace
+
+SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
+  Control c = OpenJob(conninfo, config, *policies::Create(config.policy), /*install=*/false);
+  pqxx::work tx(*c.conn);
+  SweepResult result = ClearDeadRuns(tx, *c.queue, *c.sql);
+  tx.commit();
+  LogSweep(result, config.batch.job);
+  return result;
+}
+
+RunSummary Run(const std::string& conninfo, const config::Config& config,
+               const RunOptions& options) {
+  auto started = Clock::now();
+  auto policy = policies::Create(config.policy);
+  Control control = OpenJob(conninfo, config, *policy, options.install);
+  // Before the runs row: a control socket already in use ends the run
+  // here, with nothing to clean up.
+  pacing::Pacer pacer(pacing::PacerOptionsFrom(config, conninfo));
+
+  RunSummary summary;
+  summary.job = config.batch.job;
+  summary.policy = policy->Name();
+  long long queued = BeginRun(control, config, *policy, summary);
+  pacer.SetRunId(summary.run_id);
+  spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
+               config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
+
+  WorkEnd end =
+      Work(control, conninfo, config, *policy, summary.run_id, queued, pacer, options, started);
   // The runs row cannot be written without the control connection; the next
   // run marks it abandoned (its lock went with the connection).
-  if (control_lost) std::rethrow_exception(error);
-  Snapshot(counters, summary);
-  summary.stop_reason = "drained";
-  for (const auto& w : workers) {
-    if (!w->stop_reason().empty()) summary.stop_reason = w->stop_reason();
-  }
+  if (end.control_lost) std::rethrow_exception(end.error);
+  summary.counts = std::move(end.counts);
+  summary.stop_reason = end.stop_reason;
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  summary.items_per_second = summary.seconds > 0 ? summary.done / summary.seconds : 0;
+  summary.items_per_second = summary.seconds > 0 ? summary.counts.done / summary.seconds : 0;
   summary.latency = pacer.Latency();
-  {
-    pqxx::work tx(*control);
-    summary.queued_left = queue.CountQueued(tx);
-    summary.outcome = error ? "failed" : Outcome(summary);
-    queue.FinishRun(tx, summary.run_id, summary.outcome, summary.claimed, summary.done,
-                    summary.deferred, summary.dead, SummaryJson(summary));
-    sql.HandBackOrphaned(tx, queue.DeleteOrphanedTakeovers(
-                                 tx));  // a failed worker's takeovers, now that the run has ended
-    if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
-      queue.AddEvent(tx, "claim_refused", summary.run_id,
-                     nlohmann::json{{"reason", summary.stop_reason}}.dump());
-    }
-    tx.commit();
-  }
-  if (error) std::rethrow_exception(error);
+  FinishRun(control, summary, end.error != nullptr);
+  if (end.error) std::rethrow_exception(end.error);
   spdlog::info("run finished run_id={} outcome={} done={} deferred={} dead={} queued_left={}",
-               summary.run_id, summary.outcome, summary.done, summary.deferred, summary.dead,
-               summary.queued_left);
+               summary.run_id, summary.outcome, summary.counts.done, summary.counts.deferred,
+               summary.counts.dead, summary.queued_left);
   return summary;
 }
 
 ExitCode ExitCodeOf(const RunSummary& summary) {
-  if (summary.dead > 0) return ExitCode::kItemsDead;
-  if (summary.deferred > 0) return ExitCode::kItemsDeferred;
+  if (summary.counts.dead > 0) return ExitCode::kItemsDead;
+  if (summary.counts.deferred > 0) return ExitCode::kItemsDeferred;
   // Claiming stopped early (window closed, drain margin, signal, ctl stop,
   // stop file, critical load) with items still queued: not a full success.
   if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
@@ -280,14 +302,14 @@ std::string SummaryJson(const RunSummary& s) {
                       {"policy", s.policy},
                       {"outcome", s.outcome},
                       {"stop_reason", s.stop_reason},
-                      {"claimed", s.claimed},
-                      {"done", s.done},
-                      {"deferred", s.deferred},
-                      {"dead", s.dead},
-                      {"escalated", s.escalated},
-                      {"revoked", s.revoked},
-                      {"signalled", s.signalled},
-                      {"deferrals_by_reason", s.deferrals_by_reason},
+                      {"claimed", s.counts.claimed},
+                      {"done", s.counts.done},
+                      {"deferred", s.counts.deferred},
+                      {"dead", s.counts.dead},
+                      {"escalated", s.counts.escalated},
+                      {"revoked", s.counts.revoked},
+                      {"signalled", s.counts.signalled},
+                      {"deferrals_by_reason", s.counts.deferrals_by_reason},
                       {"queued_left", s.queued_left},
                       {"abandoned_runs", s.abandoned_runs},
                       {"seconds", s.seconds},

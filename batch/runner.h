@@ -10,9 +10,12 @@
 // Thread safety: Run() starts and joins its own threads; call it from one.
 
 #include <atomic>
-#include <map>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "batch/run_counts.h"
 #include "common/error.h"
 #include "common/exit_codes.h"
 #include "config/config.h"
@@ -29,16 +32,9 @@ struct RunSummary {
   std::string outcome;
   // Why claiming stopped: drained, stopped (signal), outside_window, drain_margin.
   std::string stop_reason;
-  long long claimed = 0;  // items this run settled (done + deferred + failed)
-  long long done = 0;
-  long long deferred = 0;
-  long long dead = 0;
-  long long escalated = 0;
-  long long revoked = 0;    // edit locks revoked (batch_priority, force)
-  long long signalled = 0;  // online backends cancelled or terminated
-  std::map<std::string, long long> deferrals_by_reason;  // edit_locked, row_locked, ...
-  long long queued_left = 0;                             // the job's items still queued at the end
-  long long abandoned_runs = 0;                          // stale runs this run marked abandoned
+  RunCounts counts;              // what this run settled
+  long long queued_left = 0;     // the job's items still queued at the end
+  long long abandoned_runs = 0;  // stale runs this run marked abandoned
   double seconds = 0;
   double items_per_second = 0;  // done / seconds
   // What pacing.online_latency did; nullopt when it is not configured.
@@ -62,6 +58,9 @@ struct RunOptions {
   // Set from another thread (a signal handler) to stop claiming; chunks in
   // flight finish.
   const std::atomic<bool>* stop = nullptr;
+  // Called once a second on the run's control thread with the run's own
+  // counts (the daemon's `systemctl status` line); must not block.
+  std::function<void(const RunProgress&)> on_progress;
 };
 
 // Runs the job once against the server at `conninfo`. Throws JobBusyError,

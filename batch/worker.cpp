@@ -60,9 +60,18 @@ void Counters::AddDeferral(const std::string& reason) {
   ++deferrals_by_reason_[reason];
 }
 
-std::map<std::string, long long> Counters::DeferralsByReason() const {
+RunCounts Counters::Snapshot() const {
+  RunCounts counts;
+  counts.claimed = claimed;
+  counts.done = done;
+  counts.deferred = deferred;
+  counts.dead = dead;
+  counts.escalated = escalated;
+  counts.revoked = revoked;
+  counts.signalled = signalled;
   std::lock_guard lock(reasons_mutex_);
-  return deferrals_by_reason_;
+  counts.deferrals_by_reason = deferrals_by_reason_;
+  return counts;
 }
 
 std::vector<Item> KeysInFlight::Take(int worker, const std::vector<Item>& items) {
@@ -235,19 +244,33 @@ void Worker::HoldRun(pqxx::dbtransaction& tx) {
   }
 }
 
+// A chunk's items are decided in two halves: first by the edit locks on
+// their records (honoured, waited for, revoked or deferred as the policy
+// says), then by their rows (row-locked by an online transaction? the
+// batch's own?), which the policy turns into apply, defer or wait.
 void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out) {
+  auto candidates = DecideOnEditLocks(tx, items, out);
+  DecideOnRows(tx, candidates, out);
+  RecheckEditLocks(tx, out);
+}
+
+std::vector<const Item*> Worker::DecideOnEditLocks(pqxx::dbtransaction& tx,
+                                                   const std::vector<Item>& items, Outcome& out) {
   std::vector<long long> keys;
   for (const auto& item : items) keys.push_back(item.key);
   std::map<long long, EditLock> locks;
   for (auto& lock : db_->sql->LiveEditLocks(tx, keys)) locks[lock.key] = lock;
-
-  auto now = steady_clock::now();
   std::vector<const Item*> candidates;
   for (const auto& item : items) {
     auto lock = locks.find(item.key);
     if (lock == locks.end() || OnEditLock(tx, item, lock->second, out)) candidates.push_back(&item);
   }
+  return candidates;
+}
 
+void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*>& candidates,
+                          Outcome& out) {
+  auto now = steady_clock::now();
   std::vector<long long> candidate_keys;
   for (const auto* item : candidates) candidate_keys.push_back(item->key);
   auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
@@ -277,15 +300,17 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
         break;
     }
   }
+}
 
-  // The edit locks again, now that this chunk holds the rows it applies to:
-  // one taken since the first read (a moment ago, or while the batch waited
-  // for a row an online user held, who may take it in that transaction) is
-  // honoured like the others. None can be taken after this read:
-  // acquire_edit_lock share-locks the row first, so it waits for this chunk.
+// The edit locks again, now that this chunk holds the rows it applies to:
+// one taken since the first read (a moment ago, or while the batch waited
+// for a row an online user held, who may take it in that transaction) is
+// honoured like the others. None can be taken after this read:
+// acquire_edit_lock share-locks the row first, so it waits for this chunk.
+void Worker::RecheckEditLocks(pqxx::dbtransaction& tx, Outcome& out) {
   std::vector<long long> held;
   for (const auto& item : out.apply) held.push_back(item.key);
-  locks.clear();
+  std::map<long long, EditLock> locks;
   for (auto& lock : db_->sql->LiveEditLocks(tx, held)) locks[lock.key] = lock;
   if (locks.empty()) return;
   std::erase_if(out.apply, [&](const Item& item) {

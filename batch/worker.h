@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "batch/run_counts.h"
 #include "common/error.h"
 #include "config/config.h"
 #include "policies/policy.h"
@@ -35,7 +36,7 @@ using db::Item;
 struct EditLock;
 struct Blocker;
 
-// Shared by the workers of a run; the control thread reports them.
+// Shared by the workers of a run; the control thread reads a snapshot.
 struct Counters {
   std::atomic<long long> claimed{0};
   std::atomic<long long> done{0};
@@ -46,7 +47,7 @@ struct Counters {
   std::atomic<long long> signalled{0};
 
   void AddDeferral(const std::string& reason);
-  std::map<std::string, long long> DeferralsByReason() const;
+  RunCounts Snapshot() const;
 
  private:
   mutable std::mutex reasons_mutex_;
@@ -125,7 +126,18 @@ class Worker {
   // Every chunk transaction starts here: throws RunFencedError when the run
   // is no longer 'running' (0008_run_fencing.sql).
   void HoldRun(pqxx::dbtransaction& tx);
+  // What to do with each of a chunk's items: Outcome::apply, deferrals,
+  // or waiting_ for a later chunk.
   void Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);
+  // First half: the items whose records no edit lock stops (none, or one
+  // the policy revoked).
+  std::vector<const Item*> DecideOnEditLocks(pqxx::dbtransaction& tx,
+                                             const std::vector<Item>& items, Outcome& out);
+  // Second half: the policy's decision from each record's row facts.
+  void DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*>& candidates,
+                    Outcome& out);
+  // Edit locks taken while the chunk waited for rows, honoured too.
+  void RecheckEditLocks(pqxx::dbtransaction& tx, Outcome& out);
   // What the policy does with `item`, whose record `lock` edit-locks: true
   // when it revoked the lock and the item goes on; otherwise the item waits
   // (for a later chunk) or is deferred.

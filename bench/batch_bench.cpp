@@ -3,8 +3,9 @@
 // load, 1 and 2 workers, side by side with two set-based references on the
 // same rows in chunk-sized statements:
 //   (a) the target UPDATE alone: UPDATE ... WHERE id BETWEEN lo AND hi;
-//   (b) the writes the batch makes: that UPDATE plus the queue completion,
-//       in one transaction per chunk, as plain set-based SQL.
+//   (b) the writes the batch cannot avoid: the queue store's own claim, the
+//       target UPDATE of the claimed keys and the store's completion, in
+//       one transaction per chunk, with no decisions in between.
 // Prints the rates and the ratios batch/(a) and batch/(b).
 //   build-batch/bench/batch_bench [--records N] [--chunk N]
 
@@ -20,8 +21,11 @@
 #include "batch/guard.h"
 #include "batch/runner.h"
 #include "config/config.h"
+#include "db/array_literal.h"
 #include "db/cluster.h"
 #include "db/connection.h"
+#include "db/queue_store.h"
+#include "db/queue_store_ops.h"
 #include "db/target_table.h"
 
 namespace {
@@ -36,7 +40,7 @@ double Seconds(Clock::time_point since) {
 void Vacuum(pqxx::connection_base& conn) {
   pqxx::nontransaction tx(conn);
   tx.exec("VACUUM ANALYZE public.products");
-  tx.exec("VACUUM ANALYZE coexist.queue");
+  db::VacuumQueue(tx);
 }
 
 config::Config BenchConfig(const std::string& job, int workers, int chunk) {
@@ -65,26 +69,44 @@ double ReferenceA(pqxx::connection& conn, long long records, int chunk) {
   return records / Seconds(start);
 }
 
-// (b): the same update plus completing the matching queue items.
-double ReferenceB(pqxx::connection& conn, const std::string& job, long long records, int chunk) {
-  pqxx::nontransaction(conn).exec_params(
-      "INSERT INTO coexist.queue (job, record_key) SELECT $1, g FROM generate_series(1, $2) g", job,
-      records);
-  auto first = pqxx::nontransaction(conn)
-                   .exec_params1("SELECT min(item_id) FROM coexist.queue WHERE job = $1", job)[0]
-                   .as<long long>();
+// (b): claim a chunk, update its keys, complete it: the queue store's own
+// statements, one transaction per chunk.
+double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std::string& job,
+                  long long records, int chunk) {
+  batch::EnqueueSelect(conninfo, job,
+                       "SELECT g FROM generate_series(1, " + std::to_string(records) + ") g");
   Vacuum(conn);
-  conn.prepare("ref_complete",
-               "UPDATE coexist.queue SET state = 'done', attempts = attempts + 1, run_id = 0,"
-               " done_at = now(), updated_at = now() WHERE item_id BETWEEN $1 AND $2");
-  auto start = Clock::now();
-  for (long long lo = 1; lo <= records; lo += chunk) {
+  db::QueueStore queue(conn, {.job = job, .max_attempts = 1});
+  long long run_id = 0;
+  {
     pqxx::work tx(conn);
-    tx.exec_prepared("ref_update", lo, lo + chunk - 1);
-    tx.exec_prepared("ref_complete", first + lo - 1, first + lo + chunk - 2);
+    run_id = queue.StartRun(tx, "reference", "{}");
     tx.commit();
   }
-  return records / Seconds(start);
+  conn.prepare("ref_update_keys",
+               "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1::bigint[])");
+  auto start = Clock::now();
+  long long after = 0;
+  while (true) {
+    pqxx::work tx(conn);
+    auto items = queue.ClaimItems(tx, run_id, chunk, after, {}, false);
+    if (items.empty()) break;
+    after = items.back().item_id;
+    std::vector<long long> keys;
+    std::vector<long long> ids;
+    for (const auto& item : items) {
+      keys.push_back(item.key);
+      ids.push_back(item.item_id);
+    }
+    tx.exec_prepared("ref_update_keys", db::ArrayLiteral(keys));
+    queue.CompleteItems(tx, run_id, ids);
+    tx.commit();
+  }
+  double rate = records / Seconds(start);
+  pqxx::work tx(conn);
+  queue.FinishRun(tx, run_id, "succeeded", records, records, 0, 0, "{}");
+  tx.commit();
+  return rate;
 }
 
 double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::string& job,
@@ -95,8 +117,8 @@ double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::
   batch::RunOptions options;
   options.install = false;
   auto summary = batch::Run(conninfo, BenchConfig(job, workers, chunk), options);
-  if (summary.done != records) {
-    std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.done, records);
+  if (summary.counts.done != records) {
+    std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.counts.done, records);
   }
   return summary.items_per_second;
 }
@@ -123,18 +145,18 @@ int main(int argc, char** argv) {
 
   double a = ReferenceA(*conn, records, chunk);
   Vacuum(*conn);
-  double b = ReferenceB(*conn, "ref_b", records, chunk);
+  double b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
   double w1 = BatchRun(conninfo, *conn, "batch_1w", records, 1, chunk);
   double w2 = BatchRun(conninfo, *conn, "batch_2w", records, 2, chunk);
 
   std::printf("\n%lld items, chunk %d, skip_locked, single-row UPDATE, no online load\n", records,
               chunk);
   std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
-  std::printf("  (b) UPDATE + queue completion, set-based %9.0f rows/s\n", b);
+  std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
   std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
               w1, w1 / a, w1 / b);
   std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
               w2, w2 / a, w2 / b);
-  std::printf("  targets: >= 0.25x (a) and >= 0.50x (b)\n");
+  std::printf("  targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a)\n");
   return 0;
 }

@@ -274,7 +274,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.during = PhaseOf(during_report);
   AddOnline(cell, during_report);
   AddDuringErrors(cell, during_report);
-  cell.revocations = std::max(cell.revocations, summary.revoked);
+  cell.revocations = std::max(cell.revocations, summary.counts.revoked);
   cell.batch_seconds = summary.seconds;
   cell.batch_finished = summary.stop_reason == "drained";
   cell.latency = summary.latency;

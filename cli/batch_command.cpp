@@ -21,11 +21,12 @@ namespace {
 void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
   out << "run " << s.run_id << " of job " << s.job << " (policy " << s.policy << "): " << s.outcome
       << "\n"
-      << "  done " << s.done << ", deferred " << s.deferred << ", dead " << s.dead
-      << ", still queued " << s.queued_left << "\n";
-  if (s.escalated + s.revoked + s.signalled > 0) {
-    out << "  escalated " << s.escalated << ", edit locks revoked " << s.revoked
-        << ", online backends signalled " << s.signalled << "\n";
+      << "  done " << s.counts.done << ", deferred " << s.counts.deferred << ", dead "
+      << s.counts.dead << ", still queued " << s.queued_left << "\n";
+  const auto& c = s.counts;
+  if (c.escalated + c.revoked + c.signalled > 0) {
+    out << "  escalated " << c.escalated << ", edit locks revoked " << c.revoked
+        << ", online backends signalled " << c.signalled << "\n";
   }
   if (s.abandoned_runs > 0) out << "  marked " << s.abandoned_runs << " stale run(s) abandoned\n";
   if (s.stop_reason != "drained") out << "  claiming stopped: " << s.stop_reason << "\n";

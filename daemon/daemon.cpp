@@ -13,7 +13,6 @@
 #include "config/config_error.h"
 #include "config/duration.h"
 #include "daemon/daemon_metrics.h"
-#include "daemon/run_progress.h"
 #include "daemon/run_report.h"
 #include "daemon/systemd_notifier.h"
 #include "daemon/work_waiter.h"
@@ -38,9 +37,7 @@ bool IsConnectionLoss(const std::exception& e) {
 
 struct Totals {
   long long runs = 0;
-  long long done = 0;
-  long long deferred = 0;
-  long long dead = 0;
+  batch::RunCounts counts;
   long long queued = 0;
 };
 
@@ -67,7 +64,7 @@ class Daemon {
   void Recover(const std::exception& e);
   void Wait(milliseconds timeout);
   void PurgeIfDue();
-  void Status(const std::string& state, const RunCounts& live = {});
+  void Status(const std::string& state, const batch::RunProgress& live = {});
 
   DaemonSettings settings_;
   config::Config config_;
@@ -120,8 +117,8 @@ int Daemon::Run() {
       Recover(e);
     }
   }
-  spdlog::info("daemon stopped runs={} done={} deferred={} dead={}", totals_.runs, totals_.done,
-               totals_.deferred, totals_.dead);
+  spdlog::info("daemon stopped runs={} done={} deferred={} dead={}", totals_.runs,
+               totals_.counts.done, totals_.counts.deferred, totals_.counts.dead);
   return 0;
 }
 
@@ -248,10 +245,8 @@ void Daemon::RunOnce() {
   auto started = Clock::now();
   batch::RunSummary summary;
   try {
-    std::optional<RunProgress> progress;
     if (notifier_.enabled()) {  // live counts for `systemctl status`
-      progress.emplace(settings_.conninfo, config_.batch.job, std::chrono::seconds(2),
-                       [this](const RunCounts& live) { Status("running", live); });
+      options.on_progress = [this](const batch::RunProgress& live) { Status("running", live); };
     }
     summary = batch::Run(settings_.conninfo, config_, options);
   } catch (const batch::JobBusyError&) {
@@ -270,9 +265,7 @@ void Daemon::RunOnce() {
   busy_logged_ = false;
   previous_.reset();  // the database accepted the reloaded configuration
   ++totals_.runs;
-  totals_.done += summary.done;
-  totals_.deferred += summary.deferred;
-  totals_.dead += summary.dead;
+  totals_.counts += summary.counts;
   totals_.queued = summary.queued_left;
   metrics_.RecordRun(summary);
   WriteRunTextfileOrWarn(config_, MetricsOf(summary));
@@ -327,13 +320,15 @@ void Daemon::PurgeIfDue() {
 }
 
 // Cumulative counts since start, plus those of the run in progress
-// (`live`, from the progress thread: totals_ do not change during a run).
-void Daemon::Status(const std::string& state, const RunCounts& live) {
+// (`live`, from the run's progress callback on its control thread:
+// totals_ do not change during a run).
+void Daemon::Status(const std::string& state, const batch::RunProgress& live) {
+  auto counts = totals_.counts;
+  counts += live.counts;
   notifier_.Status(state + "; runs " + std::to_string(totals_.runs + (live.run_id > 0)) +
-                   ", done " + std::to_string(totals_.done + live.done) + ", deferred " +
-                   std::to_string(totals_.deferred + live.deferred) + ", dead " +
-                   std::to_string(totals_.dead + live.dead) + ", queued " +
-                   std::to_string(totals_.queued));
+                   ", done " + std::to_string(counts.done) + ", deferred " +
+                   std::to_string(counts.deferred) + ", dead " + std::to_string(counts.dead) +
+                   ", queued " + std::to_string(totals_.queued));
 }
 
 }  // namespace

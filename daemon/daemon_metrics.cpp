@@ -109,15 +109,15 @@ int DaemonMetrics::port() const {
 
 void DaemonMetrics::RecordRun(const batch::RunSummary& summary) {
   impl_->Runs(summary.outcome).Increment();
-  impl_->Items("done").Increment(static_cast<double>(summary.done));
-  impl_->Items("deferred").Increment(static_cast<double>(summary.deferred));
-  impl_->Items("dead").Increment(static_cast<double>(summary.dead));
-  for (const auto& [reason, n] : summary.deferrals_by_reason) {
+  impl_->Items("done").Increment(static_cast<double>(summary.counts.done));
+  impl_->Items("deferred").Increment(static_cast<double>(summary.counts.deferred));
+  impl_->Items("dead").Increment(static_cast<double>(summary.counts.dead));
+  for (const auto& [reason, n] : summary.counts.deferrals_by_reason) {
     impl_->deferrals.Add({{"job", impl_->job}, {"reason", reason}})
         .Increment(static_cast<double>(n));
   }
-  impl_->revocations.Increment(static_cast<double>(summary.revoked));
-  impl_->escalations.Increment(static_cast<double>(summary.escalated));
+  impl_->revocations.Increment(static_cast<double>(summary.counts.revoked));
+  impl_->escalations.Increment(static_cast<double>(summary.counts.escalated));
   impl_->queued.Set(static_cast<double>(summary.queued_left));
   if (summary.outcome != "failed") {
     impl_->last_success.Set(

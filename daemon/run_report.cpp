@@ -13,13 +13,8 @@ metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
   run.succeeded = summary.outcome != "failed";
   run.finished_at = std::chrono::system_clock::now();
   run.seconds = summary.seconds;
-  run.done = summary.done;
-  run.deferred = summary.deferred;
-  run.dead = summary.dead;
-  run.revoked = summary.revoked;
-  run.escalated = summary.escalated;
+  run.counts = summary.counts;
   run.queued_left = summary.queued_left;
-  run.deferrals_by_reason = summary.deferrals_by_reason;
   run.latency = summary.latency;
   return run;
 }

@@ -318,16 +318,6 @@ ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& jo
   return {row[0].as<long long>(), row[1].as<long long>()};
 }
 
-std::optional<RunTally> RunningRunOf(pqxx::transaction_base& tx, const std::string& job, int pid) {
-  auto rows = tx.exec_params(
-      "SELECT run_id, done, deferred, dead FROM coexist.runs "
-      " WHERE job = $1 AND pid = $2 AND outcome = 'running' ORDER BY run_id DESC LIMIT 1",
-      job, pid);
-  if (rows.empty()) return std::nullopt;
-  return RunTally{rows[0][0].as<long long>(), rows[0][1].as<long long>(),
-                  rows[0][2].as<long long>(), rows[0][3].as<long long>()};
-}
-
 long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
                       const std::vector<long long>& keys,
                       const std::vector<std::optional<std::string>>& payloads,

@@ -154,16 +154,6 @@ struct ClaimableCounts {
 };
 ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& job);
 
-// The counts of a running run of `job` started by process `pid` (of this
-// host), the newest if several; nullopt when there is none.
-struct RunTally {
-  long long run_id = 0;
-  long long done = 0;
-  long long deferred = 0;
-  long long dead = 0;
-};
-std::optional<RunTally> RunningRunOf(pqxx::transaction_base& tx, const std::string& job, int pid);
-
 // Enqueues one item per element (`payloads` and `idempotency_keys` as
 // long as `keys`; a missing payload is {}); an item whose idempotency key
 // the job already has is skipped. Returns how many were added.

@@ -219,4 +219,6 @@ std::vector<DoneChunk> ReadDoneChunks(pqxx::transaction_base& tx, const std::str
 
 void AnalyzeQueue(pqxx::transaction_base& tx) { tx.exec0("ANALYZE coexist.queue"); }
 
+void VacuumQueue(pqxx::transaction_base& tx) { tx.exec0("VACUUM ANALYZE coexist.queue"); }
+
 }  // namespace coexist::db

@@ -66,25 +66,26 @@ std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_po
       .Add(job)
       .Set(run.seconds);
   auto& items = gauge("coexist_batch_last_run_items", "Items the last run settled, by outcome.");
-  for (const auto& [outcome, n] :
-       {std::pair{"done", run.done}, {"deferred", run.deferred}, {"dead", run.dead}}) {
+  for (const auto& [outcome, n] : {std::pair{"done", run.counts.done},
+                                   {"deferred", run.counts.deferred},
+                                   {"dead", run.counts.dead}}) {
     auto labels = job;
     labels["outcome"] = outcome;
     items.Add(labels).Set(static_cast<double>(n));
   }
   auto& deferrals =
       gauge("coexist_batch_last_run_deferrals", "Items the last run deferred, by reason.");
-  for (const auto& [reason, n] : run.deferrals_by_reason) {
+  for (const auto& [reason, n] : run.counts.deferrals_by_reason) {
     auto labels = job;
     labels["reason"] = reason;
     deferrals.Add(labels).Set(static_cast<double>(n));
   }
   gauge("coexist_batch_last_run_revocations", "Edit locks the last run revoked (batch_priority).")
       .Add(job)
-      .Set(static_cast<double>(run.revoked));
+      .Set(static_cast<double>(run.counts.revoked));
   gauge("coexist_batch_last_run_escalations", "Items the last run escalated (skip_locked).")
       .Add(job)
-      .Set(static_cast<double>(run.escalated));
+      .Set(static_cast<double>(run.counts.escalated));
   if (run.latency) {
     gauge("coexist_batch_last_run_latency_objective_on",
           "1 when the last run was paced by its online latency objective, 0 when its probe "

@@ -2,10 +2,10 @@
 
 #include <chrono>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
 
+#include "batch/run_counts.h"
 #include "pacing/latency_summary.h"
 
 namespace coexist::metrics {
@@ -18,13 +18,8 @@ struct RunMetrics {
   bool succeeded = false;  // the run worked (items may still be deferred or dead)
   std::chrono::system_clock::time_point finished_at = std::chrono::system_clock::now();
   double seconds = 0;
-  long long done = 0;
-  long long deferred = 0;
-  long long dead = 0;
-  long long revoked = 0;    // edit locks revoked
-  long long escalated = 0;  // skip_locked escalations
+  batch::RunCounts counts;
   long long queued_left = 0;
-  std::map<std::string, long long> deferrals_by_reason;
   // pacing.online_latency; absent when it is not configured.
   std::optional<pacing::LatencySummary> latency;
 };

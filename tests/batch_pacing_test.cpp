@@ -162,9 +162,9 @@ TEST_F(BatchPacingTest, PauseOverTheSocketHoldsTheRunWithinOneChunkAndStopLeaves
   auto summary = run.get();
   EXPECT_EQ(summary.stop_reason, "operator");
   EXPECT_EQ(summary.outcome, "incomplete");
-  EXPECT_EQ(summary.done, Applied());
+  EXPECT_EQ(summary.counts.done, Applied());
   EXPECT_GT(summary.queued_left, 0);
-  EXPECT_EQ(summary.done + summary.queued_left, 100);
+  EXPECT_EQ(summary.counts.done + summary.queued_left, 100);
   ExpectNothingClaimed();
   EXPECT_EQ(PacingEvents(), "throttle_start:operator,throttle_stop:operator");
   EXPECT_FALSE(fs::exists(socket_)) << "the run leaves no socket behind";
@@ -183,7 +183,7 @@ TEST_F(BatchPacingTest, RealLockWaitersAboveMaxLoadHoldTheRunUntilTheyAreGone) {
   ReleaseSessions();
   ASSERT_EQ(run.wait_for(10s), std::future_status::ready) << "the run never resumed";
   auto summary = run.get();
-  EXPECT_EQ(summary.done, 20);
+  EXPECT_EQ(summary.counts.done, 20);
   EXPECT_EQ(Applied(), 20);
   EXPECT_EQ(PacingEvents(), "throttle_start:lock_waiters,throttle_stop:lock_waiters");
 }
@@ -195,8 +195,8 @@ TEST_F(BatchPacingTest, AChunkThatTimesOutIsRetriedInHalves) {
   auto config = Config(8, "0.06 * cardinality($1::bigint[])");
   config.database.statement_timeout = 300ms;
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 16);
-  EXPECT_EQ(summary.deferred, 0);
+  EXPECT_EQ(summary.counts.done, 16);
+  EXPECT_EQ(summary.counts.deferred, 0);
   EXPECT_EQ(Applied(), 16);
   EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), 16);
 }
@@ -206,10 +206,10 @@ TEST_F(BatchPacingTest, ItemsOfAChunkThatTimesOutAgainAreDeferredNotFailed) {
   auto config = Config(4, "0.4");  // every piece times out
   config.database.statement_timeout = 300ms;
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 0);
-  EXPECT_EQ(summary.dead, 0);
-  EXPECT_EQ(summary.deferred, 4);
-  EXPECT_EQ(summary.deferrals_by_reason.at("timeout"), 4);
+  EXPECT_EQ(summary.counts.done, 0);
+  EXPECT_EQ(summary.counts.dead, 0);
+  EXPECT_EQ(summary.counts.deferred, 4);
+  EXPECT_EQ(summary.counts.deferrals_by_reason.at("timeout"), 4);
   EXPECT_EQ(Applied(), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'deferred' AND attempts = 0 "
                   "AND defer_reason = 'timeout'"),

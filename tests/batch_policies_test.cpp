@@ -108,7 +108,7 @@ std::string WindowAroundNow(const std::string& mode) {
 TEST_F(BatchPoliciesTest, TimeWindowRefusesOnlineWritesWhileActiveAndBatchWritesPass) {
   EnqueueAll();
   auto summary = batch::Run(conninfo(), Config(WindowAroundNow("read_only")));
-  EXPECT_EQ(summary.done, 100);
+  EXPECT_EQ(summary.counts.done, 100);
   ExpectAppliedOnce();
   auto online = Connect("coexist-online");
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 1"),
@@ -130,7 +130,7 @@ TEST_F(BatchPoliciesTest, TimeWindowClaimsNothingOutsideItsWindow) {
                 "    - {time_zone: UTC, start: \"%02d:00\", end: \"%02d:00\"}\n",
                 (hour + 2) % 24, (hour + 3) % 24);
   auto summary = batch::Run(conninfo(), Config(window));
-  EXPECT_EQ(summary.done, 0);
+  EXPECT_EQ(summary.counts.done, 0);
   EXPECT_EQ(summary.stop_reason, "outside_window");
   EXPECT_EQ(summary.queued_left, 100);
   // Nothing done, everything left for the window: not a success (docs/batch.md).
@@ -165,7 +165,7 @@ TEST_F(BatchPoliciesTest, StatusPartitionRefusesOnlineWritesToBatchOwnedRowsAndH
   online.join();
   hold.commit();
   // Rows an online writer happened to hold at the takeover are deferred too.
-  EXPECT_EQ(summary.done + summary.deferred, 100);
+  EXPECT_EQ(summary.counts.done + summary.counts.deferred, 100);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
                        "record_key) FROM coexist.queue WHERE record_key IN (7, 9)"),
             "7:row_locked,9:edit_locked");
@@ -232,7 +232,7 @@ TEST_F(BatchPoliciesTest, AnEditLockTakenWhileTheBatchWaitsForTheRowIsHonoured) 
   auto summary = batch::Run(conninfo(), Config("  name: online_priority\n  max_wait: 1500ms\n"));
   online.join();
   EXPECT_EQ(online_error, "");
-  EXPECT_EQ(summary.done, 99);
+  EXPECT_EQ(summary.counts.done, 99);
   EXPECT_EQ(QueryValue("SELECT state || ':' || defer_reason FROM coexist.queue "
                        "WHERE record_key = 7"),
             "deferred:max_wait");
@@ -273,8 +273,8 @@ TEST_F(BatchPoliciesTest, OnlinePriorityWaitsForRowAndEditLocksWithoutDisturbing
   auto took = std::chrono::steady_clock::now() - started;
   online.join();
   EXPECT_EQ(online_error, "");
-  EXPECT_EQ(summary.done, 99);
-  EXPECT_EQ(summary.deferred, 1);
+  EXPECT_EQ(summary.counts.done, 99);
+  EXPECT_EQ(summary.counts.deferred, 1);
   EXPECT_EQ(QueryValue("SELECT defer_reason FROM coexist.queue WHERE record_key = 11"), "max_wait");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "2001");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 9"), "2001");
@@ -297,8 +297,8 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesEditLocksAndTerminatesOnlyOnlineBl
   auto summary = batch::Run(
       conninfo(), Config("  name: batch_priority\n  cancel_after: 200ms\n"
                          "  terminate_after: 500ms\n  online_application_name: coexist-online%\n"));
-  EXPECT_EQ(summary.done, 99);
-  EXPECT_EQ(summary.revoked, 1);
+  EXPECT_EQ(summary.counts.done, 99);
+  EXPECT_EQ(summary.counts.revoked, 1);
   EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.queue WHERE state = "
                        "'deferred'"),
             "8:blocker_not_online");
@@ -330,8 +330,8 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesTheLockOfAnOversizedOwner) {
       "INSERT INTO coexist.edit_locks (target, record_key, owner, expires_at)"
       " VALUES ('products', 9, repeat('x', 9000), now() + interval '1 hour') RETURNING 1");
   auto summary = batch::Run(conninfo(), Config("  name: batch_priority\n"));
-  EXPECT_EQ(summary.done, 100);
-  EXPECT_EQ(summary.revoked, 1);
+  EXPECT_EQ(summary.counts.done, 100);
+  EXPECT_EQ(summary.counts.revoked, 1);
   EXPECT_EQ(Count("SELECT length(subject) FROM coexist.events WHERE kind = 'edit_lock_revoked'"),
             9000)
       << "the audit keeps the whole owner";
@@ -350,8 +350,8 @@ TEST_F(BatchPoliciesTest, BatchPriorityNeverSignalsASuperusersBlocker) {
 
   auto summary = batch::Run(conninfo(), Config("  name: batch_priority\n  cancel_after: 100ms\n"
                                                "  terminate_after: 300ms\n"));
-  EXPECT_EQ(summary.done, 99);
-  EXPECT_EQ(summary.signalled, 0);
+  EXPECT_EQ(summary.counts.done, 99);
+  EXPECT_EQ(summary.counts.signalled, 0);
   EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.queue WHERE state = "
                        "'deferred'"),
             "7:blocker_not_online");

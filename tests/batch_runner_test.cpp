@@ -145,9 +145,9 @@ TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   QueryValue("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')");
 
   auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n"));
-  EXPECT_EQ(summary.done, 98);
-  EXPECT_EQ(summary.deferred, 2);
-  EXPECT_EQ(summary.dead, 0);
+  EXPECT_EQ(summary.counts.done, 98);
+  EXPECT_EQ(summary.counts.deferred, 2);
+  EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
                        "record_key) FROM coexist.queue WHERE state = 'deferred'"),
@@ -162,7 +162,7 @@ TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   // A deferred item waits for the next run, which applies it.
   QueryValue("SELECT coexist.release_owner_edit_locks('alice')");
   auto next = batch::Run(conninfo(), Config("  name: skip_locked\n"));
-  EXPECT_EQ(next.done, 2);
+  EXPECT_EQ(next.counts.done, 2);
   EXPECT_EQ(ExitCodeOf(next), ExitCode::kOk);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 100);
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "1");
@@ -189,8 +189,8 @@ TEST_F(BatchRunnerTest, ChunkScanningIsolatesTheBadItemWhichDiesAfterMaxAttempts
       "INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n"
       " WHERE (SELECT sum(1 / (k - 13)) FROM unnest($1::bigint[]) k) IS NOT NULL";
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 39);
-  EXPECT_EQ(summary.dead, 1);
+  EXPECT_EQ(summary.counts.done, 39);
+  EXPECT_EQ(summary.counts.dead, 1);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
   EXPECT_EQ(QueryValue("SELECT state || ' ' || attempts FROM coexist.queue WHERE record_key = 13"),
             "dead 2");
@@ -215,7 +215,7 @@ TEST_F(BatchRunnerTest, PerItemSqlBindsPayloadFieldsInOneStatementPerChunk) {
       "INSERT INTO ledger (key) VALUES ($1);";
   config.operation.params = {"qty", "note"};
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 30);
+  EXPECT_EQ(summary.counts.done, 30);
   EXPECT_EQ(QueryValue("SELECT stock || ' ' || note FROM products WHERE id = 30"),
             "970 it's \"k\"");
   // Round trips: one apply statement per chunk, not one per item.
@@ -226,7 +226,7 @@ TEST_F(BatchRunnerTest, SeveralWorkersNeverApplyAnItemTwice) {
   QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(101, 3000) g");
   EnqueueRange(1, 3000);
   auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n", 4, 25));
-  EXPECT_EQ(summary.done, 3000);
+  EXPECT_EQ(summary.counts.done, 3000);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 3000);
   ExpectAppliedOnce();
   EXPECT_EQ(QueryValue("SELECT outcome || ' ' || done FROM coexist.runs"), "succeeded 3000");
@@ -245,8 +245,8 @@ TEST_F(BatchRunnerTest, WorkersWhoseChunksShareKeysLeaveThemForLaterInsteadOfDef
           testing::LedgerOperation("0.05"),
       "test.yaml");
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 120);
-  EXPECT_EQ(summary.deferred, 0) << "a worker took its sibling's lock for an online user's";
+  EXPECT_EQ(summary.counts.done, 120);
+  EXPECT_EQ(summary.counts.deferred, 0) << "a worker took its sibling's lock for an online user's";
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 120);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 0);
 }
@@ -317,23 +317,23 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   // The first try deadlocks, the second passes: done, one attempt.
   EnqueueRange(1, 1);
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 1);
-  EXPECT_EQ(summary.dead, 0);
+  EXPECT_EQ(summary.counts.done, 1);
+  EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(QueryValue("SELECT state || ':' || attempts FROM coexist.queue WHERE record_key = 1"),
             "done:1");
   // Both tries deadlock: deferred for the next run, no attempt charged.
   QueryValue("SELECT setval('public.boom', 1, false); UPDATE public.boom_limit SET n = 2");
   EnqueueRange(2, 2);
   summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.deferred, 1);
-  EXPECT_EQ(summary.dead, 0);
+  EXPECT_EQ(summary.counts.deferred, 1);
+  EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(QueryValue("SELECT state || ':' || attempts || ':' || defer_reason FROM coexist.queue "
                        "WHERE record_key = 2"),
             "deferred:0:deadlock");
   EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1000);
   QueryValue("UPDATE public.boom_limit SET n = 0; UPDATE coexist.queue SET not_before = now()");
   summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 1);
+  EXPECT_EQ(summary.counts.done, 1);
   EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1001);
 }
 
@@ -373,7 +373,7 @@ TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
       "  chunk_sql: \"UPDATE products SET stock = stock + length('a;b') - 3 "
       "WHERE id = ANY ($1::bigint[]);\"\n",
       "job.yaml");
-  EXPECT_EQ(batch::Run(conninfo(), one).done, 3);
+  EXPECT_EQ(batch::Run(conninfo(), one).counts.done, 3);
 }
 
 // Claiming stopped with items still queued (here: a stop file present at
@@ -395,7 +395,7 @@ TEST_F(BatchRunnerTest, ARunThatStopsWithItemsStillQueuedExitsTwo) {
   config.pacing.stop_file.clear();
   auto drained = batch::Run(conninfo(), config);
   EXPECT_EQ(drained.stop_reason, "drained");
-  EXPECT_EQ(drained.done, 20);
+  EXPECT_EQ(drained.counts.done, 20);
   EXPECT_EQ(ExitCodeOf(drained), ExitCode::kOk);
 }
 

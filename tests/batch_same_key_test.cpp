@@ -110,7 +110,7 @@ TEST_P(SameKeyTest, EveryItemOfARepeatedKeyIsAppliedOnceInItsOwnStatement) {
       "test.yaml");
   auto summary = batch::Run(conninfo(), config);
 
-  EXPECT_EQ(summary.done, static_cast<long long>(items.size()));
+  EXPECT_EQ(summary.counts.done, static_cast<long long>(items.size()));
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
   // One ledger row per item: none applied twice, none done but not applied.
   EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM ledger"), static_cast<long long>(items.size()));
@@ -173,7 +173,7 @@ class KeyOrderTest : public testing::DatabaseTest {
 TEST_F(KeyOrderTest, ALaterItemWaitsWhileAnEarlierOneOfItsKeyIsDeferred) {
   EnqueueItems(conninfo(), "j", {Item("a"), Item("b")});
   auto summary = RunWhileRowSevenIsHeld();
-  EXPECT_EQ(summary.deferred, 1);
+  EXPECT_EQ(summary.counts.deferred, 1);
   EXPECT_EQ(States(), "a:deferred,b:queued") << "b went before a";
   QueryValue("UPDATE coexist.queue SET not_before = now()");
   batch::Run(conninfo(), Config());
@@ -239,7 +239,7 @@ TEST_P(ForeignTableTest, RepeatedKeysAreEachAppliedOnce) {
           "  params: [qty, uid]\n",
       "lines.yaml");
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.done, 120);
+  EXPECT_EQ(summary.counts.done, 120);
   EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM sales.shipments"), 120);
   EXPECT_EQ(Count("SELECT count(*) FROM sales.shipments"), 120);
   const std::string per_row =

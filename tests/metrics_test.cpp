@@ -23,11 +23,11 @@ RunMetrics SampleRun(bool succeeded, double finished) {
   run.finished_at =
       std::chrono::system_clock::time_point(std::chrono::seconds(static_cast<long>(finished)));
   run.seconds = 12.5;
-  run.done = 90;
-  run.deferred = 8;
-  run.dead = 2;
-  run.revoked = 1;
-  run.deferrals_by_reason = {{"edit_locked", 5}, {"row_locked", 3}};
+  run.counts.done = 90;
+  run.counts.deferred = 8;
+  run.counts.dead = 2;
+  run.counts.revoked = 1;
+  run.counts.deferrals_by_reason = {{"edit_locked", 5}, {"row_locked", 3}};
   return run;
 }
 

@@ -103,9 +103,9 @@ TEST_F(ToyPolicyTest, RunsARealBatch) {
     hold.exec("SELECT 1 FROM products WHERE id IN (4, 9) FOR UPDATE");
     auto summary = batch::Run(conninfo(), config);
     EXPECT_EQ(summary.policy, "apply_unless_row_locked");
-    EXPECT_EQ(summary.done, 18);
-    EXPECT_EQ(summary.deferred, 2);
-    EXPECT_EQ(summary.deferrals_by_reason["toy_locked"], 2);
+    EXPECT_EQ(summary.counts.done, 18);
+    EXPECT_EQ(summary.counts.deferred, 2);
+    EXPECT_EQ(summary.counts.deferrals_by_reason["toy_locked"], 2);
   }
   EXPECT_EQ(
       QueryValue("SELECT string_agg(record_key::text, ',' ORDER BY record_key)"
@@ -115,8 +115,8 @@ TEST_F(ToyPolicyTest, RunsARealBatch) {
             "apply_unless_row_locked");
   // The locks are gone: the next run applies the two.
   auto next = batch::Run(conninfo(), config);
-  EXPECT_EQ(next.done, 2);
-  EXPECT_EQ(next.deferred, 0);
+  EXPECT_EQ(next.counts.done, 2);
+  EXPECT_EQ(next.counts.deferred, 0);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 20);
   EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), 20);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
