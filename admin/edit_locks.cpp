@@ -18,7 +18,7 @@ constexpr const char* kSelectColumns =
     " extract(epoch FROM clock_timestamp() - acquired_at)::float8, expires_at <= clock_timestamp()";
 
 EditLockRow RowOf(const pqxx::row& row) {
-  return {row[0].as<std::string>(), row[1].as<long long>(),   row[2].as<std::string>(),
+  return {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
           row[3].as<std::string>(), row[4].as<std::string>(), row[5].as<double>(),
           row[6].as<bool>()};
 }
@@ -46,7 +46,7 @@ std::vector<EditLockRow> ReleaseEditLocks(pqxx::connection_base& conn,
   // parameters select nothing by themselves: exactly one selector is set.
   auto result = tx.exec_params(
       std::string("SELECT ") + kSelectColumns +
-          " FROM coexist.admin_release_edit_locks($1::regclass, $2, $3,"
+          " FROM coexist.admin_release_edit_locks($1::regclass, $2::text, $3,"
           " $4::bigint * interval '1 millisecond', $5) ORDER BY acquired_at",
       selector.target, selector.record_key, selector.owner,
       selector.older_than ? std::optional<long long>(selector.older_than->count()) : std::nullopt,

@@ -30,8 +30,8 @@ namespace coexist::admin {
 
 // One edit lock, as `coexist locks list` shows it.
 struct EditLockRow {
-  std::string target;  // the table as regclass text: "products", "sales.orders"
-  long long record_key = 0;
+  std::string target;      // the table as regclass text: "products", "sales.orders"
+  std::string record_key;  // canonical text form of the key
   std::string owner;
   // "YYYY-MM-DD HH:MI:SS+TZ" in the session's time zone.
   std::string acquired_at;
@@ -56,7 +56,7 @@ struct ReleaseSelector {
   // A table name resolved like a regclass in SQL (search_path applies): a
   // table that does not exist makes the statement fail (42P01).
   std::optional<std::string> target;
-  std::optional<long long> record_key;
+  std::optional<std::string> record_key;  // any spelling of the key's type
   std::optional<std::string> owner;
   std::optional<std::chrono::milliseconds> older_than;
 };

@@ -52,12 +52,12 @@ DryRunItem Decide(const policies::Policy& policy, const Item& item,
 void DecidePage(pqxx::transaction_base& read, QueueSql& sql, pqxx::transaction_base& probe,
                 QueueSql& probe_sql, const policies::Policy& policy, const std::vector<Item>& items,
                 DryRunReport& report) {
-  std::vector<long long> keys;
+  std::vector<RecordKey> keys;
   for (const auto& item : items) keys.push_back(item.key);
-  std::set<long long> edit_locked;
+  std::set<RecordKey> edit_locked;
   for (const auto& lock : sql.LiveEditLocks(read, keys)) edit_locked.insert(lock.key);
-  std::vector<long long> candidates;
-  for (long long key : keys) {
+  std::vector<RecordKey> candidates;
+  for (const auto& key : keys) {
     if (!edit_locked.count(key)) candidates.push_back(key);
   }
   // As a run's chunk would gather them; the probe's locks are rolled back.
@@ -134,8 +134,9 @@ void PrintDryRun(std::ostream& out, const DryRunReport& report, size_t max_rows)
   for (size_t i = 0; i < report.items.size() && i < max_rows; ++i) {
     const auto& item = report.items[i];
     std::string reason = item.reason + (item.escalated ? " (escalated)" : "");
-    std::snprintf(line, sizeof(line), "%12lld %12lld %8d %9d  %-18s %s\n", item.item_id, item.key,
-                  item.attempts, item.deferrals, item.decision.c_str(), reason.c_str());
+    std::snprintf(line, sizeof(line), "%12lld %12s %8d %9d  %-18s %s\n", item.item_id,
+                  item.key.c_str(), item.attempts, item.deferrals, item.decision.c_str(),
+                  reason.c_str());
     out << line;
   }
   if (report.items.size() > max_rows) {

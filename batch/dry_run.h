@@ -27,7 +27,7 @@ namespace coexist::batch {
 
 struct DryRunItem {
   long long item_id = 0;
-  long long key = 0;
+  std::string key;  // canonical text form (db::RecordKey)
   int attempts = 0;
   int deferrals = 0;
   // policies::ToString(Action): apply, wait_row_lock, wait_edit_lock,

@@ -10,6 +10,7 @@
 #include "db/connection.h"
 #include "db/migrations.h"
 #include "db/queue_store.h"
+#include "db/target_table.h"
 
 namespace coexist::batch {
 namespace {
@@ -75,7 +76,7 @@ std::string CheckPayload(const std::string& text, const std::string& name, long 
 
 }  // namespace
 
-std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name) {
+std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name, bool integer_keys) {
   std::vector<EnqueueItem> items;
   std::string line;
   for (long number = 1; std::getline(in, line); ++number) {
@@ -84,7 +85,12 @@ std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name) {
     if (number == 1 && fields[0] == "key") continue;  // header
     if (fields.size() > 3) Bad(name, number, "more than 3 fields");
     EnqueueItem item;
-    item.key = ParseKey(fields[0], name, number);
+    if (integer_keys) {
+      item.key = std::to_string(ParseKey(fields[0], name, number));
+    } else {
+      if (fields[0].empty()) Bad(name, number, "the key is empty");
+      item.key = fields[0];
+    }
     if (fields.size() > 1) item.payload = CheckPayload(fields[1], name, number);
     if (fields.size() > 2 && !fields[2].empty()) item.idempotency_key = fields[2];
     items.push_back(std::move(item));
@@ -92,7 +98,8 @@ std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name) {
   return items;
 }
 
-std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name) {
+std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
+                                        bool integer_keys) {
   std::vector<EnqueueItem> items;
   std::string line;
   for (long number = 1; std::getline(in, line); ++number) {
@@ -100,19 +107,27 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
     auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!json.is_object()) Bad(name, number, "not a JSON object");
     EnqueueItem item;
-    if (!json.contains("key") || !json["key"].is_number_integer()) {
-      Bad(name, number, "\"key\" must be an integer");
-    }
-    // nlohmann keeps 2^63..2^64-1 as an unsigned number; get<long long>
-    // would wrap it to a negative key.
-    const auto& key = json["key"];
-    if (key.is_number_unsigned() &&
-        key.get<unsigned long long>() > static_cast<unsigned long long>(kMaxKey)) {
+    if (!integer_keys && json.contains("key") &&
+        (json["key"].is_string() || json["key"].is_number_integer())) {
+      const auto& key = json["key"];
+      item.key = key.is_string() ? key.get<std::string>() : key.dump();
+      if (item.key.empty()) Bad(name, number, "the key is empty");
+    } else if (!json.contains("key") || !json["key"].is_number_integer()) {
       Bad(name, number,
-          "key " + key.dump() + " is out of range (keys are bigint, at most " +
-              std::to_string(kMaxKey) + ")");
+          integer_keys ? "\"key\" must be an integer" : "\"key\" must be a string or a number");
     }
-    item.key = key.get<long long>();
+    if (integer_keys) {
+      // nlohmann keeps 2^63..2^64-1 as an unsigned number; get<long long>
+      // would wrap it to a negative key.
+      const auto& key = json["key"];
+      if (key.is_number_unsigned() &&
+          key.get<unsigned long long>() > static_cast<unsigned long long>(kMaxKey)) {
+        Bad(name, number,
+            "key " + key.dump() + " is out of range (keys are bigint, at most " +
+                std::to_string(kMaxKey) + ")");
+      }
+      item.key = std::to_string(key.get<long long>());
+    }
     if (json.contains("payload")) {
       if (!json["payload"].is_object()) Bad(name, number, "\"payload\" must be an object");
       item.payload = json["payload"].dump();
@@ -131,15 +146,25 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
   return items;
 }
 
+std::string TargetKeyType(const std::string& conninfo, const config::TargetTable& target) {
+  auto conn = db::Connect(conninfo, "coexist-enqueue");
+  pqxx::read_transaction tx(*conn);
+  return db::KeyTypeOf(tx, target);
+}
+
+bool IsIntegerType(const std::string& key_type) {
+  return key_type == "bigint" || key_type == "integer" || key_type == "smallint";
+}
+
 EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
-                           const std::vector<EnqueueItem>& items) {
+                           const std::vector<EnqueueItem>& items, const std::string& key_type) {
   auto conn = db::Connect(conninfo, "coexist-enqueue");
   db::InstallMigrations(*conn);
   EnqueueResult result;
   pqxx::work tx(*conn);
   for (size_t start = 0; start < items.size(); start += kBatch) {
     size_t end = std::min(items.size(), start + kBatch);
-    std::vector<long long> keys;
+    std::vector<std::string> keys;
     std::vector<std::optional<std::string>> payloads;
     std::vector<std::optional<std::string>> idempotency;
     for (size_t i = start; i < end; ++i) {
@@ -147,7 +172,15 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
       payloads.emplace_back(items[i].payload);
       idempotency.push_back(items[i].idempotency_key);
     }
-    result.added += db::InsertItems(tx, job, keys, payloads, idempotency);
+    try {
+      result.added += db::InsertItems(tx, job, key_type, keys, payloads, idempotency);
+    } catch (const pqxx::data_exception& e) {
+      // 22P02 and friends: a key that is not a value of the key's type.
+      std::string what = e.what();
+      throw Error(ExitCode::kDataError,
+                  "a key is not a " + key_type + ": " + what.substr(0, what.find('\n')),
+                  "nothing was enqueued; fix that key and enqueue again.");
+    }
   }
   tx.commit();
   result.duplicates = static_cast<long long>(items.size()) - result.added;
@@ -155,7 +188,7 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
 }
 
 EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
-                            const std::string& select_sql) {
+                            const std::string& select_sql, const std::string& key_type) {
   auto conn = db::Connect(conninfo, "coexist-enqueue");
   db::InstallMigrations(*conn);
   pqxx::work tx(*conn);
@@ -174,8 +207,8 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
   std::string idempotency = columns > 2 ? names[2] + "::text" : "NULL::text";
   auto inserted =
       db::InsertSelected(tx, job,
-                         "SELECT " + names[0] + "::bigint AS k, " + payload + " AS p, " +
-                             idempotency + " AS ik FROM (" + select_sql + ") AS s");
+                         "SELECT " + names[0] + "::" + key_type + "::text AS k, " + payload +
+                             " AS p, " + idempotency + " AS ik FROM (" + select_sql + ") AS s");
   tx.commit();
   EnqueueResult result;
   result.added = inserted.added;

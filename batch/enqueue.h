@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "config/target_table.h"
+
 namespace coexist::batch {
 
 struct EnqueueItem {
-  long long key = 0;
+  std::string key;             // as given; canonicalised through the key's type on insert
   std::string payload = "{}";  // a JSON object
   std::optional<std::string> idempotency_key;
 };
@@ -26,19 +28,32 @@ struct EnqueueResult {
 // CSV: key[,payload[,idempotency_key]] per line, RFC 4180 quoting, an
 // optional header line starting with "key". JSON lines: one object per line
 // with "key", optional "payload" (object) and "idempotency_key" (string).
-// Blank lines are skipped. Throws coexist::Error(kDataError) naming
-// `name:line` for a malformed line.
-std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name);
-std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name);
+// Blank lines are skipped. With `integer_keys` (the key column is an
+// integer type: IsIntegerType) a key must be an integer within bigint;
+// otherwise any non-empty text (JSON: a string or a number). Throws
+// coexist::Error(kDataError) naming `name:line` for a malformed line.
+std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name,
+                                  bool integer_keys = true);
+std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
+                                        bool integer_keys = true);
 
-// Inserts the items. Throws TempFailError when the server is unreachable.
+// The target key column's type (db::KeyTypeOf), read on a connection of
+// its own; and whether it is one of the integer types.
+std::string TargetKeyType(const std::string& conninfo, const config::TargetTable& target);
+bool IsIntegerType(const std::string& key_type);
+
+// Inserts the items, each key cast to `key_type` (the target key column's)
+// and kept in its canonical text form. Throws coexist::Error(kDataError)
+// naming the key when one is not a value of that type, TempFailError when
+// the server is unreachable.
 EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
-                           const std::vector<EnqueueItem>& items);
+                           const std::vector<EnqueueItem>& items,
+                           const std::string& key_type = "bigint");
 
 // Enqueues what a query returns, all inside the server: its columns are the
 // key, and optionally the payload (jsonb) and the idempotency key (text).
 // Throws coexist::UsageError when the query returns another shape.
 EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
-                            const std::string& select_sql);
+                            const std::string& select_sql, const std::string& key_type = "bigint");
 
 }  // namespace coexist::batch

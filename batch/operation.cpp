@@ -5,6 +5,7 @@
 #include <random>
 
 #include "config/config_error.h"
+#include "db/target_table.h"
 
 namespace coexist::batch {
 namespace {
@@ -113,16 +114,17 @@ int CountStatements(const std::string& sql) {
   return count + (content ? 1 : 0);
 }
 
-// The typed parameter list of item_sql: $1 bigint, $2.. text.
-std::string ItemParameterTypes(size_t params) {
-  std::string types = "bigint";
+// The typed parameter list of item_sql: $1 the key's type, $2.. text.
+std::string ItemParameterTypes(const std::string& key_type, size_t params) {
+  std::string types = key_type;
   for (size_t i = 0; i < params; ++i) types += ", text";
   return types;
 }
 
 }  // namespace
 
-Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig& config)
+Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig& config,
+                     const std::string& key_type)
     : config_(config), per_item_(!config.item_sql.empty()) {
   if (!per_item_) {
     // Prepared through the extended protocol (PQprepare), now rather than
@@ -133,10 +135,11 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
     conn.prepare_now("apply_chunk");
     return;
   }
-  // $1 bigint, $2.. text: inside the function body they are its arguments.
-  std::string args = "bigint";
+  // $1 the key's type, $2.. text: inside the function body they are its
+  // arguments.
+  std::string args = key_type;
   std::string call_args = "u.k";
-  std::string unnest = "unnest($1::bigint[]";
+  std::string unnest = "unnest($1::text[]::" + key_type + "[]";
   for (size_t i = 0; i < config.params.size(); ++i) {
     std::string n = std::to_string(i + 2);
     args += ", text";
@@ -156,8 +159,8 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
   {
     pqxx::nontransaction tx(conn);
     try {
-      tx.exec_params("PREPARE coexist_check_item_sql (" + ItemParameterTypes(config.params.size()) +
-                     ") AS " + body);
+      tx.exec_params("PREPARE coexist_check_item_sql (" +
+                     ItemParameterTypes(key_type, config.params.size()) + ") AS " + body);
       tx.exec_params("DEALLOCATE coexist_check_item_sql");
       prepared = true;
     } catch (const pqxx::sql_error&) {
@@ -181,8 +184,13 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
   std::string key = per_item ? "operation.item_sql" : "operation.chunk_sql";
   config::Mark at = per_item ? op.item_sql_at : op.chunk_sql_at;
   if (at.file.empty()) at = {config.source, 0, 0};
+  std::string key_type;
+  {
+    pqxx::nontransaction tx(conn);
+    key_type = db::KeyTypeOf(tx, config.target);
+  }
   try {
-    Operation check(conn, op);
+    Operation check(conn, op, key_type);
   } catch (const pqxx::sql_error& e) {
     int statements = CountStatements(per_item ? op.item_sql : op.chunk_sql);
     if (statements > 1 && e.sqlstate() == "42601") {
@@ -193,16 +201,17 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
           "none of it was run. Join the steps into one statement (WITH u AS (UPDATE ...) "
           "INSERT ...), or call a function that does them.");
     }
-    throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
-                              "$1 is the key (bigint" + std::string(per_item ? "" : "[]") +
-                                  "), $2.. the params fields (text" +
-                                  std::string(per_item ? "" : "[]") + "); cast them.");
+    throw config::ConfigError(
+        at, key, std::string("the database rejects it: ") + e.what(),
+        per_item ? "$1 is the key (" + key_type + "), $2.. the params fields (text); cast them."
+                 : "$1 is the keys (cast it: $1::" + key_type +
+                       "[]), $2.. the params fields (text[]); cast them.");
   }
 }
 
 void Operation::Apply(pqxx::transaction_base& tx, const std::vector<Item>& items) const {
   if (items.empty()) return;
-  std::vector<long long> keys;
+  std::vector<RecordKey> keys;
   keys.reserve(items.size());
   for (const auto& item : items) keys.push_back(item.key);
   std::vector<std::string> params = {ArrayLiteral(keys)};

@@ -22,7 +22,11 @@ class Operation {
   // on `conn`, running none of the configured SQL. Throws pqxx::sql_error
   // when the SQL does not parse, names what does not exist, or is more than
   // one statement; CheckOperation reports that as a configuration error.
-  Operation(pqxx::connection_base& conn, const config::OperationConfig& config);
+  // `key_type` is the target key column's type (QueueSql::key_type()):
+  // item_sql's $1 has it; chunk_sql's $1 is a text array its SQL casts
+  // (`$1::bigint[]`, `$1::uuid[]`).
+  Operation(pqxx::connection_base& conn, const config::OperationConfig& config,
+            const std::string& key_type);
 
   // Applies the operation to `items` in one statement. Throws what the SQL
   // throws; the caller scans the chunk (halves, then single items).

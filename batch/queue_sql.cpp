@@ -2,6 +2,7 @@
 
 #include "db/failure.h"
 #include "db/sql_values.h"
+#include "db/target_table.h"
 
 namespace coexist::batch {
 Savepoint::Savepoint(pqxx::transaction_base& tx, const char* name) : tx_(tx), name_(name) {
@@ -23,19 +24,21 @@ void Savepoint::Release() {
 }
 
 RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
-                     pqxx::transaction_base& read_tx, const std::vector<long long>& keys,
+                     pqxx::transaction_base& read_tx, const std::vector<RecordKey>& keys,
                      bool owner) {
   RowFacts facts;
   auto locked = lock_sql.LockRecords(lock_tx, keys);
   facts.locked.insert(locked.begin(), locked.end());
-  std::vector<long long> unlocked;
-  for (long long key : keys) {
+  std::vector<RecordKey> unlocked;
+  for (const auto& key : keys) {
     if (!facts.locked.count(key)) unlocked.push_back(key);
   }
-  for (long long key : read_sql.ExistingRecords(read_tx, unlocked)) facts.row_locked.insert(key);
+  for (auto& key : read_sql.ExistingRecords(read_tx, unlocked)) {
+    facts.row_locked.insert(std::move(key));
+  }
   if (owner) {
-    for (long long key : read_sql.BatchOwnedRecords(read_tx, locked)) {
-      facts.owned_by_batch.insert(key);
+    for (auto& key : read_sql.BatchOwnedRecords(read_tx, locked)) {
+      facts.owned_by_batch.insert(std::move(key));
     }
   }
   return facts;
@@ -52,25 +55,32 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
   std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
   std::string key = conn.quote_name(t.key_column);
   target_ = table;
+  {
+    pqxx::nontransaction tx(conn);
+    key_type_ = db::KeyTypeOf(tx, t);
+  }
+  // Keys travel as text and are cast to the column's type here, so the
+  // key's index serves every lookup; they come back in canonical text.
+  std::string keys = " = ANY ($1::text[]::" + key_type_ + "[])";
+  std::string key_text = key + "::text";
 
-  conn.prepare("lock_records", "SELECT " + key + " FROM " + table + " WHERE " + key +
-                                   " = ANY ($1::bigint[]) FOR UPDATE SKIP LOCKED");
-  conn.prepare("lock_record", "SELECT 1 FROM " + table + " WHERE " + key + " = $1 FOR UPDATE");
-  conn.prepare("find_records",
-               "SELECT " + key + " FROM " + table + " WHERE " + key + " = ANY ($1::bigint[])");
+  conn.prepare("lock_records", "SELECT " + key_text + " FROM " + table + " WHERE " + key + keys +
+                                   " FOR UPDATE SKIP LOCKED");
+  conn.prepare("lock_record", "SELECT 1 FROM " + table + " WHERE " + key +
+                                  " = $1::text::" + key_type_ + " FOR UPDATE");
+  conn.prepare("find_records", "SELECT " + key_text + " FROM " + table + " WHERE " + key + keys);
   if (has_owner_) {
     std::string owner = conn.quote_name(*t.owner_column);
-    conn.prepare("find_batch_owned_records", "SELECT " + key + " FROM " + table + " WHERE " + key +
-                                                 " = ANY ($1::bigint[]) AND " + owner +
-                                                 " = 'batch'");
-    conn.prepare("take_over_records", "UPDATE " + table + " SET " + owner + " = 'batch' WHERE " +
-                                          key + " = ANY ($1::bigint[])");
-    conn.prepare("hand_back_records", "UPDATE " + table + " SET " + owner + " = 'online' WHERE " +
-                                          key + " = ANY ($1::bigint[])");
+    conn.prepare("find_batch_owned_records", "SELECT " + key_text + " FROM " + table + " WHERE " +
+                                                 key + keys + " AND " + owner + " = 'batch'");
+    conn.prepare("take_over_records",
+                 "UPDATE " + table + " SET " + owner + " = 'batch' WHERE " + key + keys);
+    conn.prepare("hand_back_records",
+                 "UPDATE " + table + " SET " + owner + " = 'online' WHERE " + key + keys);
   }
   conn.prepare("insert_takeovers", R"sql(
     INSERT INTO coexist.takeovers (run_id, item_id, target, record_key)
-    SELECT $1, i, $4::regclass, k FROM unnest($2::bigint[], $3::bigint[]) AS u(i, k))sql");
+    SELECT $1, i, $4::regclass, k FROM unnest($2::bigint[], $3::text[]) AS u(i, k))sql");
   conn.prepare("delete_takeovers",
                "DELETE FROM coexist.takeovers WHERE item_id = ANY ($1::bigint[])");
   conn.prepare("act_as_batch", "SELECT set_config('coexist.actor', 'batch', true)");
@@ -78,10 +88,11 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
     SELECT record_key, owner,
            (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
       FROM coexist.edit_locks
-     WHERE target = $1::regclass AND record_key = ANY ($2::bigint[])
+     WHERE target = $1::regclass AND record_key = ANY ($2::text[])
        AND expires_at > clock_timestamp())sql");
-  conn.prepare("revoke_edit_lock",
-               "SELECT coalesce(coexist.revoke_edit_lock($1::regclass, $2, $3, $4, $5, $6), '')");
+  conn.prepare(
+      "revoke_edit_lock",
+      "SELECT coalesce(coexist.revoke_edit_lock($1::regclass, $2::text, $3, $4, $5, $6), '')");
   // Who may be signalled ($2 the online pattern, $3 the batch's own
   // application_name): see Blocker::online. Without pg_read_all_stats the
   // batch role cannot see another role's backend_type and start times, so
@@ -127,7 +138,7 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
       INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, subject,
                                   details)
       SELECT CASE WHEN terminate THEN 'backend_terminated' ELSE 'backend_cancelled' END, $8,
-             $9::bigint, $10::bigint, $12::regclass, $11::bigint, 'batch run ' || $9::bigint,
+             $9::bigint, $10::bigint, $12::regclass, $11::text, 'batch run ' || $9::bigint,
              application_name,
              jsonb_build_object('pid', pid, 'signalled', ok, 'state', state,
                                 'backend_start', backend_start, 'xact_start', xact_start,
@@ -138,25 +149,25 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
       FROM k)sql");
 }
 
-std::vector<long long> QueueSql::LockRecords(pqxx::transaction_base& tx,
-                                             const std::vector<long long>& keys) {
+std::vector<RecordKey> QueueSql::LockRecords(pqxx::transaction_base& tx,
+                                             const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};
-  return db::BigintColumn(tx.exec_prepared("lock_records", ArrayLiteral(keys)));
+  return db::TextColumn(tx.exec_prepared("lock_records", ArrayLiteral(keys)));
 }
 
-std::vector<long long> QueueSql::ExistingRecords(pqxx::transaction_base& tx,
-                                                 const std::vector<long long>& keys) {
+std::vector<RecordKey> QueueSql::ExistingRecords(pqxx::transaction_base& tx,
+                                                 const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};
-  return db::BigintColumn(tx.exec_prepared("find_records", ArrayLiteral(keys)));
+  return db::TextColumn(tx.exec_prepared("find_records", ArrayLiteral(keys)));
 }
 
-std::vector<long long> QueueSql::BatchOwnedRecords(pqxx::transaction_base& tx,
-                                                   const std::vector<long long>& keys) {
+std::vector<RecordKey> QueueSql::BatchOwnedRecords(pqxx::transaction_base& tx,
+                                                   const std::vector<RecordKey>& keys) {
   if (keys.empty() || !has_owner_) return {};
-  return db::BigintColumn(tx.exec_prepared("find_batch_owned_records", ArrayLiteral(keys)));
+  return db::TextColumn(tx.exec_prepared("find_batch_owned_records", ArrayLiteral(keys)));
 }
 
-bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, long long key,
+bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, const RecordKey& key,
                               std::chrono::milliseconds step) {
   try {
     Savepoint sub(tx, "lock_step");
@@ -175,18 +186,19 @@ bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, long long key,
 }
 
 std::vector<EditLock> QueueSql::LiveEditLocks(pqxx::transaction_base& tx,
-                                              const std::vector<long long>& keys) {
+                                              const std::vector<RecordKey>& keys) {
   std::vector<EditLock> out;
   if (keys.empty()) return out;
   for (const auto& row : tx.exec_prepared("find_edit_locks", target_, ArrayLiteral(keys))) {
-    out.push_back({row[0].as<long long>(), row[1].as<std::string>(),
+    out.push_back({row[0].as<std::string>(), row[1].as<std::string>(),
                    std::chrono::milliseconds(row[2].as<long long>())});
   }
   return out;
 }
 
-std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx, long long key,
-                                                    long long run_id, long long item_id,
+std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx,
+                                                    const RecordKey& key, long long run_id,
+                                                    long long item_id,
                                                     std::chrono::milliseconds step) {
   try {
     Savepoint sub(tx, "revoke_step");
@@ -224,7 +236,7 @@ std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid,
 
 Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
                                    const std::string& online_pattern, bool terminate,
-                                   long long run_id, long long item_id, long long key,
+                                   long long run_id, long long item_id, const RecordKey& key,
                                    int batch_pid) {
   std::vector<long long> pids;
   std::vector<std::optional<std::string>> backend_starts;
@@ -246,9 +258,9 @@ Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector
 namespace {
 
 // The items' ids and record keys, as the two arrays the takeover statements bind.
-std::pair<std::vector<long long>, std::vector<long long>> IdsAndKeys(
+std::pair<std::vector<long long>, std::vector<RecordKey>> IdsAndKeys(
     const std::vector<Item>& items) {
-  std::pair<std::vector<long long>, std::vector<long long>> out;
+  std::pair<std::vector<long long>, std::vector<RecordKey>> out;
   for (const auto& item : items) {
     out.first.push_back(item.item_id);
     out.second.push_back(item.key);
@@ -274,7 +286,7 @@ void QueueSql::HandBack(pqxx::transaction_base& tx, const std::vector<Item>& ite
 }
 
 long long QueueSql::HandBackOrphaned(pqxx::transaction_base& tx,
-                                     const std::vector<long long>& keys) {
+                                     const std::vector<RecordKey>& keys) {
   if (keys.empty()) return 0;
   if (has_owner_) {
     // The guard refuses anyone but the batch to write a batch-owned row

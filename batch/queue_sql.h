@@ -29,9 +29,10 @@ using db::Deferral;
 using db::Failure;
 using db::Item;
 using db::JobHolder;
+using db::RecordKey;
 
 struct EditLock {
-  long long key = 0;
+  RecordKey key;
   std::string owner;
   std::chrono::milliseconds expires_in{0};
 };
@@ -80,9 +81,9 @@ class Savepoint {
 // the batch owns (status_partition). The worker and the dry run both
 // gather it here, so a dry run decides on the facts a run would see.
 struct RowFacts {
-  std::set<long long> locked;          // locked by `lock_tx` (FOR UPDATE SKIP LOCKED)
-  std::set<long long> row_locked;      // existing rows another transaction holds
-  std::set<long long> owned_by_batch;  // of `locked`, those the owner column gives the batch
+  std::set<RecordKey> locked;          // locked by `lock_tx` (FOR UPDATE SKIP LOCKED)
+  std::set<RecordKey> row_locked;      // existing rows another transaction holds
+  std::set<RecordKey> owned_by_batch;  // of `locked`, those the owner column gives the batch
 };
 
 // The queue store's view of `config`'s job; `target` as QueueSql::target().
@@ -95,26 +96,29 @@ class QueueSql {
 
   // The target as a regclass literal ("public.products", quoted as needed).
   const std::string& target() const { return target_; }
+  // Its key column's type ("bigint", "uuid", ...): db::KeyTypeOf.
+  const std::string& key_type() const { return key_type_; }
 
   // --- target records ----------------------------------------------------
   // Locks what can be locked (FOR UPDATE SKIP LOCKED); returns locked keys.
-  std::vector<long long> LockRecords(pqxx::transaction_base& tx,
-                                     const std::vector<long long>& keys);
+  std::vector<RecordKey> LockRecords(pqxx::transaction_base& tx,
+                                     const std::vector<RecordKey>& keys);
   // Keys that exist in the target (a plain read; row locks do not block it).
-  std::vector<long long> ExistingRecords(pqxx::transaction_base& tx,
-                                         const std::vector<long long>& keys);
+  std::vector<RecordKey> ExistingRecords(pqxx::transaction_base& tx,
+                                         const std::vector<RecordKey>& keys);
   // Keys whose owner column says 'batch'.
-  std::vector<long long> BatchOwnedRecords(pqxx::transaction_base& tx,
-                                           const std::vector<long long>& keys);
+  std::vector<RecordKey> BatchOwnedRecords(pqxx::transaction_base& tx,
+                                           const std::vector<RecordKey>& keys);
   // One row lock, waiting at most `step` (a savepoint + SET LOCAL
   // lock_timeout). False when the step ran out (55P03), true when locked.
-  bool LockRecordStep(pqxx::transaction_base& tx, long long key, std::chrono::milliseconds step);
+  bool LockRecordStep(pqxx::transaction_base& tx, const RecordKey& key,
+                      std::chrono::milliseconds step);
   std::vector<EditLock> LiveEditLocks(pqxx::transaction_base& tx,
-                                      const std::vector<long long>& keys);
+                                      const std::vector<RecordKey>& keys);
   // Revokes a live edit lock within a lock_timeout step. Returns the evicted
   // owner, "" when none was live, nullopt when an online save held the lock
   // row past the step.
-  std::optional<std::string> RevokeEditLock(pqxx::transaction_base& tx, long long key,
+  std::optional<std::string> RevokeEditLock(pqxx::transaction_base& tx, const RecordKey& key,
                                             long long run_id, long long item_id,
                                             std::chrono::milliseconds step);
   // The backends blocking `pid` (asked from another connection while it
@@ -130,19 +134,20 @@ class QueueSql {
   // aux connection), so the audit stays when the chunk rolls back.
   Signalled SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
                            const std::string& online_pattern, bool terminate, long long run_id,
-                           long long item_id, long long key, int batch_pid);
+                           long long item_id, const RecordKey& key, int batch_pid);
   // status_partition: owner := 'batch' + takeovers rows; and back.
   void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
   void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);
   // Hands back the records of orphaned takeovers (the keys
   // QueueStore::DeleteOrphanedTakeovers returned), whoever killed their run;
   // returns how many. Marks this transaction as the batch's.
-  long long HandBackOrphaned(pqxx::transaction_base& tx, const std::vector<long long>& keys);
+  long long HandBackOrphaned(pqxx::transaction_base& tx, const std::vector<RecordKey>& keys);
 
  private:
   pqxx::connection_base& conn_;
   const config::Config& config_;
   std::string target_;
+  std::string key_type_;  // the key column's type, for casting the text keys back
   bool has_owner_ = false;
 };
 
@@ -151,7 +156,7 @@ class QueueSql {
 // `owner` only when the policy takes rows over. A key missing from the
 // target is in no set: nobody locks it; the operation decides what it means.
 RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
-                     pqxx::transaction_base& read_tx, const std::vector<long long>& keys,
+                     pqxx::transaction_base& read_tx, const std::vector<RecordKey>& keys,
                      bool owner);
 
 }  // namespace coexist::batch

@@ -138,7 +138,7 @@ void Worker::Run() {
       std::to_string(config_.database.statement_timeout.count()) + "ms");
   db_->sql = std::make_unique<QueueSql>(*conn_, config_);
   db_->queue = std::make_unique<db::QueueStore>(*conn_, QueueJobOf(config_, db_->sql->target()));
-  db_->operation = std::make_unique<Operation>(*conn_, config_.operation);
+  db_->operation = std::make_unique<Operation>(*conn_, config_.operation, db_->sql->key_type());
   if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
     db_->aux_sql = std::make_unique<QueueSql>(*db_->aux, config_);
@@ -256,9 +256,9 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
 
 std::vector<const Item*> Worker::DecideOnEditLocks(pqxx::dbtransaction& tx,
                                                    const std::vector<Item>& items, Outcome& out) {
-  std::vector<long long> keys;
+  std::vector<RecordKey> keys;
   for (const auto& item : items) keys.push_back(item.key);
-  std::map<long long, EditLock> locks;
+  std::map<RecordKey, EditLock> locks;
   for (auto& lock : db_->sql->LiveEditLocks(tx, keys)) locks[lock.key] = lock;
   std::vector<const Item*> candidates;
   for (const auto& item : items) {
@@ -271,7 +271,7 @@ std::vector<const Item*> Worker::DecideOnEditLocks(pqxx::dbtransaction& tx,
 void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*>& candidates,
                           Outcome& out) {
   auto now = steady_clock::now();
-  std::vector<long long> candidate_keys;
+  std::vector<RecordKey> candidate_keys;
   for (const auto* item : candidates) candidate_keys.push_back(item->key);
   auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
 
@@ -308,9 +308,9 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
 // honoured like the others. None can be taken after this read:
 // acquire_edit_lock share-locks the row first, so it waits for this chunk.
 void Worker::RecheckEditLocks(pqxx::dbtransaction& tx, Outcome& out) {
-  std::vector<long long> held;
+  std::vector<RecordKey> held;
   for (const auto& item : out.apply) held.push_back(item.key);
-  std::map<long long, EditLock> locks;
+  std::map<RecordKey, EditLock> locks;
   for (auto& lock : db_->sql->LiveEditLocks(tx, held)) locks[lock.key] = lock;
   if (locks.empty()) return;
   std::erase_if(out.apply, [&](const Item& item) {
@@ -405,7 +405,7 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
   }
 }
 
-bool Worker::LockStep(pqxx::dbtransaction& tx, long long key, milliseconds step,
+bool Worker::LockStep(pqxx::dbtransaction& tx, const RecordKey& key, milliseconds step,
                       policies::RecordFacts& facts, std::vector<Blocker>& blockers) {
   if (!policy_.WantsBlockers() || !db_->aux) return db_->sql->LockRecordStep(tx, key, step);
   // Who blocks us is only visible while we wait: ask from the aux

@@ -28,7 +28,8 @@ class Pacer;
 
 namespace coexist::db {
 struct Item;
-}
+using RecordKey = std::string;
+}  // namespace coexist::db
 
 namespace coexist::batch {
 
@@ -70,7 +71,7 @@ class KeysInFlight {
  private:
   std::mutex mutex_;
   std::condition_variable released_;
-  std::map<long long, int> holder_;  // key -> worker
+  std::map<db::RecordKey, int> holder_;  // key -> worker
   long long releases_ = 0;
 };
 
@@ -144,7 +145,7 @@ class Worker {
   bool OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLock& lock, Outcome& out);
   void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
                       Outcome& out);
-  bool LockStep(pqxx::dbtransaction& tx, long long key, std::chrono::milliseconds step,
+  bool LockStep(pqxx::dbtransaction& tx, const db::RecordKey& key, std::chrono::milliseconds step,
                 policies::RecordFacts& facts, std::vector<Blocker>& blockers);
   void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
                      bool split_after_timeout = false);

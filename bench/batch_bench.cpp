@@ -83,8 +83,9 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
     run_id = queue.StartRun(tx, "reference", "{}");
     tx.commit();
   }
-  conn.prepare("ref_update_keys",
-               "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1::bigint[])");
+  conn.prepare(
+      "ref_update_keys",
+      "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1::text[]::bigint[])");
   auto start = Clock::now();
   long long after = 0;
   while (true) {
@@ -92,7 +93,7 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
     auto items = queue.ClaimItems(tx, run_id, chunk, after, {}, false);
     if (items.empty()) break;
     after = items.back().item_id;
-    std::vector<long long> keys;
+    std::vector<db::RecordKey> keys;
     std::vector<long long> ids;
     for (const auto& item : items) {
       keys.push_back(item.key);

@@ -22,7 +22,7 @@ struct AdminFlags {
   bool json = false;
   bool all = false;
   std::string target = "products";
-  long long record = 0;
+  std::string record;  // the record's key, as text
   std::string owner;
   std::string older_than;
   std::string job;

@@ -17,7 +17,7 @@ struct EnqueueOptions {
   std::string format = "auto";
 };
 
-std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o) {
+std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o, bool integer_keys) {
   bool from_stdin = o.file == "-";
   std::string format = o.format;
   if (format == "auto") {
@@ -31,7 +31,8 @@ std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o) {
   }
   std::istream& in = from_stdin ? std::cin : file;
   std::string name = from_stdin ? "stdin" : o.file;
-  return format == "jsonl" ? batch::ParseJsonLines(in, name) : batch::ParseCsv(in, name);
+  return format == "jsonl" ? batch::ParseJsonLines(in, name, integer_keys)
+                           : batch::ParseCsv(in, name, integer_keys);
 }
 
 int Enqueue(Context& context, const EnqueueOptions& o) {
@@ -41,11 +42,14 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
   }
   const auto& job = context.Config().batch.job;
   const auto& server = context.Server();
+  // Keys are checked and stored as the target's key column types them.
+  auto key_type = batch::TargetKeyType(server.conninfo(), context.Config().target);
   batch::EnqueueResult result;
   if (!o.select.empty()) {
-    result = batch::EnqueueSelect(server.conninfo(), job, o.select);
+    result = batch::EnqueueSelect(server.conninfo(), job, o.select, key_type);
   } else {
-    result = batch::EnqueueItems(server.conninfo(), job, ReadItems(o));
+    result = batch::EnqueueItems(server.conninfo(), job,
+                                 ReadItems(o, batch::IsIntegerType(key_type)), key_type);
   }
   std::cout << "enqueued for job " << job << ": " << result.added << " added, " << result.duplicates
             << " duplicate" << (result.duplicates == 1 ? "" : "s") << "\n";

@@ -7,8 +7,8 @@ namespace coexist::config {
 
 // `target:` — the user's own table that online users and the batch both
 // write. Names are validated identifiers (the loader checks them); SQL quotes
-// them. The key column must be of an integer type (queue.record_key is
-// bigint).
+// them. The key column may be of an integer type, text, varchar or uuid
+// (coexist's tables keep the key as text in its type's canonical form).
 struct TargetTable {
   std::string schema = "public";
   std::string table = "products";

@@ -11,6 +11,28 @@ std::string ArrayLiteral(const std::vector<long long>& values) {
   return out + "}";
 }
 
+namespace {
+
+void AppendQuoted(std::string& out, const std::string& value) {
+  out += '"';
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string ArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendQuoted(out, values[i]);
+  }
+  return out + "}";
+}
+
 std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values) {
   std::string out = "{";
   for (size_t i = 0; i < values.size(); ++i) {
@@ -19,12 +41,7 @@ std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values) 
       out += "NULL";
       continue;
     }
-    out += '"';
-    for (char c : *values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
+    AppendQuoted(out, *values[i]);
   }
   return out + "}";
 }

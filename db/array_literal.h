@@ -14,6 +14,8 @@ namespace coexist::db {
 
 // {1,2,3}
 std::string ArrayLiteral(const std::vector<long long>& values);
+// {"a","b\"c"}: every element quoted (record keys as text).
+std::string ArrayLiteral(const std::vector<std::string>& values);
 // {"a","b\"c",NULL}: every element quoted, nullopt as NULL.
 std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values);
 

@@ -20,7 +20,7 @@ std::vector<Item> ItemsOf(const pqxx::result& result) {
   std::vector<Item> items;
   items.reserve(result.size());
   for (const auto& row : result) {
-    items.push_back({row[0].as<long long>(), row[1].as<long long>(), row[2].as<std::string>(),
+    items.push_back({row[0].as<long long>(), row[1].as<std::string>(), row[2].as<std::string>(),
                      row[3].as<int>(), row[4].as<int>()});
   }
   return items;
@@ -267,8 +267,8 @@ void QueueStore::DeferItems(pqxx::transaction_base& tx, long long run_id,
                    run_id, job_.job, SettingMilliseconds(job_.defer_delay), job_.target);
 }
 
-std::vector<long long> QueueStore::DeleteOrphanedTakeovers(pqxx::transaction_base& tx) {
-  return BigintColumn(tx.exec_prepared("delete_orphaned_takeovers", job_.target));
+std::vector<std::string> QueueStore::DeleteOrphanedTakeovers(pqxx::transaction_base& tx) {
+  return TextColumn(tx.exec_prepared("delete_orphaned_takeovers", job_.target));
 }
 
 bool QueueInstalled(pqxx::transaction_base& tx) {
@@ -301,7 +301,7 @@ std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& 
      LIMIT $3)sql",
                                         job, after, limit)) {
     items.push_back(
-        {row[0].as<long long>(), row[1].as<long long>(), "", row[2].as<int>(), row[3].as<int>()});
+        {row[0].as<long long>(), row[1].as<std::string>(), "", row[2].as<int>(), row[3].as<int>()});
   }
   return items;
 }
@@ -319,15 +319,18 @@ ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& jo
 }
 
 long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
-                      const std::vector<long long>& keys,
+                      const std::string& key_type, const std::vector<std::string>& keys,
                       const std::vector<std::optional<std::string>>& payloads,
                       const std::vector<std::optional<std::string>>& idempotency_keys) {
+  // Through the key's type and back: one spelling per key ('42' for 042,
+  // a uuid in lower case), so items of one record are seen as one key.
   return tx
       .exec_params1(R"sql(
-    WITH input AS (SELECT * FROM unnest($2::bigint[], $3::jsonb[], $4::text[]) AS i(k, p, ik)),
+    WITH input AS (SELECT * FROM unnest($2::text[], $3::jsonb[], $4::text[]) AS i(k, p, ik)),
     added AS (
       INSERT INTO coexist.queue (job, record_key, payload, idempotency_key)
-      SELECT $1, k, coalesce(p, '{}'), ik FROM input
+      SELECT $1, k::)sql" +
+                        key_type + R"sql(::text, coalesce(p, '{}'), ik FROM input
       ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING 1)
     SELECT count(*) FROM added)sql",

@@ -29,10 +29,15 @@ class transaction_base;
 
 namespace coexist::db {
 
+// A target record's key, of whatever type the key column has, in that
+// type's canonical text form (what `key::text` prints): statements cast it
+// back with the column's type (db::KeyTypeOf).
+using RecordKey = std::string;
+
 // One claimed queue item.
 struct Item {
   long long item_id = 0;
-  long long key = 0;
+  RecordKey key;
   std::string payload;  // jsonb as text; "" where only the ids were read
   int attempts = 0;
   int deferrals = 0;
@@ -102,7 +107,7 @@ class QueueStore {
   // Deletes the target's takeovers that no running run holds any more (their
   // run was abandoned, failed or finished without handing back); returns
   // their record keys, for the caller to hand back.
-  std::vector<long long> DeleteOrphanedTakeovers(pqxx::transaction_base& tx);
+  std::vector<RecordKey> DeleteOrphanedTakeovers(pqxx::transaction_base& tx);
 
   // --- items -------------------------------------------------------------
   // Up to `limit` claimable items with item_id > after, skipping items other
@@ -154,15 +159,17 @@ struct ClaimableCounts {
 };
 ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& job);
 
-// Enqueues one item per element (`payloads` and `idempotency_keys` as
+// Enqueues one item per element of `keys`, each cast to `key_type` (the
+// target key column's type, from KeyTypeOf; 22P02 when one is not a value
+// of it) and stored in its canonical text form (`payloads` and `idempotency_keys` as
 // long as `keys`; a missing payload is {}); an item whose idempotency key
 // the job already has is skipped. Returns how many were added.
 long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
-                      const std::vector<long long>& keys,
+                      const std::string& key_type, const std::vector<RecordKey>& keys,
                       const std::vector<std::optional<std::string>>& payloads,
                       const std::vector<std::optional<std::string>>& idempotency_keys);
 
-// Enqueues the rows of `source`, a SELECT returning the columns k (bigint),
+// Enqueues the rows of `source`, a SELECT returning the columns k (text, canonical),
 // p (jsonb) and ik (text), as InsertItems does. Returns the rows `source`
 // gave and how many of them were added.
 struct SelectedInsert {

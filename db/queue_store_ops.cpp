@@ -195,7 +195,7 @@ long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
       .exec_params1(
           "WITH done AS (SELECT record_key, count(*) AS n FROM coexist.queue"
           "               WHERE job = $1 AND state = 'done' GROUP BY 1),"
-          "     ledger AS (SELECT record_key, count(*) AS n FROM " +
+          "     ledger AS (SELECT record_key::text AS record_key, count(*) AS n FROM " +
               ledger +
               " GROUP BY 1)"
               " SELECT coalesce(sum(abs(coalesce(l.n, 0) - coalesce(d.n, 0))), 0)"

@@ -4,6 +4,7 @@
 
 #include <pqxx/pqxx>
 
+#include "common/error.h"
 #include "db/migrations.h"
 
 namespace coexist::db {
@@ -36,6 +37,18 @@ std::vector<std::string> MissingTargetColumns(pqxx::transaction_base& tx,
     if (!present) missing.emplace_back(key);
   }
   return missing;
+}
+
+std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& target) {
+  auto rows = tx.exec_params(
+      "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+      " AND attname = $2 AND attnum > 0 AND NOT attisdropped",
+      QuotedName(tx, target), target.key_column);
+  if (rows.empty()) {
+    throw ConfigurationError("table " + target.Name() + " has no key column " + target.key_column,
+                             "set target.key_column to the table's key, or create the table.");
+  }
+  return rows[0][0].as<std::string>();
 }
 
 VersionTrigger VersionTriggerOf(pqxx::transaction_base& tx, const config::TargetTable& target) {

@@ -24,6 +24,11 @@ bool TargetExists(pqxx::transaction_base& tx, const config::TargetTable& target)
 std::vector<std::string> MissingTargetColumns(pqxx::transaction_base& tx,
                                               const config::TargetTable& target);
 
+// The key column's type as format_type spells it ("bigint", "uuid",
+// "text", "character varying"), for casts in statements; throws
+// ConfigurationError naming the table and column when either is missing.
+std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& target);
+
 enum class VersionTrigger {
   kMissing,   // no trigger named coexist_bump_version on the target (or no target)
   kOutdated,  // one is there, calling a function of the naming before 0009

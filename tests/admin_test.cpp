@@ -42,10 +42,10 @@ TEST_F(Admin, ReleaseByRecordOwnerAndAgeIsAudited) {
   Lock(4, "carol");
   QueryValue(
       "UPDATE coexist.edit_locks SET acquired_at = now() - interval '3 hours' WHERE record_key = "
-      "4");
+      "'4'");
 
   auto by_record =
-      ReleaseEditLocks(*conn_, {.target = "products", .record_key = 3}, "admin:test@host");
+      ReleaseEditLocks(*conn_, {.target = "products", .record_key = "3"}, "admin:test@host");
   ASSERT_EQ(by_record.size(), 1u);
   EXPECT_EQ(by_record[0].owner, "bob");
   auto by_owner = ReleaseEditLocks(*conn_, {.owner = "alice"}, "admin:test@host");
@@ -55,11 +55,12 @@ TEST_F(Admin, ReleaseByRecordOwnerAndAgeIsAudited) {
   ASSERT_EQ(by_age.size(), 1u);
   EXPECT_EQ(by_age[0].owner, "carol");
   EXPECT_TRUE(ListEditLocks(*conn_, true).empty());
-  EXPECT_EQ(QueryValue("SELECT string_agg(subject || ':' || record_key, ',' ORDER BY record_key) "
-                       "FROM coexist.events"
-                       " WHERE kind = 'edit_lock_released_by_admin' AND actor = 'admin:test@host'"
-                       " AND details ? 'token'"),
-            "alice:1,alice:2,bob:3,carol:4");
+  EXPECT_EQ(
+      QueryValue("SELECT string_agg(subject || ':' || record_key, ',' ORDER BY record_key::bigint) "
+                 "FROM coexist.events"
+                 " WHERE kind = 'edit_lock_released_by_admin' AND actor = 'admin:test@host'"
+                 " AND details ? 'token'"),
+      "alice:1,alice:2,bob:3,carol:4");
 }
 
 // The command and the SQL function an application calls are one release:
@@ -67,10 +68,10 @@ TEST_F(Admin, ReleaseByRecordOwnerAndAgeIsAudited) {
 TEST_F(Admin, CommandAndSqlFunctionAuditAReleaseAlike) {
   Lock(8, "dave");
   Lock(9, "erin");
-  ReleaseEditLocks(*conn_, {.target = "products", .record_key = 8}, "admin:test@host");
+  ReleaseEditLocks(*conn_, {.target = "products", .record_key = "8"}, "admin:test@host");
   EXPECT_EQ(QueryValue("SELECT coexist.admin_release_edit_lock('products', 9, 'admin:sql')"), "t");
   EXPECT_EQ(QueryValue("SELECT string_agg(subject || ':' || (SELECT string_agg(k, ',' ORDER BY k)"
-                       " FROM jsonb_object_keys(details) AS k), ';' ORDER BY record_key)"
+                       " FROM jsonb_object_keys(details) AS k), ';' ORDER BY record_key::bigint)"
                        " FROM coexist.events WHERE kind = 'edit_lock_released_by_admin'"),
             "dave:acquired_at,token;erin:acquired_at,token");
   EXPECT_EQ(QueryValue("SELECT coexist.admin_release_edit_lock('products', 9, 'admin:sql')"), "f");
@@ -185,7 +186,8 @@ TEST_F(Admin, PurgeDeletesOnlyOldDoneItemsEventsAndFinishedRuns) {
   EXPECT_EQ(purged.events, 3);
   EXPECT_EQ(purged.runs, 2);
   EXPECT_EQ(
-      QueryValue("SELECT string_agg(state::text, ',' ORDER BY record_key) FROM coexist.queue"),
+      QueryValue(
+          "SELECT string_agg(state::text, ',' ORDER BY record_key::bigint) FROM coexist.queue"),
       "done,queued,deferred,dead");
   EXPECT_EQ(QueryValue("SELECT string_agg(kind, ',' ORDER BY event_id) FROM coexist.events"),
             "kept_event,queue_purged");
@@ -224,7 +226,7 @@ TEST_F(Admin, PurgeSkipsRowsAnotherSessionLocks) {
       " SELECT 'nightly', g, 'done', now() - interval '8 days' FROM generate_series(1, 3) g");
   auto other = Connect();
   pqxx::work held(*other);
-  held.exec("SELECT 1 FROM coexist.queue WHERE record_key = 2 FOR UPDATE");
+  held.exec("SELECT 1 FROM coexist.queue WHERE record_key = '2' FOR UPDATE");
   pqxx::nontransaction(*conn_).exec("SET lock_timeout = '100ms'");
   auto purged = PurgeOldRows(*conn_, {hours(24), {}, {}}, "admin:test");
   EXPECT_EQ(purged.done_items, 2);

@@ -66,7 +66,7 @@ class BatchPacingTest : public testing::DatabaseTest {
 
   void Enqueue(long long from, long long to) {
     std::vector<EnqueueItem> items;
-    for (long long k = from; k <= to; ++k) items.push_back({k, "{}", std::nullopt});
+    for (long long k = from; k <= to; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});
     EnqueueItems(conninfo(), "j", items);
   }
 

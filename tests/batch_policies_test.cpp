@@ -52,7 +52,7 @@ class BatchPoliciesTest : public testing::DatabaseTest {
 
   void EnqueueAll() {
     std::vector<EnqueueItem> items;
-    for (long long k = 1; k <= 100; ++k) items.push_back({k, "{}", std::nullopt});
+    for (long long k = 1; k <= 100; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});
     EnqueueItems(conninfo(), "j", items);
   }
 
@@ -61,7 +61,7 @@ class BatchPoliciesTest : public testing::DatabaseTest {
                     " HAVING count(*) > 1) d"),
               0);
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q WHERE (q.state = 'done') <> EXISTS"
-                    " (SELECT 1 FROM ledger l WHERE l.key = q.record_key)"),
+                    " (SELECT 1 FROM ledger l WHERE l.key::text = q.record_key)"),
               0);
   }
 
@@ -167,10 +167,10 @@ TEST_F(BatchPoliciesTest, StatusPartitionRefusesOnlineWritesToBatchOwnedRowsAndH
   // Rows an online writer happened to hold at the takeover are deferred too.
   EXPECT_EQ(summary.counts.done + summary.counts.deferred, 100);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
-                       "record_key) FROM coexist.queue WHERE record_key IN (7, 9)"),
+                       "record_key::bigint) FROM coexist.queue WHERE record_key IN ('7', '9')"),
             "7:row_locked,9:edit_locked");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'deferred' AND record_key "
-                  "NOT IN (7, 9) AND defer_reason <> 'row_locked'"),
+                  "NOT IN ('7', '9') AND defer_reason <> 'row_locked'"),
             0);
   // Online writers only ever succeed or get CX004 (the refusal window is the
   // moment between the takeover and the processing transaction).
@@ -234,7 +234,7 @@ TEST_F(BatchPoliciesTest, AnEditLockTakenWhileTheBatchWaitsForTheRowIsHonoured) 
   EXPECT_EQ(online_error, "");
   EXPECT_EQ(summary.counts.done, 99);
   EXPECT_EQ(QueryValue("SELECT state || ':' || defer_reason FROM coexist.queue "
-                       "WHERE record_key = 7"),
+                       "WHERE record_key = '7'"),
             "deferred:max_wait");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "1000")
       << "the batch wrote a record under a live edit lock";
@@ -275,7 +275,8 @@ TEST_F(BatchPoliciesTest, OnlinePriorityWaitsForRowAndEditLocksWithoutDisturbing
   EXPECT_EQ(online_error, "");
   EXPECT_EQ(summary.counts.done, 99);
   EXPECT_EQ(summary.counts.deferred, 1);
-  EXPECT_EQ(QueryValue("SELECT defer_reason FROM coexist.queue WHERE record_key = 11"), "max_wait");
+  EXPECT_EQ(QueryValue("SELECT defer_reason FROM coexist.queue WHERE record_key = '11'"),
+            "max_wait");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "2001");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 9"), "2001");
   EXPECT_LT(took, 6s);
@@ -392,7 +393,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityTerminatesAnIdleBlockerAndItsEventOutlive
   EXPECT_EQ(QueryValue("SELECT string_agg(kind || ':' || subject || ':' || (details->>'state'), "
                        "',') FROM coexist.events WHERE kind LIKE 'backend_%'"),
             "backend_terminated:coexist-online-web:idle in transaction");
-  EXPECT_EQ(QueryValue("SELECT state FROM coexist.queue WHERE record_key = 7"), "queued");
+  EXPECT_EQ(QueryValue("SELECT state FROM coexist.queue WHERE record_key = '7'"), "queued");
   EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = 7"), 0);
 }
 

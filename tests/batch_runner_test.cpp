@@ -51,7 +51,7 @@ class BatchRunnerTest : public testing::DatabaseTest {
 
   void EnqueueRange(long long from, long long to) {
     std::vector<EnqueueItem> items;
-    for (long long k = from; k <= to; ++k) items.push_back({k, "{}", std::nullopt});
+    for (long long k = from; k <= to; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});
     EnqueueItems(conninfo(), "j", items);
   }
 
@@ -59,13 +59,13 @@ class BatchRunnerTest : public testing::DatabaseTest {
   // ledger exactly once, and no other key is.
   void ExpectAppliedOnce() {
     EXPECT_EQ(Count("SELECT count(*) FROM ledger l WHERE NOT EXISTS (SELECT 1 FROM coexist.queue q"
-                    " WHERE q.record_key = l.key AND q.state = 'done')"),
+                    " WHERE q.record_key = l.key::text AND q.state = 'done')"),
               0);
     EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key"
                     " HAVING count(*) > 1) d"),
               0);
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q WHERE q.state = 'done' AND NOT EXISTS"
-                    " (SELECT 1 FROM ledger l WHERE l.key = q.record_key)"),
+                    " (SELECT 1 FROM ledger l WHERE l.key::text = q.record_key)"),
               0);
   }
 };
@@ -131,8 +131,8 @@ TEST(Enqueue, KeysBeyondBigintAreRefusedNotWrapped) {
   std::istringstream largest("{\"key\": 9223372036854775807}\n{\"key\": -9223372036854775808}\n");
   auto items = ParseJsonLines(largest, "keys.jsonl");
   ASSERT_EQ(items.size(), 2u);
-  EXPECT_EQ(items[0].key, std::numeric_limits<long long>::max());
-  EXPECT_EQ(items[1].key, std::numeric_limits<long long>::min());
+  EXPECT_EQ(items[0].key, std::to_string(std::numeric_limits<long long>::max()));
+  EXPECT_EQ(items[1].key, std::to_string(std::numeric_limits<long long>::min()));
 }
 
 TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
@@ -150,7 +150,7 @@ TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
-                       "record_key) FROM coexist.queue WHERE state = 'deferred'"),
+                       "record_key::bigint) FROM coexist.queue WHERE state = 'deferred'"),
             "7:row_locked,9:edit_locked");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 2);
   ExpectAppliedOnce();
@@ -176,7 +176,7 @@ TEST_F(BatchRunnerTest, SkipLockedEscalatesAfterMaxDeferrals) {
   hold.exec("SELECT 1 FROM products WHERE id = 2 FOR UPDATE");
   auto config = Config("  name: skip_locked\n  max_deferrals: 2\n  on_exhausted: report\n");
   for (int run = 0; run < 3; ++run) batch::Run(conninfo(), config);
-  EXPECT_EQ(QueryValue("SELECT deferrals FROM coexist.queue WHERE record_key = 2"), "3");
+  EXPECT_EQ(QueryValue("SELECT deferrals FROM coexist.queue WHERE record_key = '2'"), "3");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_escalated'"), 1);
   ExpectAppliedOnce();
 }
@@ -192,9 +192,10 @@ TEST_F(BatchRunnerTest, ChunkScanningIsolatesTheBadItemWhichDiesAfterMaxAttempts
   EXPECT_EQ(summary.counts.done, 39);
   EXPECT_EQ(summary.counts.dead, 1);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
-  EXPECT_EQ(QueryValue("SELECT state || ' ' || attempts FROM coexist.queue WHERE record_key = 13"),
-            "dead 2");
-  EXPECT_NE(QueryValue("SELECT last_error FROM coexist.queue WHERE record_key = 13")
+  EXPECT_EQ(
+      QueryValue("SELECT state || ' ' || attempts FROM coexist.queue WHERE record_key = '13'"),
+      "dead 2");
+  EXPECT_NE(QueryValue("SELECT last_error FROM coexist.queue WHERE record_key = '13'")
                 .find("division by zero"),
             std::string::npos);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_dead'"), 1);
@@ -204,8 +205,9 @@ TEST_F(BatchRunnerTest, ChunkScanningIsolatesTheBadItemWhichDiesAfterMaxAttempts
 TEST_F(BatchRunnerTest, PerItemSqlBindsPayloadFieldsInOneStatementPerChunk) {
   std::vector<EnqueueItem> items;
   for (long long k = 1; k <= 30; ++k) {
-    items.push_back(
-        {k, "{\"qty\": " + std::to_string(k) + ", \"note\": \"it's \\\"k\\\"\"}", std::nullopt});
+    items.push_back({std::to_string(k),
+                     "{\"qty\": " + std::to_string(k) + ", \"note\": \"it's \\\"k\\\"\"}",
+                     std::nullopt});
   }
   EnqueueItems(conninfo(), "j", items);
   auto config = Config("  name: skip_locked\n");
@@ -319,7 +321,7 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   auto summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.counts.done, 1);
   EXPECT_EQ(summary.counts.dead, 0);
-  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts FROM coexist.queue WHERE record_key = 1"),
+  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts FROM coexist.queue WHERE record_key = '1'"),
             "done:1");
   // Both tries deadlock: deferred for the next run, no attempt charged.
   QueryValue("SELECT setval('public.boom', 1, false); UPDATE public.boom_limit SET n = 2");
@@ -328,7 +330,7 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   EXPECT_EQ(summary.counts.deferred, 1);
   EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(QueryValue("SELECT state || ':' || attempts || ':' || defer_reason FROM coexist.queue "
-                       "WHERE record_key = 2"),
+                       "WHERE record_key = '2'"),
             "deferred:0:deadlock");
   EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1000);
   QueryValue("UPDATE public.boom_limit SET n = 0; UPDATE coexist.queue SET not_before = now()");

@@ -96,7 +96,8 @@ TEST_P(SameKeyTest, EveryItemOfARepeatedKeyIsAppliedOnceInItsOwnStatement) {
       int qty = 3 + round + static_cast<int>(key);
       ++uid;
       items.push_back(
-          {key, "{\"qty\": " + std::to_string(qty) + ", \"uid\": \"u" + std::to_string(uid) + "\"}",
+          {std::to_string(key),
+           "{\"qty\": " + std::to_string(qty) + ", \"uid\": \"u" + std::to_string(uid) + "\"}",
            std::nullopt});
       expected_growth[key] += style.adds_qty ? qty : 1;
     }
@@ -163,10 +164,10 @@ class KeyOrderTest : public testing::DatabaseTest {
   std::string States() {
     return QueryValue(
         "SELECT string_agg(payload->>'uid' || ':' || state, ',' ORDER BY item_id) FROM "
-        "coexist.queue WHERE record_key = 7");
+        "coexist.queue WHERE record_key = '7'");
   }
   static EnqueueItem Item(const char* uid) {
-    return {7, std::string("{\"qty\": 1, \"uid\": \"") + uid + "\"}", std::nullopt};
+    return {"7", std::string("{\"qty\": 1, \"uid\": \"") + uid + "\"}", std::nullopt};
   }
 };
 
@@ -218,7 +219,7 @@ TEST_P(ForeignTableTest, RepeatedKeysAreEachAppliedOnce) {
   std::vector<EnqueueItem> items;
   for (int uid = 1; uid <= 120; ++uid) {
     long long key = 1 + (uid * 7) % 25;  // 25 keys, most of them several times
-    items.push_back({key,
+    items.push_back({std::to_string(key),
                      "{\"qty\": " + std::to_string(uid % 5 + 1) + ", \"uid\": \"u" +
                          std::to_string(uid) + "\"}",
                      std::nullopt});
@@ -245,7 +246,8 @@ TEST_P(ForeignTableTest, RepeatedKeysAreEachAppliedOnce) {
   const std::string per_row =
       "WITH q AS (SELECT record_key, count(*) AS n, sum((payload->>'qty')::int) AS qty "
       "FROM coexist.queue GROUP BY record_key) "
-      "SELECT count(*) FROM sales.order_lines l LEFT JOIN q ON q.record_key = l.line_id WHERE ";
+      "SELECT count(*) FROM sales.order_lines l LEFT JOIN q ON q.record_key = l.line_id::text "
+      "WHERE ";
   EXPECT_EQ(QueryValue(per_row + "l.shipped <> coalesce(q.qty, 0)"), "0")
       << "a row's qty is not the sum of its items' (a lost or doubled update)";
   // A takeover and its hand-back are two more UPDATEs of the row, so under

@@ -354,7 +354,7 @@ TEST_F(CliTest, AdminCommandsWorkOnAConfiguredDatabase) {
   EXPECT_NE(result.out.find("alice"), std::string::npos) << result.out;
   result = Run("--database-url " + Url() + " locks release --owner alice --json");
   EXPECT_EQ(result.status, 0) << result.err;
-  EXPECT_NE(result.out.find("\"record_key\": 9"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("\"record_key\": \"9\""), std::string::npos) << result.out;
   EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks"), "0");
   QueryValue(
       "INSERT INTO coexist.queue (job, record_key, state, last_error) VALUES ('j', 1, 'dead', "

@@ -70,7 +70,7 @@ TEST_F(EditLocks, ExpiredLockCountsAsFree) {
   QueryValue("SELECT pg_sleep(0.01)");
   std::string bob = Acquire(3, "bob");
   EXPECT_NE(alice, bob);
-  EXPECT_EQ(QueryValue("SELECT owner FROM coexist.edit_locks WHERE record_key = 3"), "bob");
+  EXPECT_EQ(QueryValue("SELECT owner FROM coexist.edit_locks WHERE record_key = '3'"), "bob");
   auto [state, message] =
       Fails("SELECT coexist.check_edit_lock('products', $1, $2::uuid)", 3, alice);
   EXPECT_EQ(state, sqlstate::kEditLockLost);
@@ -79,12 +79,12 @@ TEST_F(EditLocks, ExpiredLockCountsAsFree) {
 
 TEST_F(EditLocks, RenewExtendsOnlyALiveLock) {
   std::string token = Acquire(4, "alice", "1 second");
-  auto before = QueryValue("SELECT expires_at FROM coexist.edit_locks WHERE record_key = 4");
+  auto before = QueryValue("SELECT expires_at FROM coexist.edit_locks WHERE record_key = '4'");
   EXPECT_EQ(
       Fails("SELECT coexist.renew_edit_lock('products', $1, $2::uuid, '10 minutes')", 4, token)
           .first,
       "");
-  auto after = QueryValue("SELECT expires_at FROM coexist.edit_locks WHERE record_key = 4");
+  auto after = QueryValue("SELECT expires_at FROM coexist.edit_locks WHERE record_key = '4'");
   EXPECT_LT(before, after);
   EXPECT_EQ(Fails("SELECT coexist.renew_edit_lock('products', $1, $2::uuid, '1 minute')", 4,
                   "00000000-0000-0000-0000-000000000000")
@@ -104,7 +104,7 @@ TEST_F(EditLocks, SaveAfterReleaseFailsAndReleaseIsIdempotent) {
 TEST_F(EditLocks, RevocationIsReportedWithWhoRevoked) {
   std::string token = Acquire(6, "alice");
   QueryValue(
-      "WITH gone AS (DELETE FROM coexist.edit_locks WHERE record_key = 6 RETURNING token) "
+      "WITH gone AS (DELETE FROM coexist.edit_locks WHERE record_key = '6' RETURNING token) "
       "INSERT INTO coexist.events (kind, target, record_key, actor, subject, details) "
       "SELECT 'edit_lock_revoked', 'products', 6, 'run 42', 'alice', "
       "jsonb_build_object('token', token) FROM gone");
@@ -132,7 +132,7 @@ TEST_F(EditLocks, CheckHoldsTheLockRowUntilTheSaveCommits) {
   pqxx::work revoke(*revoker);
   revoke.exec("SET LOCAL lock_timeout = '100ms'");
   try {
-    revoke.exec("DELETE FROM coexist.edit_locks WHERE record_key = 10");
+    revoke.exec("DELETE FROM coexist.edit_locks WHERE record_key = '10'");
     FAIL() << "the revoke did not wait for the save";
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), sqlstate::kLockNotAvailable);
@@ -156,7 +156,7 @@ TEST_F(EditLocks, OwnerLongerThan200BytesIsRefused) {
           << e.what();
     }
   }
-  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = 2"), "0");
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = '2'"), "0");
 }
 
 struct RevokedNotice : pqxx::notification_receiver {
@@ -208,7 +208,7 @@ TEST_F(EditLocks, AcquireWaitsWhileABatchHoldsTheRecordsRow) {
     }
     chunk.commit();
   }
-  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = 12"), "0");
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.edit_locks WHERE record_key = '12'"), "0");
   EXPECT_FALSE(Acquire(12, "bob").empty());
   EXPECT_EQ(Acquire(13, "alice"), alice);
 }
@@ -226,7 +226,7 @@ TEST_F(EditLocks, RevokedLockLookupUsesAnIndex) {
   for (const auto& row :
        tx.exec("EXPLAIN SELECT e.actor FROM coexist.events e"
                " WHERE e.kind = 'edit_lock_revoked' AND e.target = 'products'::regclass"
-               " AND e.record_key = 5"
+               " AND e.record_key = '5'"
                " AND e.details->>'token' = '00000000-0000-0000-0000-000000000001'"
                " ORDER BY e.event_id DESC LIMIT 1")) {
     plan += row[0].as<std::string>() + "\n";

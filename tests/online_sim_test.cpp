@@ -205,7 +205,7 @@ TEST_F(OnlineSimTest, AbandonedEditLeavesItsLockToExpire) {
   config.offline_abandon = 1;
   Report report = Run(config, 1);
   EXPECT_EQ(Outcome(report, "offline_edit", "abandoned"), 1);
-  EXPECT_EQ(QueryValue("SELECT owner FROM coexist.edit_locks WHERE record_key = 1"),
+  EXPECT_EQ(QueryValue("SELECT owner FROM coexist.edit_locks WHERE record_key = '1'"),
             "online-user-0");
 }
 

@@ -81,7 +81,7 @@ class OpsTest : public testing::DatabaseTest {
            QueryValue("SELECT count(*) FROM coexist.runs") + "/" +
            QueryValue("SELECT count(*) FROM coexist.events") + "/" +
            QueryValue(
-               "SELECT md5(coalesce(string_agg(e::text, ',' ORDER BY record_key), '')) "
+               "SELECT md5(coalesce(string_agg(e::text, ',' ORDER BY record_key::bigint), '')) "
                "FROM coexist.edit_locks e");
   }
 
@@ -201,7 +201,7 @@ TEST_F(OpsTest, DryRunReportsEachDecisionAndChangesNothing) {
   QueryValue("SELECT coexist.acquire_edit_lock('products', 3, 'alice', '10 minutes')");
   QueryValue(
       "UPDATE coexist.queue SET state = 'deferred', deferrals = 1, "
-      "defer_reason = 'row_locked' WHERE record_key = 7");
+      "defer_reason = 'row_locked' WHERE record_key = '7'");
   auto online = Connect("coexist-online");
   pqxx::work row_lock(*online);
   row_lock.exec("SELECT 1 FROM products WHERE id = 5 FOR UPDATE");
@@ -217,11 +217,12 @@ TEST_F(OpsTest, DryRunReportsEachDecisionAndChangesNothing) {
   EXPECT_EQ(report["total"], 30);
   EXPECT_EQ(report["by_decision"]["apply"], 28);
   EXPECT_EQ(report["by_decision"]["defer"], 2);
-  std::map<long long, std::string> reasons;
+  std::map<std::string, std::string> reasons;
   for (const auto& item : report["items"]) {
     if (item["decision"] == "defer") reasons[item["key"]] = item["reason"];
   }
-  EXPECT_EQ(reasons, (std::map<long long, std::string>{{3, "edit_locked"}, {5, "row_locked"}}));
+  EXPECT_EQ(reasons,
+            (std::map<std::string, std::string>{{"3", "edit_locked"}, {"5", "row_locked"}}));
   EXPECT_EQ(report["busy"], "");
   // The table shows 5 items, then the totals.
   EXPECT_NE(result.output.find("... 25 more"), std::string::npos) << result.output;
@@ -412,7 +413,7 @@ TEST_F(OpsTest, ABatchRoleWithoutSignalRightsDefersTheBlockedItemInsteadOfFailin
   EXPECT_EQ(p.run.status, 2) << p.run.output;  // deferred, not 70
   EXPECT_NE(p.run.output.find("online backends not signalled"), std::string::npos) << p.run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text || ':' || state, ',' ORDER BY "
-                       "record_key) FROM coexist.queue"),
+                       "record_key::bigint) FROM coexist.queue"),
             "60:done,61:deferred,62:done");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind LIKE 'backend_%'"), 0);
   EXPECT_NO_THROW(p.held->exec("SELECT 1")) << "the online user's session must live";

@@ -94,7 +94,7 @@ TEST_F(ToyPolicyTest, TheLoaderTakesItsNameAndItsOwnKeys) {
 
 TEST_F(ToyPolicyTest, RunsARealBatch) {
   std::vector<EnqueueItem> items;
-  for (long long k = 1; k <= 20; ++k) items.push_back({k, "{}", std::nullopt});
+  for (long long k = 1; k <= 20; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});
   EnqueueItems(conninfo(), "j", items);
   auto config = Config("  name: apply_unless_row_locked\n  defer_reason: toy_locked\n");
   {
@@ -108,7 +108,7 @@ TEST_F(ToyPolicyTest, RunsARealBatch) {
     EXPECT_EQ(summary.counts.deferrals_by_reason["toy_locked"], 2);
   }
   EXPECT_EQ(
-      QueryValue("SELECT string_agg(record_key::text, ',' ORDER BY record_key)"
+      QueryValue("SELECT string_agg(record_key::text, ',' ORDER BY record_key::bigint)"
                  " FROM coexist.queue WHERE state = 'deferred' AND defer_reason = 'toy_locked'"),
       "4,9");
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT policy, ',') FROM coexist.runs"),

@@ -17,7 +17,7 @@ const Invariant kInvariants[] = {
     {"applied_as_queued", "each ledger row carries its item's key and quantity",
      "SELECT l.uid, l.item_key, l.qty, q.item_id, q.record_key, q.payload"
      "  FROM chaos_ledger l JOIN coexist.queue q ON (q.payload->>'uid')::bigint = l.uid"
-     " WHERE l.item_key <> q.record_key OR l.qty <> (q.payload->>'qty')::bigint"},
+     " WHERE l.item_key::text <> q.record_key OR l.qty <> (q.payload->>'qty')::bigint"},
     {"applied_is_done", "no item applied but not done",
      "SELECT l.uid, q.item_id, q.state, q.attempts, q.last_error"
      "  FROM chaos_ledger l LEFT JOIN coexist.queue q ON (q.payload->>'uid')::bigint = l.uid"
@@ -28,7 +28,8 @@ const Invariant kInvariants[] = {
      "  (SELECT 1 FROM chaos_ledger l WHERE l.uid = (q.payload->>'uid')::bigint)"},
     {"totals_conserved",
      "each row's settled moved by the sum of its done items' qty plus committed online writes",
-     "WITH d AS (SELECT record_key AS id, sum((payload->>'qty')::bigint) AS s FROM coexist.queue"
+     "WITH d AS (SELECT record_key::bigint AS id, sum((payload->>'qty')::bigint) AS s FROM "
+     "coexist.queue"
      "            WHERE state = 'done' GROUP BY record_key),"
      " o AS (SELECT key AS id, sum(delta) AS s FROM online_ledger GROUP BY key)"
      " SELECT p.id, p.settled, coalesce(d.s, 0) AS done_qty, coalesce(o.s, 0) AS online"
