@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "batch/check.h"
 #include "batch/guard.h"
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
@@ -24,22 +25,6 @@ namespace coexist::batch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Problems only the database can see are configuration errors (78).
-void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
-                 const policies::Policy& policy) {
-  if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
-    throw config::ConfigError({config.source, 0, 0}, "operation", "no operation is configured",
-                              "set operation.chunk_sql (over arrays) or operation.item_sql.");
-  }
-  if (policy.TakesOver() && !config.target.owner_column) {
-    throw config::ConfigError({config.source, 0, 0}, "target.owner_column",
-                              std::string(policy.Name()) + " needs an owner column",
-                              "set target.owner_column to a text column holding online/batch.");
-  }
-  CheckTarget(conn, config);
-  CheckOperation(conn, config);
-}
 
 // Exit 4 for a run of the job at work; 5 when the holder looks stuck.
 JobBusyError BusyError(const config::Config& config, const std::optional<JobHolder>& holder) {
@@ -111,7 +96,7 @@ void LogSweep(const SweepResult& result, const std::string& job) {
 
 SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
   auto control = db::Connect(conninfo, config.database.application_name);
-  CheckConfig(*control, config, *policies::Create(config.policy));
+  CheckConfig(*control, config);
   QueueSql sql(*control, config);
   db::QueueStore queue(*control, QueueJobOf(config, sql.target()));
   {
@@ -131,11 +116,12 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   auto started = Clock::now();
   auto policy = policies::Create(config.policy);
   auto control = db::Connect(conninfo, config.database.application_name);
-  if (options.install) {
-    db::InstallMigrations(*control);
-    InstallGuard(*control, config);
-  }
-  CheckConfig(*control, config, *policy);
+  // The schema first (the operation may call coexist's functions), then
+  // the check, then the triggers on the target: a configuration the
+  // database refuses installs nothing on the user's table.
+  if (options.install) db::InstallMigrations(*control);
+  CheckConfig(*control, config);
+  if (options.install) InstallGuard(*control, config);
   QueueSql sql(*control, config);
   db::QueueStore queue(*control, QueueJobOf(config, sql.target()));
   {
