@@ -51,8 +51,8 @@ class Checker {
       return false;
     }
     if (facts.kind != 'r' && facts.kind != 'p') {
-      Problem(at.table, "target.table", facts.qualified + " is " + KindName(facts.kind) +
-                                            ", not a table",
+      Problem(at.table, "target.table",
+              facts.qualified + " is " + KindName(facts.kind) + ", not a table",
               "coexist installs triggers on the target and locks its rows; name the table "
               "itself (a view's base table).");
       return false;
@@ -152,8 +152,7 @@ class Checker {
                   facts.role + ";");
     }
     if (!facts.may_update) {
-      Problem(config_.target_at.table, "target.table",
-              role + " may not UPDATE " + facts.qualified,
+      Problem(config_.target_at.table, "target.table", role + " may not UPDATE " + facts.qualified,
               "the batch locks the rows it applies (SELECT ... FOR UPDATE) and its operation "
               "writes them: GRANT SELECT, UPDATE ON " +
                   facts.qualified + " TO " + facts.role + ";");

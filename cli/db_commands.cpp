@@ -105,7 +105,8 @@ void AddDbCommands(CLI::App& app, Context& context, int& exit_code) {
 
   auto* install = db->add_subcommand(
       "install",
-      "Apply the coexist schema's migrations and install the version trigger on the target");
+      "Check the target (78 at the key when it does not fit), apply the coexist schema's "
+      "migrations and install the version and guard triggers on the target");
   static InstallFlags install_flags;
   install->add_flag("--add-version-column", install_flags.add_version_column,
                     "first add the target's missing version column (ALTER TABLE ... ADD COLUMN "

@@ -2,14 +2,13 @@
 // --database`, the same check at the start of `batch run` and `db install`,
 // and `db install --add-version-column`. Messages are asserted as exact text.
 
-#include "batch/check.h"
-
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <pqxx/pqxx>
 
+#include "batch/check.h"
 #include "common/subprocess.h"
 #include "config/config.h"
 #include "tests/support/database_test.h"
@@ -134,6 +133,16 @@ TEST_F(TargetCheckTest, AViewIsRefused) {
             "HINT: coexist installs triggers on the target and locks its rows; name the table "
             "itself (a view's base table).");
   EXPECT_EQ(report.problems[0].code(), ExitCode::kConfig);
+  // enqueue checks too: no items for a target the batch could never apply.
+  auto path = Write("target: {table: products_view}\nbatch: {job: view}\n");
+  auto enqueue = Coexist({"--config", path, "enqueue", "--select", "SELECT 1"});
+  EXPECT_EQ(enqueue.status, 78) << enqueue.output;
+  EXPECT_NE(enqueue.output.find("config error: " + path +
+                                ":1:17: target.table: public.products_view is a view, not a "
+                                "table\n"),
+            std::string::npos)
+      << enqueue.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'view'"), 0);
 }
 
 TEST_F(TargetCheckTest, AKeyWithoutAUniqueIndexOfItsOwnIsRefused) {
@@ -239,7 +248,8 @@ TEST_F(TargetCheckTest, AUserTriggerOnTheTargetIsAWarningNotAnError) {
       " $$BEGIN INSERT INTO public.audit VALUES (NEW.id); RETURN NEW; END$$;"
       "CREATE TRIGGER products_audit AFTER UPDATE ON products FOR EACH ROW"
       " EXECUTE FUNCTION public.audit_products(); SELECT 1");
-  auto path = Write("operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n");
+  auto path =
+      Write("operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n");
   auto check = Coexist({"config", "check", path, "--database"});
   EXPECT_EQ(check.status, 0) << check.output;
   EXPECT_NE(check.output.find(
