@@ -221,6 +221,59 @@ TEST_F(TargetCheckTest, ARoleWithoutUpdateIsRefusedBeforeAnythingIsInstalled) {
   EXPECT_EQ(check.status, 78) << check.output;
 }
 
+// A policy that signals blockers, run by a role outside pg_signal_backend,
+// defers what an online session blocks instead (docs/operations.md): a
+// warning, asked of the policy's capability, not of its name.
+TEST_F(TargetCheckTest, APolicyThatSignalsWithoutPgSignalBackendIsAWarning) {
+  std::string role = "batch_" + database_name();
+  QueryValue(testing::DocumentedGrants(COEXIST_SOURCE_DIR, "online_" + database_name(), role) +
+             "REVOKE pg_signal_backend FROM " + role + "; SELECT 1");
+  const std::string operation =
+      "operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n";
+  const std::string warning = "warning: role \"" + role +
+                              "\" is not a member of pg_signal_backend: batch_priority cannot "
+                              "cancel or terminate the online sessions blocking it and defers "
+                              "those items instead (GRANT pg_signal_backend TO " +
+                              role + ";)\n";
+  auto path = Write("policy: {name: batch_priority}\n" + operation);
+  auto check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find(warning), std::string::npos) << check.output;
+  // skip_locked signals only with on_exhausted: force.
+  auto report_only = Write("policy: {name: skip_locked}\n" + operation);
+  check = Coexist({"config", "check", report_only, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_EQ(check.output.find("pg_signal_backend"), std::string::npos) << check.output;
+  auto force = Write("policy: {name: skip_locked, on_exhausted: force}\n" + operation);
+  check = Coexist({"config", "check", force, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find("is not a member of pg_signal_backend: skip_locked cannot"),
+            std::string::npos)
+      << check.output;
+}
+
+// A policy that takes rows over writes the owner column: UPDATE of other
+// columns is not enough.
+TEST_F(TargetCheckTest, TakingRowsOverNeedsUpdateOfTheOwnerColumn) {
+  std::string role = "batch_" + database_name();
+  QueryValue(testing::DocumentedGrants(COEXIST_SOURCE_DIR, "online_" + database_name(), role) +
+             "REVOKE UPDATE ON products FROM " + role + "; GRANT UPDATE (stock) ON products TO " +
+             role + "; SELECT 1");
+  auto path = Write(
+      "target: {owner_column: owner}\npolicy: {name: status_partition}\n"
+      "operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n");
+  auto check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 78) << check.output;
+  EXPECT_EQ(check.output, "config error: " + path + ":1:24: target.owner_column: role \"" + role +
+                              "\" may not UPDATE column \"owner\" of public.products\n"
+                              "HINT: status_partition takes rows over through it: GRANT UPDATE "
+                              "(owner) ON public.products TO " +
+                              role + ";\n");
+  QueryValue("GRANT UPDATE (owner) ON products TO " + role + "; SELECT 1");
+  check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+}
+
 TEST_F(TargetCheckTest, APartitionedTableIsCheckedOnItsParentAndAccepted) {
   QueryValue(
       "CREATE TABLE public.readings (id bigint PRIMARY KEY, value integer NOT NULL,"
