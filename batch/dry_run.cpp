@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "batch/check.h"
 #include "batch/guard.h"
 #include "batch/queue_sql.h"
 #include "common/error.h"
@@ -91,7 +92,7 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
     pqxx::read_transaction tx(*conn);
     CheckInstalled(tx);
   }
-  CheckTarget(*conn, config);
+  CheckConfig(*conn, config, {.operation = CheckScope::Operation::kSkip, .privileges = false});
   QueueSql sql(*conn, config);
   QueueSql probe_sql(*probe_conn, config);
   db::QueueStore queue(*conn, QueueJobOf(config, sql.target()));

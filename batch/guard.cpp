@@ -4,6 +4,7 @@
 
 #include <pqxx/pqxx>
 
+#include "batch/check.h"
 #include "batch/queue_sql.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
@@ -26,33 +27,11 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
 
 }  // namespace
 
-void CheckTarget(pqxx::connection_base& conn, const config::Config& config) {
-  const auto& t = config.target;
-  const auto& at = config.target_at;
-  auto located = [&](const config::Mark& mark) {
-    return mark.file.empty() ? config::Mark{config.source, 0, 0} : mark;
-  };
-  pqxx::read_transaction tx(conn);
-  if (!db::TargetExists(tx, t)) {
-    throw config::ConfigError(located(at.table), "target.table",
-                              "table " + t.Name() + " does not exist",
-                              "create it, or name an existing table (schema.table).");
-  }
-  for (const auto& key : db::MissingTargetColumns(tx, t)) {
-    const config::Mark& mark = key == "key_column"       ? at.key_column
-                               : key == "version_column" ? at.version_column
-                                                         : at.owner_column;
-    const std::string& column = key == "key_column"       ? t.key_column
-                                : key == "version_column" ? t.version_column
-                                                          : *t.owner_column;
-    throw config::ConfigError(located(mark), "target." + key,
-                              "table " + t.Name() + " has no column \"" + column + "\"",
-                              "name a column of the table.");
-  }
-}
-
 void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
-  CheckTarget(conn, config);
+  // Its own callers checked (and warned) already; this guards the rest.
+  auto report =
+      CheckDatabase(conn, config, {.operation = CheckScope::Operation::kSkip, .privileges = false});
+  if (!report.problems.empty()) throw report.problems.front();
   pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_lock($1)", kGuardLockKey);
   try {
     InstallGuardLocked(conn, config);

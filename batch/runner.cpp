@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "batch/check.h"
 #include "batch/guard.h"
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
@@ -24,22 +25,6 @@ namespace coexist::batch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Problems only the database can see are configuration errors (78).
-void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
-                 const policies::Policy& policy) {
-  if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
-    throw config::ConfigError({config.source, 0, 0}, "operation", "no operation is configured",
-                              "set operation.chunk_sql (over arrays) or operation.item_sql.");
-  }
-  if (policy.TakesOver() && !config.target.owner_column) {
-    throw config::ConfigError({config.source, 0, 0}, "target.owner_column",
-                              std::string(policy.Name()) + " needs an owner column",
-                              "set target.owner_column to a text column holding online/batch.");
-  }
-  CheckTarget(conn, config);
-  CheckOperation(conn, config);
-}
 
 // Exit 4 for a run of the job at work; 5 when the holder looks stuck.
 JobBusyError BusyError(const config::Config& config, const std::optional<JobHolder>& holder) {
@@ -103,15 +88,15 @@ struct Control {
 
 // Step 1: connect, install when asked, check what only the database can
 // see, take the job's lock. Throws JobBusyError before touching anything.
-Control OpenJob(const std::string& conninfo, const config::Config& config,
-                const policies::Policy& policy, bool install) {
+// The schema first (the operation may call coexist's functions), then the
+// check, then the triggers on the target: a configuration the database
+// refuses installs nothing on the user's table.
+Control OpenJob(const std::string& conninfo, const config::Config& config, bool install) {
   Control c;
   c.conn = db::Connect(conninfo, config.database.application_name);
-  if (install) {
-    db::InstallMigrations(*c.conn);
-    InstallGuard(*c.conn, config);
-  }
-  CheckConfig(*c.conn, config, policy);
+  if (install) db::InstallMigrations(*c.conn);
+  CheckConfig(*c.conn, config);
+  if (install) InstallGuard(*c.conn, config);
   c.sql = std::make_unique<QueueSql>(*c.conn, config);
   c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(config, c.sql->target()));
   pqxx::nontransaction tx(*c.conn);
@@ -244,7 +229,7 @@ void FinishRun(Control& c, RunSummary& summary, bool failed) {
 }  // namespace
 
 SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
-  Control c = OpenJob(conninfo, config, *policies::Create(config.policy), /*install=*/false);
+  Control c = OpenJob(conninfo, config, /*install=*/false);
   pqxx::work tx(*c.conn);
   SweepResult result = ClearDeadRuns(tx, *c.queue, *c.sql);
   tx.commit();
@@ -256,7 +241,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
                const RunOptions& options) {
   auto started = Clock::now();
   auto policy = policies::Create(config.policy);
-  Control control = OpenJob(conninfo, config, *policy, options.install);
+  Control control = OpenJob(conninfo, config, options.install);
   // Before the runs row: a control socket already in use ends the run
   // here, with nothing to clean up.
   pacing::Pacer pacer(pacing::PacerOptionsFrom(config, conninfo));

@@ -66,8 +66,10 @@ struct RunOptions {
 // Runs the job once against the server at `conninfo`. Throws JobBusyError,
 // before touching anything, when another run of the job is in progress
 // (on any host); ConfigError
-// for a configuration the database rejects (bad operation SQL, a
-// status_partition target without owner column), TempFailError when the
+// for a configuration the database rejects (batch/check.h: checked after
+// the migrations and before any trigger is installed on the target:
+// a view, a key that is not unique, a missing version column, the rights,
+// bad operation SQL), TempFailError when the
 // database cannot be reached, and pqxx errors for the rest; the runs row
 // then says failed when it can still be written.
 RunSummary Run(const std::string& conninfo, const config::Config& config,

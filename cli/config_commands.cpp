@@ -3,20 +3,53 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "batch/check.h"
 #include "cli/context.h"
+#include "common/error.h"
 #include "config/config.h"
 #include "config/duration.h"
 #include "config/scenario.h"
+#include "db/connection.h"
 
 namespace coexist::cli {
 
-void AddConfigCommands(CLI::App& app, Context& /*context*/, int& exit_code) {
+namespace {
+
+// `config check FILE --database`: the configuration against the live
+// catalog (batch/check.h). Prints every problem as main prints one (config
+// error + HINT) and each warning; 78 when there is a problem.
+int CheckAgainstDatabase(Context& context, const std::string& file) {
+  if (context.options.config_path.empty()) context.options.config_path = file;
+  if (context.options.config_path != file) {
+    throw UsageError(
+        "config check " + file + " --database was given --config " + context.options.config_path,
+        "give the file once: coexist config check FILE --database.");
+  }
+  const auto& server = context.Server();
+  auto conn = db::Connect(server);
+  auto report = batch::CheckDatabase(*conn, context.Config(),
+                                     {.operation = batch::CheckScope::Operation::kIfConfigured});
+  for (const auto& warning : report.warnings) std::cerr << "warning: " << warning << '\n';
+  for (const auto& problem : report.problems) {
+    std::cerr << "config error: " << problem.what() << '\n';
+    if (!problem.hint().empty()) std::cerr << "HINT: " << problem.hint() << '\n';
+  }
+  return report.problems.empty() ? 0 : ToInt(ExitCode::kConfig);
+}
+
+}  // namespace
+
+void AddConfigCommands(CLI::App& app, Context& context, int& exit_code) {
   auto* config = app.add_subcommand("config", "Work with configuration files");
   config->require_subcommand(1);
   auto* check = config->add_subcommand(
       "check", "Validate a configuration file: exit 0 when valid, 78 (EX_CONFIG) otherwise");
   static std::string file;
   check->add_option("file", file, "YAML file to check")->required();
+  static bool database = false;
+  check->add_flag("--database", database,
+                  "also check the target, the role's rights and the operation against the "
+                  "database (nothing is written)");
   check->callback([&] {
     // Throws ConfigError, which main reports with file:line:column and 78.
     if (config::IsScenarioFile(file)) {
@@ -34,6 +67,11 @@ void AddConfigCommands(CLI::App& app, Context& /*context*/, int& exit_code) {
       return;
     }
     auto loaded = config::LoadFile(file);
+    if (database) {
+      // The file's own errors first (above), then the catalog's.
+      exit_code = CheckAgainstDatabase(context, file);
+      if (exit_code != 0) return;
+    }
     std::cout << file << ": valid\n"
               << "  target " << loaded.target.Name() << " key=" << loaded.target.key_column
               << " version=" << loaded.target.version_column
@@ -44,6 +82,10 @@ void AddConfigCommands(CLI::App& app, Context& /*context*/, int& exit_code) {
               << "  database " << (loaded.database.url ? "url set (not shown)" : "not set")
               << " statement_timeout=" << config::FormatDuration(loaded.database.statement_timeout)
               << '\n';
+    if (database) {
+      std::cout << "  checked against the database "
+                << db::DescribeConninfo(context.Server().conninfo()) << '\n';
+    }
     exit_code = 0;
   });
 }

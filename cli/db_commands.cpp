@@ -6,10 +6,12 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "batch/check.h"
 #include "batch/guard.h"
 #include "cli/context.h"
 #include "cli/status_report.h"
 #include "common/error.h"
+#include "config/duration.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "db/migrations.h"
@@ -24,12 +26,33 @@ std::filesystem::path DataDir(const Context& context) {
                                           : std::filesystem::path(context.options.data_dir);
 }
 
-int Install(Context& context) {
+struct InstallFlags {
+  bool add_version_column = false;
+  std::string lock_timeout = "2s";  // of each ALTER attempt
+};
+
+int Install(Context& context, const InstallFlags& flags) {
   auto conn = db::Connect(context.Server());
   const auto& target = context.Config().target;
-  // With a configuration, its target must be there (78, at target.table);
-  // without one, the demo table may simply not be seeded yet.
-  if (context.HasConfigFile()) batch::CheckTarget(*conn, context.Config());
+  if (flags.add_version_column) {
+    auto timeout = config::ParseDuration(flags.lock_timeout);
+    if (!timeout || *timeout < std::chrono::milliseconds(1) || *timeout > std::chrono::minutes(1)) {
+      throw UsageError("--lock-timeout: '" + flags.lock_timeout + "' is not a duration of 1ms..1m",
+                       "e.g. --lock-timeout 2s.");
+    }
+    db::AddColumnAttempts how;
+    how.lock_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+    if (db::AddVersionColumn(*conn, target, how)) {
+      std::cout << "column " << target.version_column << " added to " << target.Name() << '\n';
+    }
+  }
+  // With a configuration, its target must be fit (78, at the key) before
+  // anything is installed; without one, the demo table may simply not be
+  // seeded yet. The rights are the batch role's business, not the owner's.
+  if (context.HasConfigFile()) {
+    batch::CheckConfig(*conn, context.Config(),
+                       {.operation = batch::CheckScope::Operation::kSkip, .privileges = false});
+  }
   auto installed = db::InstallSchema(*conn, target);
   int applied = installed.migrations_applied;
   if (installed.target_exists) {
@@ -82,8 +105,17 @@ void AddDbCommands(CLI::App& app, Context& context, int& exit_code) {
 
   auto* install = db->add_subcommand(
       "install",
-      "Apply the coexist schema's migrations and install the version trigger on the target");
-  install->callback([&] { exit_code = Install(context); });
+      "Check the target (78 at the key when it does not fit), apply the coexist schema's "
+      "migrations and install the version and guard triggers on the target");
+  static InstallFlags install_flags;
+  install->add_flag("--add-version-column", install_flags.add_version_column,
+                    "first add the target's missing version column (ALTER TABLE ... ADD COLUMN "
+                    "version bigint NOT NULL DEFAULT 0, instant on PostgreSQL 11+), waiting at "
+                    "most --lock-timeout for the table's lock per attempt, 4 attempts");
+  install->add_option("--lock-timeout", install_flags.lock_timeout,
+                      "with --add-version-column: the longest wait for the table's lock in one "
+                      "attempt (default 2s)");
+  install->callback([&] { exit_code = Install(context, install_flags); });
 
   auto* status =
       db->add_subcommand("status", "Print the installed schema version, target and queue");

@@ -4,9 +4,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "batch/check.h"
 #include "batch/enqueue.h"
 #include "cli/context.h"
 #include "common/error.h"
+#include "db/connection.h"
 
 namespace coexist::cli {
 namespace {
@@ -42,6 +44,14 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
   }
   const auto& job = context.Config().batch.job;
   const auto& server = context.Server();
+  if (context.HasConfigFile()) {
+    // Items for a target the batch could never apply are refused up front
+    // (78, at the key); the enqueuing role's rights are not the batch's.
+    auto conn = db::Connect(server);
+    batch::CheckConfig(
+        *conn, context.Config(),
+        {.operation = batch::CheckScope::Operation::kIfConfigured, .privileges = false});
+  }
   // Keys are checked and stored as the target's key column types them.
   auto key_type = batch::TargetKeyType(server.conninfo(), context.Config().target);
   batch::EnqueueResult result;

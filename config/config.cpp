@@ -8,6 +8,7 @@
 
 #include "config/duration.h"
 #include "config/yaml_reader.h"
+#include "policies/policy.h"
 #include "policies/registry.h"
 
 namespace coexist::config {
@@ -249,6 +250,7 @@ void ReadPolicy(Section& s, const policies::ReadContext& context, PolicyConfig& 
   std::vector<std::string_view> names;
   for (const auto& registration : registrations) names.push_back(registration.name);
   if (auto at = s.Choice("name", names)) out.name = registrations[*at].name;
+  out.name_at = MarkOfKey(s, s.node(), "name");
   s.Duration("defer_delay", out.defer_delay, milliseconds(0), hours(24 * 7));
   s.Duration("lock_wait_initial", out.lock_wait_initial, milliseconds(1), milliseconds(60'000));
   s.Duration("lock_wait_max", out.lock_wait_max, milliseconds(1), milliseconds(60'000));
@@ -402,6 +404,17 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("daemon")) ReadDaemon(*s, root["daemon"], config.daemon);
   if (auto s = top.Map("retention")) ReadRetention(*s, root["retention"], config.retention);
   top.Finish();
+  if (!config.target.owner_column && policies::Create(config.policy)->TakesOver()) {
+    YAML::Node policy = root["policy"];
+    bool named = policy.IsDefined() && policy.IsMap() && policy["name"].IsDefined();
+    top.Fail(named                        ? policy["name"]
+             : root["target"].IsDefined() ? root["target"]
+                                          : root,
+             named ? "policy.name" : "target",
+             config.policy.name + " takes rows over through target.owner_column, and none is set",
+             "set target.owner_column to the table's text column holding online/batch "
+             "(e.g. target: {owner_column: owner}).");
+  }
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();
     top.Fail(given ? root["online"]["value_column"] : root["target"]["version_column"],

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "config/config_error.h"
+
 namespace coexist::config {
 
 // `policy:` — how the batch coexists with online users (docs/policies.md).
@@ -15,6 +17,9 @@ struct PolicyConfig {
   // Empty: the default policy (policies::DefaultName(), skip_locked), which
   // the loader writes in when the file names none.
   std::string name;
+  // Where `name` is written, for the errors only the database can find (a
+  // right the policy needs); just the file when it is not written.
+  Mark name_at;
 
   // Row-lock waits go in SET LOCAL lock_timeout steps, doubling from
   // lock_wait_initial up to lock_wait_max, never queueing for long.

@@ -14,9 +14,10 @@ struct TargetTable {
   std::string table = "products";
   std::string key_column = "id";
   std::string version_column = "version";
-  // Which side owns a row ('online' or 'batch'); a policy that takes rows
-  // over (status_partition) needs it.
-  std::optional<std::string> owner_column = "owner";
+  // Which side owns a row ('online' or 'batch'). None by default: a policy
+  // that takes rows over (status_partition) needs one, and the loader says
+  // so; with one, the guard refuses online writes to batch-owned rows.
+  std::optional<std::string> owner_column;
 
   // "public.products", for messages and logs (not for SQL).
   std::string Name() const { return schema + "." + table; }

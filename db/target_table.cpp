@@ -3,9 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "common/error.h"
+#include "config/duration.h"
+#include "db/failure.h"
 #include "db/migrations.h"
+#include "db/sqlstate.h"
 
 namespace coexist::db {
 namespace {
@@ -21,22 +25,110 @@ bool TargetExists(pqxx::transaction_base& tx, const config::TargetTable& target)
       .as<bool>();
 }
 
-std::vector<std::string> MissingTargetColumns(pqxx::transaction_base& tx,
-                                              const config::TargetTable& target) {
-  std::vector<std::pair<const char*, std::string>> wanted = {
-      {"key_column", target.key_column}, {"version_column", target.version_column}};
-  if (target.owner_column) wanted.emplace_back("owner_column", *target.owner_column);
-  std::vector<std::string> missing;
-  for (const auto& [key, column] : wanted) {
-    bool present =
-        tx.exec_params1(
-              "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1)"
-              " AND attname = $2 AND attnum > 0 AND NOT attisdropped)",
-              QuotedName(tx, target), column)[0]
-            .as<bool>();
-    if (!present) missing.emplace_back(key);
+TargetFacts ReadTargetFacts(pqxx::transaction_base& tx, const config::TargetTable& target) {
+  // One row when the relation exists. has_column_privilege by attnum, over
+  // the columns that are there: by name it raises for a missing column.
+  constexpr const char* kFacts = R"sql(
+    WITH p AS (SELECT to_regclass($1::text) AS rel, $2::text AS k, $3::text AS v, $4::text AS o),
+    cols AS (
+      SELECT a.attname::text AS name, a.attnum, format_type(a.atttypid, a.atttypmod) AS type
+        FROM p JOIN pg_attribute a ON a.attrelid = p.rel
+       WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attname::text IN (p.k, p.v, p.o))
+    SELECT c.relkind, format('%I.%I', n.nspname, c.relname), current_user,
+           quote_ident(p.k), quote_ident(p.v),
+           coalesce((SELECT type FROM cols WHERE name = p.k), ''),
+           coalesce((SELECT type FROM cols WHERE name = p.v), ''),
+           coalesce((SELECT type FROM cols WHERE name = p.o), ''),
+           EXISTS (SELECT 1 FROM pg_index i JOIN cols k ON k.name = p.k
+                    WHERE i.indrelid = c.oid AND i.indisunique AND i.indisvalid
+                      AND i.indnkeyatts = 1 AND i.indkey[0] = k.attnum
+                      AND i.indpred IS NULL AND i.indexprs IS NULL),
+           coalesce((SELECT bool_and(has_column_privilege(c.oid, attnum, 'SELECT'))
+                       FROM cols WHERE name IN (p.k, p.v)), false),
+           has_any_column_privilege(c.oid, 'UPDATE'),
+           coalesce((SELECT has_column_privilege(c.oid, attnum, 'UPDATE')
+                       FROM cols WHERE name = p.o), false),
+           coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)
+             OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER')
+      FROM p JOIN pg_class c ON c.oid = p.rel JOIN pg_namespace n ON n.oid = c.relnamespace)sql";
+  TargetFacts facts;
+  std::string owner = target.owner_column.value_or("");
+  auto rows = tx.exec_params(kFacts, QuotedName(tx, target), target.key_column,
+                             target.version_column, owner);
+  if (rows.empty()) return facts;
+  const auto& row = rows[0];
+  facts.exists = true;
+  facts.kind = row[0].c_str()[0];
+  facts.qualified = row[1].as<std::string>();
+  facts.role = row[2].as<std::string>();
+  facts.key_sql = row[3].as<std::string>();
+  facts.version_sql = row[4].as<std::string>();
+  facts.key_type = row[5].as<std::string>();
+  facts.version_type = row[6].as<std::string>();
+  facts.owner_type = row[7].as<std::string>();
+  facts.key_unique = row[8].as<bool>();
+  facts.may_select = row[9].as<bool>();
+  facts.may_update = row[10].as<bool>();
+  facts.may_update_owner = row[11].as<bool>();
+  facts.may_signal = row[12].as<bool>();
+  // tgtype bits (pg_trigger.h): 1 row, 2 before, 4 insert, 8 delete,
+  // 16 update, 32 truncate, 64 instead.
+  constexpr const char* kTriggers = R"sql(
+    SELECT tgname || ' (' ||
+           CASE WHEN tgtype & 2 <> 0 THEN 'BEFORE' WHEN tgtype & 64 <> 0 THEN 'INSTEAD OF'
+                ELSE 'AFTER' END || ' ' ||
+           concat_ws(' OR ', CASE WHEN tgtype & 4 <> 0 THEN 'INSERT' END,
+                     CASE WHEN tgtype & 16 <> 0 THEN 'UPDATE' END,
+                     CASE WHEN tgtype & 8 <> 0 THEN 'DELETE' END,
+                     CASE WHEN tgtype & 32 <> 0 THEN 'TRUNCATE' END) || ')'
+      FROM pg_trigger
+     WHERE tgrelid = to_regclass($1) AND NOT tgisinternal
+       AND tgname NOT IN ('coexist_bump_version', 'coexist_guard')
+     ORDER BY tgname)sql";
+  for (const auto& trigger : tx.exec_params(kTriggers, QuotedName(tx, target))) {
+    facts.user_triggers.push_back(trigger[0].as<std::string>());
   }
-  return missing;
+  return facts;
+}
+
+std::string AddVersionColumnSql(const std::string& qualified, const std::string& version_column) {
+  return "ALTER TABLE " + qualified + " ADD COLUMN " + version_column +
+         " bigint NOT NULL DEFAULT 0";
+}
+
+bool AddVersionColumn(pqxx::connection_base& conn, const config::TargetTable& target,
+                      const AddColumnAttempts& how) {
+  auto backoff = how.first_backoff;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      pqxx::work tx(conn);
+      auto facts = ReadTargetFacts(tx, target);
+      if (!facts.exists || !facts.version_type.empty()) return false;
+      tx.exec_params("SELECT set_config('lock_timeout', $1, true)",
+                     std::to_string(how.lock_timeout.count()) + "ms");
+      tx.exec(AddVersionColumnSql(facts.qualified, facts.version_sql));
+      tx.commit();
+      spdlog::info("version column added target={} column={} attempt={}", target.Name(),
+                   target.version_column, attempt);
+      return true;
+    } catch (const pqxx::sql_error& e) {
+      if (SqlStateOf(e) != sqlstate::kLockNotAvailable) throw;
+      if (attempt >= how.attempts) {
+        throw TempFailError(
+            "could not add column " + target.version_column + " to " + target.Name() +
+                ": another session holds a lock on the table (" + std::to_string(attempt) +
+                " attempts, lock_timeout " + config::FormatDuration(how.lock_timeout) + " each)",
+            "nothing was changed. A long transaction on the table blocks the ALTER; run it again "
+            "when the table is quiet, or find the holder: SELECT pid, state, xact_start, query "
+            "FROM pg_stat_activity WHERE pid IN (SELECT pid FROM pg_locks WHERE relation = '" +
+                target.Name() + "'::regclass);");
+      }
+      spdlog::warn("version column not added yet, table locked target={} attempt={} retry_in={}",
+                   target.Name(), attempt, config::FormatDuration(backoff));
+      std::this_thread::sleep_for(backoff);
+      backoff *= 2;
+    }
+  }
 }
 
 std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& target) {

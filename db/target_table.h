@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,57 @@ namespace coexist::db {
 // Whether the target table exists (a plain regclass lookup in `tx`).
 bool TargetExists(pqxx::transaction_base& tx, const config::TargetTable& target);
 
-// The target's configured columns the table lacks, by their target: key
-// ("key_column", "version_column", "owner_column"), in that order; empty
-// when all are there (or the table does not exist: ask TargetExists first).
-std::vector<std::string> MissingTargetColumns(pqxx::transaction_base& tx,
-                                              const config::TargetTable& target);
+// What the catalog says about the target, for the start-up check
+// (batch/check.h): read in `tx`, nothing written. Columns the table lacks
+// read as empty types; everything else is false or empty when the table
+// does not exist.
+struct TargetFacts {
+  bool exists = false;
+  // pg_class.relkind: 'r' table, 'p' partitioned table, 'v' view, 'm'
+  // materialized view, 'f' foreign table, ...
+  char kind = 0;
+  // schema.table as PostgreSQL writes it (quote_ident: quoted only when
+  // needed), for messages and the SQL of hints.
+  std::string qualified;
+  std::string key_sql, version_sql;  // the key and version column names, likewise
+  std::string role;                  // current_user
+  // format_type of the configured columns; empty when the table lacks one
+  // (or none is configured, for the owner).
+  std::string key_type, version_type, owner_type;
+  // A primary key or a unique index (no predicate, no expression) on the
+  // key column alone; on a partitioned table, the parent's.
+  bool key_unique = false;
+  bool may_select = false;        // SELECT on the key and version columns
+  bool may_update = false;        // UPDATE on some column: row locks, the operation
+  bool may_update_owner = false;  // UPDATE on the owner column (when configured)
+  bool may_signal = false;        // a superuser or a member of pg_signal_backend
+  // The target's own triggers that are not coexist's (coexist_bump_version,
+  // coexist_guard) nor internal (foreign keys): "name (BEFORE UPDATE)".
+  std::vector<std::string> user_triggers;
+};
+
+TargetFacts ReadTargetFacts(pqxx::transaction_base& tx, const config::TargetTable& target);
+
+// `ALTER TABLE <qualified> ADD COLUMN <version> bigint NOT NULL DEFAULT 0`:
+// instant on PostgreSQL 11+ (no table rewrite), but it takes an ACCESS
+// EXCLUSIVE lock, briefly.
+std::string AddVersionColumnSql(const std::string& qualified, const std::string& version_column);
+
+struct AddColumnAttempts {
+  std::chrono::milliseconds lock_timeout{2000};  // of each attempt
+  int attempts = 4;
+  std::chrono::milliseconds first_backoff{250};  // doubling between attempts
+};
+
+// Adds the version column (AddVersionColumnSql) when the target lacks it;
+// false when it was already there. Each attempt runs under `lock_timeout`,
+// so a long online transaction makes it give up instead of queueing an
+// ACCESS EXCLUSIVE lock that would block every other session behind it;
+// it tries again after a doubling backoff. Throws TempFailError (75) when
+// every attempt timed out, with nothing changed; pqxx errors for the rest.
+// `conn` must have no transaction open.
+bool AddVersionColumn(pqxx::connection_base& conn, const config::TargetTable& target,
+                      const AddColumnAttempts& how = {});
 
 // The key column's type as format_type spells it ("bigint", "uuid",
 // "text", "character varying"), for casts in statements; throws

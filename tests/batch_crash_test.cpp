@@ -62,7 +62,9 @@ class BatchCrashTest : public testing::DatabaseTest {
 
   // Fixed chunks of 20 at >= 30 ms each: the run lasts a few seconds.
   void WriteConfig(const std::string& policy, int workers) {
-    std::ofstream(config_) << "batch: {job: crash, chunk_size: 20, workers: " << workers
+    // status_partition needs the owner column; the others ignore it.
+    std::ofstream(config_) << "target: {owner_column: owner}\n"
+                           << "batch: {job: crash, chunk_size: 20, workers: " << workers
                            << "}\n"
                               "pacing: {adaptive: false}\n"
                               "policy: "

@@ -28,16 +28,19 @@ class BatchPoliciesTest : public testing::DatabaseTest {
   }
 
   config::Config Config(const std::string& policy_yaml, int chunk = 10) {
-    return config::LoadString("batch: {job: j, chunk_size: " + std::to_string(chunk) +
-                                  ", workers: 2, max_attempts: 2}\n"
-                                  "policy:\n" +
-                                  policy_yaml +
-                                  "operation:\n"
-                                  "  chunk_sql: |\n"
-                                  "    WITH u AS (UPDATE products SET stock = stock + 1\n"
-                                  "               WHERE id = ANY ($1::bigint[]) RETURNING id)\n"
-                                  "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n",
-                              "test.yaml");
+    return config::LoadString(
+        "target: {owner_column: owner}\n"
+        "batch: {job: j, chunk_size: " +
+            std::to_string(chunk) +
+            ", workers: 2, max_attempts: 2}\n"
+            "policy:\n" +
+            policy_yaml +
+            "operation:\n"
+            "  chunk_sql: |\n"
+            "    WITH u AS (UPDATE products SET stock = stock + 1\n"
+            "               WHERE id = ANY ($1::bigint[]) RETURNING id)\n"
+            "    INSERT INTO ledger (key) SELECT unnest($1::bigint[])\n",
+        "test.yaml");
   }
 
   // An online user's session as a role that is not a superuser (the test

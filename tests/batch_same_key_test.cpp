@@ -104,7 +104,9 @@ TEST_P(SameKeyTest, EveryItemOfARepeatedKeyIsAppliedOnceInItsOwnStatement) {
   }
   EnqueueItems(conninfo(), "j", items);
   auto config = config::LoadString(
-      "batch: {job: j, chunk_size: 100, workers: " + std::to_string(GetParam().workers) +
+      "target: {owner_column: owner}\n"
+      "batch: {job: j, chunk_size: 100, workers: " +
+          std::to_string(GetParam().workers) +
           ", max_attempts: 2}\n"
           "policy:\n" +
           std::string(kPolicies[GetParam().policy]) + style.operation,

@@ -317,13 +317,19 @@ TEST_F(CliTest, WhatTheDatabaseRejectsInAConfigurationExits78AtTheKey) {
             "HINT: create it, or name an existing table (schema.table).\n"},
            {no_column,
             ":2:19: target.version_column: table public.products has no column "
-            "\"vers\"\nHINT: name a column of the table.\n"},
+            "\"vers\"\nHINT: name the table's version column, or add one (instant on "
+            "PostgreSQL 11+): ALTER TABLE public.products ADD COLUMN vers bigint NOT NULL DEFAULT "
+            "0; `coexist db install --add-version-column` runs it (waiting at most 2s at a time "
+            "for the table's lock, and trying again).\n"},
            {bad_sql,
             ":4:14: operation.chunk_sql: the database rejects it: ERROR:  column "
             "\"nocol\" of relation \"products\" does not exist\n"},
        }) {
-    for (const std::string command : {"batch run", "batch run --dry-run", "db install"}) {
-      if (file == bad_sql && command != "batch run") continue;  // checked by a run only
+    for (const std::string& command :
+         std::vector<std::string>{"batch run", "batch run --dry-run", "db install",
+                                  "config check " + file.string() + " --database"}) {
+      // The operation is checked by a run and by config check --database only.
+      if (file == bad_sql && command != "batch run" && !command.ends_with("--database")) continue;
       auto result = Run("--config " + file.string() + " --database-url " + Url() + " " + command);
       EXPECT_EQ(result.status, 78) << file << " " << command << ": " << result.err;
       EXPECT_NE(result.err.find("config error: " + file.string() + expected), std::string::npos)

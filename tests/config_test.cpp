@@ -53,6 +53,15 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(config.batch.chunk_size, 500);
   EXPECT_FALSE(config.database.url.has_value());
   EXPECT_EQ(config.policy.name, "skip_locked");
+  // No owner column unless one is named: only status_partition needs one.
+  EXPECT_FALSE(config.target.owner_column.has_value());
+}
+
+TEST(Config, StatusPartitionTakesTheOwnerColumnItIsGiven) {
+  Config config =
+      LoadString("target: {owner_column: holder}\npolicy: {name: status_partition}\n", "ok.yaml");
+  EXPECT_EQ(config.target.owner_column, "holder");
+  EXPECT_EQ(config.policy.name_at.ToString(), "ok.yaml:2:16");
 }
 
 // The loader's policy names are the registry's: an unknown name's hint lists
@@ -75,7 +84,11 @@ TEST(Config, AcceptsExactlyTheRegisteredPolicyNames) {
   EXPECT_EQ(listed, policies::Names());
   for (const auto& name : policies::Names()) {
     try {
-      EXPECT_EQ(LoadString("policy:\n  name: " + name + "\n", "p.yaml").policy.name, name);
+      // status_partition wants an owner column; the others take it as well.
+      EXPECT_EQ(
+          LoadString("target: {owner_column: owner}\npolicy:\n  name: " + name + "\n", "p.yaml")
+              .policy.name,
+          name);
     } catch (const ConfigError& e) {  // time_window wants windows: its name was accepted
       EXPECT_EQ(std::string(e.what()).find("policy.name"), std::string::npos) << e.what();
     }
@@ -164,6 +177,15 @@ TEST_P(BadConfig, NamesTheProblemAndWhereItIs) {
 
 // clang-format off
 INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
+  BadInput{"status_partition_without_owner_column", "policy: {name: status_partition}\n",
+           "bad.yaml:1:16: policy.name: status_partition takes rows over through "
+           "target.owner_column, and none is set",
+           "set target.owner_column to the table's text column holding online/batch "
+           "(e.g. target: {owner_column: owner})."},
+  BadInput{"status_partition_with_owner_column_none",
+           "target: {owner_column: ~}\npolicy:\n  name: status_partition\n",
+           "bad.yaml:3:9: policy.name: status_partition takes rows over through "
+           "target.owner_column, and none is set", "target: {owner_column: owner}"},
   BadInput{"unknown_top_level_key", "batch:\n  chunk_size: 10\nbatches: {}\n",
            "bad.yaml:3:1: batches: unknown key", "did you mean 'batch'?"},
   BadInput{"unknown_nested_key", "target:\n  tabel: orders\n",

@@ -228,7 +228,8 @@ class DaemonRestartTest : public DaemonTest, public ::testing::WithParamInterfac
 
 TEST_P(DaemonRestartTest, DrainsItsQueueAfterAnImmediateRestartMidRun) {
   WriteConfig(
-      "batch: {job: d, chunk_size: 5, workers: 2}\npolicy: {name: " + std::string(GetParam()) +
+      "target: {owner_column: owner}\nbatch: {job: d, chunk_size: 5, workers: 2}\npolicy: {name: " +
+      std::string(GetParam()) +
       "}\n"
       "daemon: {poll_interval: 1s, reconnect_initial: 100ms, reconnect_max: 1s}\n" +
       testing::LedgerOperation("0.05", "a"));

@@ -67,9 +67,8 @@ class KeyTypesTest : public testing::DatabaseTest,
     std::vector<std::string> keys;
     auto conn = Connect();
     pqxx::read_transaction tx(*conn);
-    for (const auto& row :
-         tx.exec(std::string("SELECT (") + type().key_of_g +
-                 ")::text FROM generate_series(1, 30) g ORDER BY g")) {
+    for (const auto& row : tx.exec(std::string("SELECT (") + type().key_of_g +
+                                   ")::text FROM generate_series(1, 30) g ORDER BY g")) {
       keys.push_back(row[0].as<std::string>());
     }
     return keys;
@@ -132,14 +131,15 @@ TEST_P(KeyTypesTest, RepeatedKeysInAnySpellingAreEachAppliedOnce) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Keys, KeyTypesTest, ::testing::Combine(::testing::ValuesIn(kKeyTypes), ::testing::ValuesIn(kPolicies)),
-    [](const auto& param_info) {
-      std::string policy = std::get<1>(param_info.param);
-      policy = policy.substr(policy.find(':') + 2);
-      policy = policy.substr(0, policy.find('\n'));
-      return std::string(std::get<0>(param_info.param).name) + "_" + policy;
-    });
+INSTANTIATE_TEST_SUITE_P(Keys, KeyTypesTest,
+                         ::testing::Combine(::testing::ValuesIn(kKeyTypes),
+                                            ::testing::ValuesIn(kPolicies)),
+                         [](const auto& param_info) {
+                           std::string policy = std::get<1>(param_info.param);
+                           policy = policy.substr(policy.find(':') + 2);
+                           policy = policy.substr(0, policy.find('\n'));
+                           return std::string(std::get<0>(param_info.param).name) + "_" + policy;
+                         });
 
 // An edit lock taken under another spelling of the key is the same lock:
 // the guard refuses another session's write, and the batch defers the item.
@@ -148,7 +148,8 @@ class KeySpellingTest : public testing::DatabaseTest {};
 TEST_F(KeySpellingTest, AnEditLockUnderAnotherSpellingGuardsTheSameRecord) {
   QueryValue(
       "CREATE SCHEMA app;"
-      "CREATE TABLE app.orders (id uuid PRIMARY KEY, status text NOT NULL DEFAULT 'open', owner text,"
+      "CREATE TABLE app.orders (id uuid PRIMARY KEY, status text NOT NULL DEFAULT 'open', owner "
+      "text,"
       "  version bigint NOT NULL DEFAULT 0);"
       "INSERT INTO app.orders (id) SELECT md5(g::text)::uuid FROM generate_series(1, 5) g");
   auto config = config::LoadString(
@@ -166,19 +167,21 @@ TEST_F(KeySpellingTest, AnEditLockUnderAnotherSpellingGuardsTheSameRecord) {
              "', 'alice', '1 hour')");
   EXPECT_EQ(QueryValue("SELECT record_key FROM coexist.edit_locks"), key);
   auto bob = Connect("bob");
-  EXPECT_EQ(testing::SqlStateOf(*bob, "UPDATE app.orders SET status = 'x' WHERE id = '" + key + "'"),
-            "CX005");
+  EXPECT_EQ(
+      testing::SqlStateOf(*bob, "UPDATE app.orders SET status = 'x' WHERE id = '" + key + "'"),
+      "CX005");
   // The uuid form of the API finds it too.
   EXPECT_EQ(QueryValue("SELECT coexist.admin_release_edit_lock('app.orders', '" + Upper(key) +
                        "', 'admin:test')"),
             "t");
-  QueryValue("SELECT coexist.acquire_edit_lock('app.orders', '" + key + "'::uuid, 'alice', "
+  QueryValue("SELECT coexist.acquire_edit_lock('app.orders', '" + key +
+             "'::uuid, 'alice', "
              "'1 hour')");
 
   std::vector<EnqueueItem> items;
   for (int g = 1; g <= 5; ++g) {
-    items.push_back({Upper(QueryValue("SELECT md5('" + std::to_string(g) + "')::uuid::text")),
-                     "{}", std::nullopt});
+    items.push_back({Upper(QueryValue("SELECT md5('" + std::to_string(g) + "')::uuid::text")), "{}",
+                     std::nullopt});
   }
   EnqueueItems(conninfo(), "orders", items, "uuid");
   auto summary = batch::Run(conninfo(), config);
@@ -192,17 +195,18 @@ TEST_F(KeySpellingTest, AnEditLockUnderAnotherSpellingGuardsTheSameRecord) {
 
 // The demo's bigint key through the text form of the API: '0042' is 42.
 TEST_F(KeySpellingTest, AnIntegerKeyGivenAsTextIsCanonicalised) {
-  auto install = batch::Run(conninfo(), config::LoadString(
-                                            "batch: {job: j}\npolicy: {name: skip_locked}\n"
-                                            "operation: {chunk_sql: 'SELECT $1::bigint[]'}\n",
-                                            "j.yaml"));
+  auto install =
+      batch::Run(conninfo(), config::LoadString("batch: {job: j}\npolicy: {name: skip_locked}\n"
+                                                "operation: {chunk_sql: 'SELECT $1::bigint[]'}\n",
+                                                "j.yaml"));
   EXPECT_EQ(install.counts.done, 0);
   QueryValue("SELECT coexist.acquire_edit_lock('products', '0042'::text, 'alice', '1 hour')");
   EXPECT_EQ(QueryValue("SELECT record_key FROM coexist.edit_locks"), "42");
   auto bob = Connect("bob");
   EXPECT_EQ(testing::SqlStateOf(*bob, "UPDATE products SET stock = 0 WHERE id = 42"), "CX005");
-  EXPECT_EQ(testing::SqlStateOf(*bob, "SELECT coexist.acquire_edit_lock('products', 'x42'::text, "
-                                      "'bob', '1 hour')"),
+  EXPECT_EQ(testing::SqlStateOf(*bob,
+                                "SELECT coexist.acquire_edit_lock('products', 'x42'::text, "
+                                "'bob', '1 hour')"),
             "22P02");
 }
 

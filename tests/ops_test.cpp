@@ -347,13 +347,19 @@ TEST_F(OpsTest, ARevokedRightStopsTheRunWithoutChargingItems) {
             "queued:0");
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
 
-  // UPDATE on the target revoked: coexist's own row lock is refused first.
+  // UPDATE on the target revoked: the run's start check (batch/check.h)
+  // refuses it at the key, with the GRANT, before it claims anything.
   QueryValue("GRANT INSERT ON ledger TO " + batch_role + "; REVOKE UPDATE ON products FROM " +
              batch_role);
   run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
                     "--config", config, "batch", "run", "--no-install"});
   EXPECT_EQ(run.status, 78) << run.output;
-  EXPECT_NE(run.output.find("permission denied for table products"), std::string::npos)
+  EXPECT_NE(run.output.find("config error: " + config + ": target.table: role \"" + batch_role +
+                            "\" may not UPDATE public.products\nHINT: the batch locks the rows "
+                            "it applies (SELECT ... FOR UPDATE) and its operation writes them: "
+                            "GRANT SELECT, UPDATE ON public.products TO " +
+                            batch_role + ";\n"),
+            std::string::npos)
       << run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
                        "coexist.queue"),

@@ -93,6 +93,7 @@ void Trial::WriteConfig() {
   std::snprintf(sleep, sizeof(sleep), "%.3f", shape_.chunk_sleep);
   std::ofstream(config_)
       << "database: {statement_timeout: 30s}\n"
+      << "target: {owner_column: owner}\n"
       << "batch: {job: chaos, chunk_size: " << shape_.chunk_size << ", workers: " << shape_.workers
       << ", max_attempts: " << shape_.max_attempts << "}\n"
       << "pacing: {adaptive: false, max_load: {lock_waiters: 0, replication_lag: 0s},\n"

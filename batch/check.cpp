@@ -1,0 +1,231 @@
+#include "batch/check.h"
+
+#include <spdlog/spdlog.h>
+
+#include <pqxx/pqxx>
+
+#include "batch/operation.h"
+#include "common/log.h"
+#include "db/target_table.h"
+#include "policies/policy.h"
+
+namespace coexist::batch {
+namespace {
+
+bool IsIntegerType(const std::string& type) {
+  return type == "smallint" || type == "integer" || type == "bigint";
+}
+
+// What coexist can keep as a record's key (as text, in the type's
+// canonical form: migration 0017).
+bool IsSupportedKeyType(const std::string& type) {
+  return IsIntegerType(type) || type == "text" || type == "uuid" ||
+         type.starts_with("character varying");
+}
+
+// What pg_class.relkind names, for "X is a view, not a table".
+std::string KindName(char kind) {
+  switch (kind) {
+    case 'v':
+      return "a view";
+    case 'm':
+      return "a materialized view";
+    case 'f':
+      return "a foreign table";
+    case 'S':
+      return "a sequence";
+    case 'i':
+    case 'I':
+      return "an index";
+    default:
+      return std::string("a relation of kind '") + kind + "'";
+  }
+}
+
+class Checker {
+ public:
+  Checker(const config::Config& config, const policies::Policy& policy, CheckReport& report)
+      : config_(config), policy_(policy), report_(report) {}
+
+  // The table, its columns and the role's rights; false when the table is
+  // missing or no table, so that nothing else about it is worth saying.
+  bool Target(const db::TargetFacts& facts, bool privileges) {
+    const auto& t = config_.target;
+    const auto& at = config_.target_at;
+    if (!facts.exists) {
+      Problem(at.table, "target.table", "table " + t.Name() + " does not exist",
+              "create it, or name an existing table (schema.table).");
+      return false;
+    }
+    if (facts.kind != 'r' && facts.kind != 'p') {
+      Problem(at.table, "target.table",
+              facts.qualified + " is " + KindName(facts.kind) + ", not a table",
+              "coexist installs triggers on the target and locks its rows; name the table "
+              "itself (a view's base table).");
+      return false;
+    }
+    Key(facts);
+    Version(facts);
+    if (t.owner_column && facts.owner_type.empty()) {
+      Problem(at.owner_column, "target.owner_column", Lacks(facts, *t.owner_column),
+              "name a column of the table.");
+    }
+    if (policy_.TakesOver() && !t.owner_column) {
+      Problem(config_.policy.name_at, "target.owner_column",
+              std::string(policy_.Name()) + " needs an owner column",
+              "set target.owner_column to a text column holding online/batch.");
+    }
+    if (privileges) Privileges(facts);
+    for (const auto& trigger : facts.user_triggers) {
+      report_.warnings.push_back(
+          "target " + facts.qualified + " has trigger " + trigger +
+          ", which is not coexist's: it fires on the batch's updates too; make sure it neither "
+          "writes column " +
+          t.version_column + " nor waits on what online users lock");
+    }
+    return true;
+  }
+
+  void OperationSql(pqxx::connection_base& conn, CheckScope::Operation scope) {
+    const auto& op = config_.operation;
+    bool configured = !op.item_sql.empty() || !op.chunk_sql.empty();
+    if (scope == CheckScope::Operation::kSkip) return;
+    if (!configured) {
+      if (scope == CheckScope::Operation::kRequired) {
+        Problem({}, "operation", "no operation is configured",
+                "set operation.chunk_sql (over arrays) or operation.item_sql.");
+      }
+      return;
+    }
+    try {
+      CheckOperation(conn, config_);
+    } catch (const config::ConfigError& e) {
+      report_.problems.push_back(e);
+    }
+  }
+
+ private:
+  void Key(const db::TargetFacts& facts) {
+    const auto& t = config_.target;
+    const auto& at = config_.target_at.key_column;
+    if (facts.key_type.empty()) {
+      Problem(at, "target.key_column", Lacks(facts, t.key_column), "name a column of the table.");
+      return;
+    }
+    if (!IsSupportedKeyType(facts.key_type)) {
+      Problem(at, "target.key_column",
+              "column \"" + t.key_column + "\" of " + facts.qualified + " is " + facts.key_type +
+                  "; the key must be of a supported type",
+              "supported key types: smallint, integer, bigint, text, varchar, uuid; name such a "
+              "column that identifies a row (for a composite key, add a unique surrogate "
+              "column).");
+      return;
+    }
+    if (!facts.key_unique) {
+      Problem(at, "target.key_column",
+              "column \"" + t.key_column + "\" of " + facts.qualified +
+                  " is not unique: no primary key or unique index on it alone",
+              "the batch claims and locks one row per key; add one: ALTER TABLE " +
+                  facts.qualified + " ADD PRIMARY KEY (" + facts.key_sql + ");");
+    }
+  }
+
+  void Version(const db::TargetFacts& facts) {
+    const auto& t = config_.target;
+    const auto& at = config_.target_at.version_column;
+    if (facts.version_type.empty()) {
+      Problem(at, "target.version_column", Lacks(facts, t.version_column),
+              "name the table's version column, or add one (instant on PostgreSQL 11+): " +
+                  db::AddVersionColumnSql(facts.qualified, facts.version_sql) +
+                  "; `coexist db install --add-version-column` runs it (waiting at most 2s at a "
+                  "time for the table's lock, and trying again).");
+      return;
+    }
+    if (!IsIntegerType(facts.version_type)) {
+      Problem(at, "target.version_column",
+              "column \"" + t.version_column + "\" of " + facts.qualified + " is " +
+                  facts.version_type + "; the version must be of an integer type",
+              "coexist's trigger adds 1 to it on every UPDATE: name a smallint, integer or "
+              "bigint column (a timestamp is a poor lock key).");
+    }
+  }
+
+  void Privileges(const db::TargetFacts& facts) {
+    const auto& t = config_.target;
+    std::string role = "role \"" + facts.role + "\"";
+    if (!facts.may_select) {
+      Problem(config_.target_at.table, "target.table",
+              role + " may not SELECT the key and version columns of " + facts.qualified,
+              "the batch reads the rows it claims: GRANT SELECT ON " + facts.qualified + " TO " +
+                  facts.role + ";");
+    }
+    if (!facts.may_update) {
+      Problem(config_.target_at.table, "target.table", role + " may not UPDATE " + facts.qualified,
+              "the batch locks the rows it applies (SELECT ... FOR UPDATE) and its operation "
+              "writes them: GRANT SELECT, UPDATE ON " +
+                  facts.qualified + " TO " + facts.role + ";");
+    } else if (policy_.TakesOver() && t.owner_column && !facts.owner_type.empty() &&
+               !facts.may_update_owner) {
+      Problem(config_.target_at.owner_column, "target.owner_column",
+              role + " may not UPDATE column \"" + *t.owner_column + "\" of " + facts.qualified,
+              std::string(policy_.Name()) + " takes rows over through it: GRANT UPDATE (" +
+                  *t.owner_column + ") ON " + facts.qualified + " TO " + facts.role + ";");
+    }
+    if (!policy_.SignalPattern().empty() && !facts.may_signal) {
+      // Not a problem: the policy then defers what an online session
+      // blocks (docs/operations.md, "Database roles").
+      report_.warnings.push_back(
+          role + " is not a member of pg_signal_backend: " + policy_.Name() +
+          " cannot cancel or terminate the online sessions blocking it and defers those items "
+          "instead (GRANT pg_signal_backend TO " +
+          facts.role + ";)");
+    }
+  }
+
+  std::string Lacks(const db::TargetFacts& facts, const std::string& column) const {
+    return "table " + facts.qualified + " has no column \"" + column + "\"";
+  }
+
+  // At the key; a target key left to its default at target.table, the
+  // key that chose the table; else just the file.
+  void Problem(const config::Mark& mark, const std::string& key, const std::string& message,
+               std::string hint) {
+    config::Mark at = mark;
+    if (at.line == 0 && key.starts_with("target.")) at = config_.target_at.table;
+    if (at.line == 0) at = {config_.source, 0, 0};
+    report_.problems.emplace_back(at, key, message, std::move(hint));
+  }
+
+  const config::Config& config_;
+  const policies::Policy& policy_;
+  CheckReport& report_;
+};
+
+}  // namespace
+
+CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& config,
+                          const CheckScope& scope) {
+  CheckReport report;
+  auto policy = policies::Create(config.policy);
+  Checker checker(config, *policy, report);
+  db::TargetFacts facts;
+  {
+    pqxx::read_transaction tx(conn);
+    facts = db::ReadTargetFacts(tx, config.target);
+  }
+  // The operation of a target that is not there would only repeat it.
+  if (checker.Target(facts, scope.privileges)) checker.OperationSql(conn, scope.operation);
+  return report;
+}
+
+void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
+                 const CheckScope& scope) {
+  auto report = CheckDatabase(conn, config, scope);
+  for (const auto& warning : report.warnings) {
+    spdlog::warn("target check warning target={} warning={}", config.target.Name(),
+                 log::Value(warning));
+  }
+  if (!report.problems.empty()) throw report.problems.front();
+}
+
+}  // namespace coexist::batch

@@ -1,0 +1,66 @@
+#pragma once
+
+// The configuration against the live database (docs/configuration.md,
+// "Checking against the database"): what only the catalog can tell. The
+// target is a table (a partitioned one is checked on its parent; a view is
+// refused), its key column an integer type and unique, its version column
+// there and an integer, its owner column there when one is configured; the
+// role may read and update it as the policy does; the operation SQL
+// prepares (never runs). User triggers on the target are warnings.
+//
+// One check, called from everywhere: `config check --database`, `db
+// install`, `batch run`, `batch daemon` (through batch::Run), `enqueue` and
+// `runs sweep`. It writes nothing (the operation is prepared, and its
+// item_sql function is a pg_temp one of this session), so a failing check
+// leaves nothing half-installed: callers check before they install.
+//
+// Thread safety: uses `conn` only; one thread at a time.
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config/config_error.h"
+
+namespace pqxx {
+class connection_base;
+}
+
+namespace coexist::batch {
+
+// What a check looks at besides the target's table and columns.
+struct CheckScope {
+  enum class Operation {
+    kRequired,      // batch run, daemon: the operation must be configured, and prepare
+    kIfConfigured,  // config check, enqueue: prepared when configured
+    kSkip,          // db install: the schema's business only
+  };
+  Operation operation = Operation::kRequired;
+  // The role's rights for what the policy does to the target (SELECT and
+  // UPDATE; UPDATE of the owner column for a policy that takes rows over).
+  // Off for `db install`, which the table's owner runs, not the batch role.
+  bool privileges = true;
+};
+
+struct CheckReport {
+  // Every problem found, in the order of the keys; each located at its key
+  // (file:line:column, or just the file when the key is not written), with
+  // the fix as its hint.
+  std::vector<config::ConfigError> problems;
+  // Things that work but deserve a look (a user trigger on the target, a
+  // right the policy can do without): one line each.
+  std::vector<std::string> warnings;
+};
+
+// Reads the catalog in a transaction of its own on `conn`, which must have
+// none open. Throws pqxx errors (and TempFailError) when the database
+// cannot be asked; what it finds wrong goes in the report.
+CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& config,
+                          const CheckScope& scope = {});
+
+// CheckDatabase for a command that goes on to work: logs each warning
+// (`target check warning ...`) and throws the first problem (exit 78).
+void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
+                 const CheckScope& scope = {});
+
+}  // namespace coexist::batch

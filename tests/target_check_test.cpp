@@ -1,0 +1,347 @@
+// The configuration against the live catalog (batch/check.h): `config check
+// --database`, the same check at the start of `batch run` and `db install`,
+// and `db install --add-version-column`. Messages are asserted as exact text.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <pqxx/pqxx>
+
+#include "batch/check.h"
+#include "common/subprocess.h"
+#include "config/config.h"
+#include "tests/support/database_test.h"
+#include "tests/support/documented_grants.h"
+
+namespace coexist {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A table in its own schema, without a version column: the user's own
+// schema as it is before coexist.
+constexpr const char* kOrders =
+    "CREATE SCHEMA sales;"
+    "CREATE TABLE sales.orders (order_id bigint PRIMARY KEY, total integer NOT NULL);"
+    "INSERT INTO sales.orders SELECT g, 0 FROM generate_series(1, 20) g;";
+
+constexpr const char* kOrdersConfig =
+    "target:\n"
+    "  table: sales.orders\n"
+    "  key_column: order_id\n"
+    "batch: {job: orders}\n"
+    "operation:\n"
+    "  chunk_sql: UPDATE sales.orders SET total = total + 1 WHERE order_id = ANY ($1::bigint[])\n";
+
+class TargetCheckTest : public testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    dir_ = fs::temp_directory_path() /
+           ("coexist-target-check-" + std::to_string(getpid()) + "-" + database_name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+    DatabaseTest::TearDown();
+  }
+
+  std::string Write(const std::string& yaml) {
+    auto path = (dir_ / "job.yaml").string();
+    std::ofstream(path) << yaml;
+    return path;
+  }
+
+  // build/coexist against this test's database, as `user` when given.
+  CommandResult Coexist(const std::vector<std::string>& args, const std::string& user = "") {
+    std::vector<std::string> argv = {COEXIST_BINARY, "--log-level", "warn", "--database-url",
+                                     conninfo() + (user.empty() ? "" : " user=" + user)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+
+  batch::CheckReport Check(const std::string& yaml) {
+    auto conn = Connect();
+    return batch::CheckDatabase(*conn, config::LoadString(yaml, "job.yaml"),
+                                {.operation = batch::CheckScope::Operation::kIfConfigured});
+  }
+
+  // The first problem's text and hint, as main prints them.
+  static std::string Printed(const batch::CheckReport& report, size_t i = 0) {
+    if (report.problems.size() <= i) return "(no problem " + std::to_string(i) + ")";
+    return std::string(report.problems[i].what()) + "\nHINT: " + report.problems[i].hint();
+  }
+
+  long long Triggers(const std::string& table) {
+    return Count("SELECT count(*) FROM pg_trigger WHERE tgrelid = '" + table +
+                 "'::regclass AND NOT tgisinternal");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TargetCheckTest, AnotherSchemasTableWithoutVersionColumnIsRefusedWithTheAlterThatFixesIt) {
+  QueryValue(std::string(kOrders) + "SELECT 1");
+  auto path = Write(kOrdersConfig);
+  auto check = Coexist({"config", "check", path, "--database"});
+  EXPECT_EQ(check.status, 78) << check.output;
+  EXPECT_EQ(check.output,
+            "config error: " + path +
+                ":2:10: target.version_column: table sales.orders has no column \"version\"\n"
+                "HINT: name the table's version column, or add one (instant on PostgreSQL 11+): "
+                "ALTER TABLE sales.orders ADD COLUMN version bigint NOT NULL DEFAULT 0; `coexist "
+                "db install --add-version-column` runs it (waiting at most 2s at a time for the "
+                "table's lock, and trying again).\n");
+  // A run checks before it installs: refused the same way, nothing installed.
+  auto run = Coexist({"--config", path, "batch", "run"});
+  EXPECT_EQ(run.status, 78) << run.output;
+  EXPECT_NE(run.output.find("target.version_column: table sales.orders has no column"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(Triggers("sales.orders"), 0);
+
+  auto install = Coexist({"--config", path, "db", "install", "--add-version-column"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  EXPECT_NE(install.output.find("column version added to sales.orders\n"), std::string::npos)
+      << install.output;
+  EXPECT_EQ(QueryValue("SELECT format_type(atttypid, atttypmod) || ' ' || attnotnull FROM "
+                       "pg_attribute WHERE attrelid = 'sales.orders'::regclass AND attname = "
+                       "'version'"),
+            "bigint true");
+  // Again: the column is there, nothing is added twice.
+  auto again = Coexist({"--config", path, "db", "install", "--add-version-column"});
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(again.output.find("added"), std::string::npos) << again.output;
+
+  auto valid = Coexist({"config", "check", path, "--database"});
+  EXPECT_EQ(valid.status, 0) << valid.output;
+  auto enqueue =
+      Coexist({"--config", path, "enqueue", "--select", "SELECT order_id FROM sales.orders"});
+  ASSERT_EQ(enqueue.status, 0) << enqueue.output;
+  auto run_after = Coexist({"--config", path, "batch", "run"});
+  EXPECT_EQ(run_after.status, 0) << run_after.output;
+  EXPECT_EQ(QueryValue("SELECT sum(total) || '/' || sum(version) FROM sales.orders"), "20/20");
+}
+
+TEST_F(TargetCheckTest, AViewIsRefused) {
+  QueryValue("CREATE VIEW public.products_view AS SELECT * FROM products; SELECT 1");
+  auto report = Check("target: {table: products_view}\n");
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_EQ(Printed(report),
+            "job.yaml:1:17: target.table: public.products_view is a view, not a table\n"
+            "HINT: coexist installs triggers on the target and locks its rows; name the table "
+            "itself (a view's base table).");
+  EXPECT_EQ(report.problems[0].code(), ExitCode::kConfig);
+  // enqueue checks too: no items for a target the batch could never apply.
+  auto path = Write("target: {table: products_view}\nbatch: {job: view}\n");
+  auto enqueue = Coexist({"--config", path, "enqueue", "--select", "SELECT 1"});
+  EXPECT_EQ(enqueue.status, 78) << enqueue.output;
+  EXPECT_NE(enqueue.output.find("config error: " + path +
+                                ":1:17: target.table: public.products_view is a view, not a "
+                                "table\n"),
+            std::string::npos)
+      << enqueue.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'view'"), 0);
+}
+
+TEST_F(TargetCheckTest, AKeyWithoutAUniqueIndexOfItsOwnIsRefused) {
+  QueryValue(
+      "CREATE TABLE public.tallies (code bigint NOT NULL, part integer NOT NULL,"
+      " version bigint NOT NULL DEFAULT 0, UNIQUE (code, part));"
+      "CREATE INDEX ON public.tallies (code); SELECT 1");
+  const std::string yaml = "target:\n  table: tallies\n  key_column: code\n";
+  auto report = Check(yaml);
+  ASSERT_EQ(report.problems.size(), 1u) << Printed(report, 1);
+  EXPECT_EQ(Printed(report),
+            "job.yaml:3:15: target.key_column: column \"code\" of public.tallies is not unique: "
+            "no primary key or unique index on it alone\n"
+            "HINT: the batch claims and locks one row per key; add one: ALTER TABLE "
+            "public.tallies ADD PRIMARY KEY (code);");
+  // A unique index on it alone is enough.
+  QueryValue("CREATE UNIQUE INDEX ON public.tallies (code); SELECT 1");
+  EXPECT_TRUE(Check(yaml).problems.empty());
+}
+
+TEST_F(TargetCheckTest, ATextVersionColumnIsRefusedAndEveryProblemIsReported) {
+  QueryValue(
+      "CREATE TABLE public.notes (slug numeric PRIMARY KEY, version text NOT NULL DEFAULT '');"
+      "SELECT 1");
+  auto report = Check("target:\n  table: notes\n  key_column: slug\n");
+  ASSERT_EQ(report.problems.size(), 2u);
+  EXPECT_EQ(Printed(report, 0),
+            "job.yaml:3:15: target.key_column: column \"slug\" of public.notes is numeric; the "
+            "key must be of a supported type\n"
+            "HINT: supported key types: smallint, integer, bigint, text, varchar, uuid; name such "
+            "a column that identifies a row (for a composite key, add a unique surrogate "
+            "column).");
+  EXPECT_EQ(Printed(report, 1),
+            "job.yaml:2:10: target.version_column: column \"version\" of public.notes is text; "
+            "the version must be of an integer type\n"
+            "HINT: coexist's trigger adds 1 to it on every UPDATE: name a smallint, integer or "
+            "bigint column (a timestamp is a poor lock key).");
+}
+
+// The documented batch role, here owning its table (so it could install
+// triggers on it) but without UPDATE on it: the run is refused before it
+// installs anything.
+TEST_F(TargetCheckTest, ARoleWithoutUpdateIsRefusedBeforeAnythingIsInstalled) {
+  std::string role = "batch_" + database_name();
+  QueryValue(testing::DocumentedGrants(COEXIST_SOURCE_DIR, "online_" + database_name(), role) +
+             "GRANT CREATE ON DATABASE " + database_name() + " TO " + role +
+             ";"
+             "GRANT CREATE ON SCHEMA coexist TO " +
+             role +
+             ";"
+             "CREATE TABLE public.accounts (id bigint PRIMARY KEY, balance integer NOT NULL,"
+             " version bigint NOT NULL DEFAULT 0);"
+             "INSERT INTO public.accounts SELECT g, 0 FROM generate_series(1, 5) g;"
+             "ALTER TABLE public.accounts OWNER TO " +
+             role + "; REVOKE UPDATE ON public.accounts FROM " + role + "; SELECT 1");
+  auto path = Write(
+      "target:\n  table: accounts\nbatch: {job: accounts}\n"
+      "operation:\n  chunk_sql: UPDATE accounts SET balance = balance + 1 WHERE id = ANY ($1)\n");
+  ASSERT_EQ(Coexist({"--config", path, "enqueue", "--select", "SELECT id FROM accounts"}).status,
+            0);
+  auto run = Coexist({"--config", path, "batch", "run"}, role);
+  EXPECT_EQ(run.status, 78) << run.output;
+  EXPECT_NE(run.output.find("config error: " + path + ":2:10: target.table: role \"" + role +
+                            "\" may not UPDATE public.accounts\n"
+                            "HINT: the batch locks the rows it applies (SELECT ... FOR UPDATE) "
+                            "and its operation writes them: GRANT SELECT, UPDATE ON "
+                            "public.accounts TO " +
+                            role + ";\n"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(Triggers("public.accounts"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE job = 'accounts'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'accounts' AND state = "
+                  "'queued'"),
+            5);
+  auto check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 78) << check.output;
+}
+
+// A policy that signals blockers, run by a role outside pg_signal_backend,
+// defers what an online session blocks instead (docs/operations.md): a
+// warning, asked of the policy's capability, not of its name.
+TEST_F(TargetCheckTest, APolicyThatSignalsWithoutPgSignalBackendIsAWarning) {
+  std::string role = "batch_" + database_name();
+  QueryValue(testing::DocumentedGrants(COEXIST_SOURCE_DIR, "online_" + database_name(), role) +
+             "REVOKE pg_signal_backend FROM " + role + "; SELECT 1");
+  const std::string operation =
+      "operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n";
+  const std::string warning = "warning: role \"" + role +
+                              "\" is not a member of pg_signal_backend: batch_priority cannot "
+                              "cancel or terminate the online sessions blocking it and defers "
+                              "those items instead (GRANT pg_signal_backend TO " +
+                              role + ";)\n";
+  auto path = Write("policy: {name: batch_priority}\n" + operation);
+  auto check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find(warning), std::string::npos) << check.output;
+  // skip_locked signals only with on_exhausted: force.
+  auto report_only = Write("policy: {name: skip_locked}\n" + operation);
+  check = Coexist({"config", "check", report_only, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_EQ(check.output.find("pg_signal_backend"), std::string::npos) << check.output;
+  auto force = Write("policy: {name: skip_locked, on_exhausted: force}\n" + operation);
+  check = Coexist({"config", "check", force, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find("is not a member of pg_signal_backend: skip_locked cannot"),
+            std::string::npos)
+      << check.output;
+}
+
+// A policy that takes rows over writes the owner column: UPDATE of other
+// columns is not enough.
+TEST_F(TargetCheckTest, TakingRowsOverNeedsUpdateOfTheOwnerColumn) {
+  std::string role = "batch_" + database_name();
+  QueryValue(testing::DocumentedGrants(COEXIST_SOURCE_DIR, "online_" + database_name(), role) +
+             "REVOKE UPDATE ON products FROM " + role + "; GRANT UPDATE (stock) ON products TO " +
+             role + "; SELECT 1");
+  auto path = Write(
+      "target: {owner_column: owner}\npolicy: {name: status_partition}\n"
+      "operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n");
+  auto check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 78) << check.output;
+  EXPECT_EQ(check.output, "config error: " + path + ":1:24: target.owner_column: role \"" + role +
+                              "\" may not UPDATE column \"owner\" of public.products\n"
+                              "HINT: status_partition takes rows over through it: GRANT UPDATE "
+                              "(owner) ON public.products TO " +
+                              role + ";\n");
+  QueryValue("GRANT UPDATE (owner) ON products TO " + role + "; SELECT 1");
+  check = Coexist({"config", "check", path, "--database"}, role);
+  EXPECT_EQ(check.status, 0) << check.output;
+}
+
+TEST_F(TargetCheckTest, APartitionedTableIsCheckedOnItsParentAndAccepted) {
+  QueryValue(
+      "CREATE TABLE public.readings (id bigint PRIMARY KEY, value integer NOT NULL,"
+      " version bigint NOT NULL DEFAULT 0) PARTITION BY RANGE (id);"
+      "CREATE TABLE public.readings_1 PARTITION OF public.readings FOR VALUES FROM (1) TO (100);"
+      "CREATE TABLE public.readings_2 PARTITION OF public.readings FOR VALUES FROM (100) TO "
+      "(200);"
+      "INSERT INTO public.readings VALUES (5, 0), (150, 0); SELECT 1");
+  auto path = Write(
+      "target: {table: readings}\n"
+      "operation: {chunk_sql: 'UPDATE readings SET value = value + 1 WHERE id = ANY ($1)'}\n");
+  auto check = Coexist({"config", "check", path, "--database"});
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find(path + ": valid\n"), std::string::npos) << check.output;
+  auto install = Coexist({"--config", path, "db", "install"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  QueryValue("UPDATE public.readings SET value = 1; SELECT 1");
+  EXPECT_EQ(QueryValue("SELECT sum(version) FROM public.readings"), "2");
+}
+
+TEST_F(TargetCheckTest, AUserTriggerOnTheTargetIsAWarningNotAnError) {
+  QueryValue(
+      "CREATE TABLE public.audit (id bigint);"
+      "CREATE FUNCTION public.audit_products() RETURNS trigger LANGUAGE plpgsql AS"
+      " $$BEGIN INSERT INTO public.audit VALUES (NEW.id); RETURN NEW; END$$;"
+      "CREATE TRIGGER products_audit AFTER UPDATE ON products FOR EACH ROW"
+      " EXECUTE FUNCTION public.audit_products(); SELECT 1");
+  auto path =
+      Write("operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n");
+  auto check = Coexist({"config", "check", path, "--database"});
+  EXPECT_EQ(check.status, 0) << check.output;
+  EXPECT_NE(check.output.find(
+                "warning: target public.products has trigger products_audit (AFTER UPDATE), "
+                "which is not coexist's: it fires on the batch's updates too; make sure it "
+                "neither writes column version nor waits on what online users lock\n"),
+            std::string::npos)
+      << check.output;
+  // coexist's own triggers (the template's version and guard triggers) are not listed.
+  EXPECT_EQ(check.output.find("coexist_bump_version"), std::string::npos) << check.output;
+}
+
+// An online user's transaction holds a lock the ALTER conflicts with: each
+// attempt gives up after lock_timeout instead of queueing (and blocking
+// every other session behind it); after the last one the command exits 75
+// with nothing changed.
+TEST_F(TargetCheckTest, AddVersionColumnGivesUpOnALockedTableWithNothingChanged) {
+  QueryValue(std::string(kOrders) + "SELECT 1");
+  auto path = Write(kOrdersConfig);
+  auto online = Connect("coexist-online");
+  pqxx::work held(*online);
+  held.exec("SELECT count(*) FROM sales.orders");  // ACCESS SHARE until the transaction ends
+  auto install = Coexist(
+      {"--config", path, "db", "install", "--add-version-column", "--lock-timeout", "50ms"});
+  EXPECT_EQ(install.status, 75) << install.output;
+  EXPECT_NE(install.output.find(
+                "coexist: could not add column version to sales.orders: another session holds a "
+                "lock on the table (4 attempts, lock_timeout 50ms each)\n"
+                "HINT: nothing was changed. A long transaction on the table blocks the ALTER; "
+                "run it again when the table is quiet"),
+            std::string::npos)
+      << install.output;
+  held.abort();
+  EXPECT_EQ(Count("SELECT count(*) FROM pg_attribute WHERE attrelid = 'sales.orders'::regclass "
+                  "AND attname = 'version'"),
+            0);
+  EXPECT_EQ(Triggers("sales.orders"), 0);
+}
+
+}  // namespace
+}  // namespace coexist
