@@ -425,6 +425,79 @@ TEST_F(Migrations, InstallOnAnEmptyDatabaseThenAgainConcurrently) {
   EXPECT_EQ(static_cast<int>(AppliedMigrations(*conn).size()), LatestVersion());
 }
 
+// 0017 turns every record_key into text: a database at 0016 with queued
+// items, a live edit lock, the guard installed and least-privilege grants
+// keeps all of them through the upgrade, and the lock still guards.
+TEST_F(Migrations, UpgradingTo0017KeepsItemsLocksGuardsAndGrants) {
+  auto conn = Connect();
+  auto role = "online_" + database_name();
+  {
+    pqxx::nontransaction tx(*conn);
+    tx.exec(
+        "DROP SCHEMA coexist CASCADE; CREATE SCHEMA coexist;"
+        "CREATE TABLE coexist.schema_migrations (version integer PRIMARY KEY,"
+        " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+  }
+  for (const auto& migration : AllMigrations()) {
+    if (migration.version > 16) break;
+    pqxx::work tx(*conn);
+    tx.exec(std::string(migration.sql));
+    tx.exec_params("INSERT INTO coexist.schema_migrations (version, name) VALUES ($1, $2)",
+                   migration.version, migration.name);
+    tx.commit();
+  }
+  std::string token;
+  {
+    pqxx::nontransaction tx(*conn);
+    tx.exec(
+        "SELECT coexist.install_version_trigger('public.products', 'version');"
+        "SELECT coexist.install_guard_trigger('public.products', 'id', 'owner');"
+        "INSERT INTO coexist.queue (job, record_key) VALUES ('j', 5), ('j', 7), ('j', 5);"
+        "CREATE ROLE " +
+        role +
+        ";"
+        "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA coexist FROM PUBLIC;"
+        "GRANT USAGE ON SCHEMA coexist TO " +
+        role +
+        ";"
+        "GRANT EXECUTE ON FUNCTION coexist.acquire_edit_lock(regclass, bigint, text, interval),"
+        "  coexist.check_edit_lock(regclass, bigint, uuid) TO " +
+        role);
+    token = tx.exec("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')")[0][0]
+                .as<std::string>();
+  }
+
+  EXPECT_EQ(InstallMigrations(*conn), 1);
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key, ',' ORDER BY item_id) FROM coexist.queue"),
+            "5,7,5");
+  EXPECT_EQ(QueryValue("SELECT string_agg(follows_pending::text, ',' ORDER BY item_id) FROM "
+                       "coexist.queue"),
+            "false,false,true");
+  EXPECT_EQ(QueryValue("SELECT key_type FROM coexist.targets"), "bigint");
+  // The lock taken before the upgrade still guards the record, and its
+  // holder's save still passes with the bigint form of the API.
+  auto bob = Connect("bob");
+  EXPECT_EQ(SqlStateOf(*bob, "UPDATE products SET stock = 0 WHERE id = 9"), "CX005");
+  {
+    pqxx::work alice(*Connect("alice"));
+    alice.exec("SELECT coexist.check_edit_lock('products', 9, '" + token + "')");
+    alice.exec("UPDATE products SET stock = 1 WHERE id = 9");
+    alice.commit();
+  }
+  // The text forms inherit the grants: the online role may call them,
+  // PUBLIC still may not.
+  for (const char* function : {"coexist.acquire_edit_lock(regclass, text, text, interval)",
+                               "coexist.check_edit_lock(regclass, text, uuid)"}) {
+    EXPECT_EQ(QueryValue("SELECT has_function_privilege('" + role + "', '" + function +
+                         "', 'EXECUTE')::text || ',' || EXISTS (SELECT 1 FROM pg_proc p, "
+                         "aclexplode(p.proacl) a WHERE p.oid = '" +
+                         function + "'::regprocedure AND a.grantee = 0)::text"),
+              "true,false")
+        << function;
+  }
+  pqxx::nontransaction(*conn).exec("DROP OWNED BY " + role + "; DROP ROLE " + role);
+}
+
 TEST_F(Migrations, AFailingMigrationRollsBackWhole) {
   auto conn = Connect();
   // A table the next migration's CREATE would collide with: the whole of
