@@ -166,16 +166,17 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
     throw UsageError("--select returns " + std::to_string(columns) + " columns",
                      "return key[, payload jsonb[, idempotency_key text]].");
   }
-  std::string names[3];
-  for (pqxx::row::size_type i = 0; i < columns; ++i) {
-    names[i] = "s." + tx.quote_name(shape.column_name(i));
-  }
-  std::string payload = columns > 1 ? "coalesce(" + names[1] + "::jsonb, '{}')" : "'{}'::jsonb";
-  std::string idempotency = columns > 2 ? names[2] + "::text" : "NULL::text";
+  // The columns are taken by position, whatever their names: unnamed
+  // expressions are all "?column?", and a name may repeat.
+  std::string aliases = "k";
+  if (columns > 1) aliases += ", p";
+  if (columns > 2) aliases += ", ik";
+  std::string payload = columns > 1 ? "coalesce(s.p::jsonb, '{}')" : "'{}'::jsonb";
+  std::string idempotency = columns > 2 ? "s.ik::text" : "NULL::text";
   auto inserted =
       db::InsertSelected(tx, job,
-                         "SELECT " + names[0] + "::bigint AS k, " + payload + " AS p, " +
-                             idempotency + " AS ik FROM (" + select_sql + ") AS s");
+                         "SELECT s.k::bigint AS k, " + payload + " AS p, " + idempotency +
+                             " AS ik FROM (" + select_sql + ") AS s(" + aliases + ")");
   tx.commit();
   EnqueueResult result;
   result.added = inserted.added;

@@ -35,8 +35,9 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
 EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
                            const std::vector<EnqueueItem>& items);
 
-// Enqueues what a query returns, all inside the server: its columns are the
-// key, and optionally the payload (jsonb) and the idempotency key (text).
+// Enqueues what a query returns, all inside the server: its columns, by
+// position whatever their names, are the key, and optionally the payload
+// (jsonb) and the idempotency key (text).
 // Throws coexist::UsageError when the query returns another shape.
 EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
                             const std::string& select_sql);

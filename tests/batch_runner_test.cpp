@@ -93,6 +93,27 @@ TEST_F(BatchRunnerTest, EnqueueCountsDuplicatesByIdempotencyKey) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 9);
 }
 
+// Unnamed columns are all "?column?": they are taken by position (key,
+// payload, idempotency key), never by name.
+TEST_F(BatchRunnerTest, EnqueueSelectTakesUnnamedColumnsByPosition) {
+  auto result = EnqueueSelect(conninfo(), "j",
+                              "SELECT 1 + g % 1000, jsonb_build_object('n', g), 't' || g FROM "
+                              "generate_series(1,10) g");
+  EXPECT_EQ(result.added, 10);
+  EXPECT_EQ(result.duplicates, 0);
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ' ' || payload::text || ' ' || "
+                       "idempotency_key, ', ' ORDER BY record_key) FROM coexist.queue"),
+            "2 {\"n\": 1} t1, 3 {\"n\": 2} t2, 4 {\"n\": 3} t3, 5 {\"n\": 4} t4, "
+            "6 {\"n\": 5} t5, 7 {\"n\": 6} t6, 8 {\"n\": 7} t7, 9 {\"n\": 8} t8, "
+            "10 {\"n\": 9} t9, 11 {\"n\": 10} t10");
+  // Two columns of one name: the first is the key, the second the payload.
+  auto same_names = EnqueueSelect(conninfo(), "k", "SELECT 5 AS x, '{\"a\": 1}'::jsonb AS x");
+  EXPECT_EQ(same_names.added, 1);
+  EXPECT_EQ(QueryValue("SELECT record_key || ' ' || payload::text FROM coexist.queue "
+                       "WHERE job = 'k'"),
+            "5 {\"a\": 1}");
+}
+
 TEST_F(BatchRunnerTest, EnqueueRejectsMalformedLinesWithTheirPlace) {
   std::istringstream csv("1\nx2\n");
   try {
