@@ -12,6 +12,7 @@ namespace coexist::cli {
 namespace {
 
 struct EnqueueOptions {
+  std::string job;
   std::string select;
   std::string file;
   std::string format = "auto";
@@ -39,7 +40,17 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
     throw UsageError("give exactly one of --select and --file",
                      "--select \"SELECT id FROM ...\", or --file items.csv (- for stdin).");
   }
-  const auto& job = context.Config().batch.job;
+  // --job, else batch.job of --config; never the default job unasked: items
+  // nobody's `batch run` takes would wait forever.
+  std::string job = o.job;
+  if (job.empty() && context.HasConfigFile() && context.Config().batch.job_given) {
+    job = context.Config().batch.job;
+  }
+  if (job.empty()) {
+    throw UsageError("enqueue: no job given",
+                     "pass --job NAME, or set batch.job in the file given with --config (the "
+                     "job whose batch run takes the items).");
+  }
   const auto& server = context.Server();
   batch::EnqueueResult result;
   if (!o.select.empty()) {
@@ -60,6 +71,9 @@ void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code) {
       "Add items to the job's queue from a query, a CSV or JSON-lines file, or stdin; items whose "
       "idempotency key the job already has are counted as duplicates");
   static EnqueueOptions options;
+  cmd->add_option("--job", options.job,
+                  "the job the items are for (default: batch.job of --config; one of the two is "
+                  "required)");
   cmd->add_option("--select", options.select,
                   "SQL returning key[, payload jsonb[, idempotency_key text]]");
   cmd->add_option("--file", options.file,

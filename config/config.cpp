@@ -47,6 +47,7 @@ void ReadTarget(Section& s, const YAML::Node& node, TargetTable& out, Config::Ta
 
 void ReadBatch(Section& s, BatchConfig& out) {
   s.String("job", out.job);
+  out.job_given = s.node()["job"].IsDefined();
   s.Int("chunk_size", out.chunk_size, 1, 100000);
   s.Int("workers", out.workers, 1, 64);
   s.Int("max_attempts", out.max_attempts, 1, 1000);

@@ -44,6 +44,9 @@ struct LogConfig {
 struct BatchConfig {
   // The job's name: its queue items, runs and advisory lock are keyed by it.
   std::string job = "default";
+  // Whether the file names the job: `enqueue` never puts items into the
+  // default job unasked (--job or batch.job must say which).
+  bool job_given = false;
   // Items claimed and applied in one transaction. 1..100000.
   int chunk_size = 500;
   // Worker threads in one process, each with its own connection. 1..64.

@@ -161,10 +161,38 @@ TEST_F(CliTest, DatabaseErrorsExitWithWhatTheyMean) {
            {"SELECT no_such_column FROM public.products", 78},
            {"SELECT public.fail_with('P0001')", 70},
        }) {
-    auto out = Run("--database-url " + Url() + " enqueue --select \"" + select + "\"");
+    auto out = Run("--database-url " + Url() + " enqueue --job j --select \"" + select + "\"");
     EXPECT_EQ(out.status, status) << select << "\n" << out.err;
     EXPECT_EQ(out.err.find("internal error"), std::string::npos) << select << "\n" << out.err;
   }
+}
+
+// enqueue puts items into the job that --job or the configuration's
+// batch.job names (the flag wins), never into the default job unasked.
+TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
+  auto unnamed = Write("unnamed.yaml", "policy: {name: skip_locked}\n");
+  auto named = Write("named.yaml", "batch: {job: nightly}\n");
+  const std::string refusal =
+      "coexist: enqueue: no job given\nHINT: pass --job NAME, or set batch.job in the file given "
+      "with --config (the job whose batch run takes the items).\n";
+  for (const std::string& config : {std::string(), " --config " + unnamed.string()}) {
+    auto result = Run("--database-url " + Url() + config + " enqueue --select 'SELECT 1'");
+    EXPECT_EQ(result.status, 64) << config << ": " << result.err;
+    EXPECT_EQ(result.err, refusal) << config;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
+  auto result = Run("--database-url " + Url() + " enqueue --job adhoc --select 'SELECT 1'");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.out, "enqueued for job adhoc: 1 added, 0 duplicates\n");
+  result = Run("--database-url " + Url() + " --config " + named.string() +
+               " enqueue --select 'SELECT 2'");
+  EXPECT_EQ(result.out, "enqueued for job nightly: 1 added, 0 duplicates\n") << result.err;
+  result = Run("--database-url " + Url() + " --config " + named.string() +
+               " enqueue --job other --select 'SELECT 3'");
+  EXPECT_EQ(result.out, "enqueued for job other: 1 added, 0 duplicates\n") << result.err;
+  EXPECT_EQ(QueryValue("SELECT string_agg(job || ':' || record_key, ' ' ORDER BY item_id) FROM "
+                       "coexist.queue"),
+            "adhoc:1 nightly:2 other:3");
 }
 
 // A malformed URL is a configuration error (78), for every kind of
@@ -205,13 +233,13 @@ TEST_F(CliTest, CommandsThatKeepStateNeedAConfiguredDatabase) {
                       "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
                       "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
   auto items = Write("items.csv", "key\n1\n");
-  for (const std::string& command :
-       std::vector<std::string>{"db status", "db install", "enqueue --file " + items.string(),
-                                "--config " + config.string() + " enqueue --file " + items.string(),
-                                "--config " + config.string() + " batch run",
-                                "--config " + config.string() + " batch run --dry-run",
-                                "--config " + config.string() + " batch daemon", "locks list",
-                                "queue status", "runs list"}) {
+  for (const std::string& command : std::vector<std::string>{
+           "db status", "db install", "enqueue --job j --file " + items.string(),
+           "--config " + config.string() + " enqueue --file " + items.string(),
+           "--config " + config.string() + " batch run",
+           "--config " + config.string() + " batch run --dry-run",
+           "--config " + config.string() + " batch daemon", "locks list", "queue status",
+           "runs list"}) {
     auto result = Run(command);
     EXPECT_EQ(result.status, 78) << command << ": " << result.err;
     EXPECT_NE(result.err.find("coexist: no database configured"), std::string::npos)
