@@ -163,7 +163,7 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
   auto shape = tx.exec("SELECT * FROM (" + select_sql + ") AS s LIMIT 0");
   auto columns = shape.columns();
   if (columns < 1 || columns > 3) {
-    throw UsageError("--select returns " + std::to_string(columns) + " columns",
+    throw UsageError("the query returns " + std::to_string(columns) + " columns",
                      "return key[, payload jsonb[, idempotency_key text]].");
   }
   // The columns are taken by position, whatever their names: unnamed

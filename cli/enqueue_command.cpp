@@ -3,10 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <pqxx/pqxx>
 
 #include "batch/enqueue.h"
 #include "cli/context.h"
 #include "common/error.h"
+#include "config/config.h"
+#include "db/failure.h"
 
 namespace coexist::cli {
 namespace {
@@ -35,10 +38,47 @@ std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o) {
   return format == "jsonl" ? batch::ParseJsonLines(in, name) : batch::ParseCsv(in, name);
 }
 
+// The file's query: what the database refuses in it (a syntax error, a
+// table or column missing, a right missing) is the configuration's fault,
+// named at the key (78) like a rejected operation.
+batch::EnqueueResult EnqueueFromFile(const std::string& conninfo, const std::string& job,
+                                     const config::EnqueueConfig& enqueue,
+                                     const std::string& source) {
+  try {
+    return batch::EnqueueSelect(conninfo, job, enqueue.select);
+  } catch (const pqxx::sql_error& e) {
+    if (db::Classify(e) != db::FailureKind::kConfiguration) throw;
+    // The server's first line, without its "ERROR:  " prefix (the rest
+    // points into the wrapped statement, not the file).
+    std::string message = e.what();
+    message = message.substr(0, message.find('\n'));
+    if (message.starts_with("ERROR:")) message.erase(0, message.find_first_not_of(" ", 6));
+    config::Mark at = enqueue.select_at.file.empty() ? config::Mark{source} : enqueue.select_at;
+    throw config::ConfigError(at, "enqueue.select", "the database rejects it: " + message,
+                              "nothing was enqueued. The query returns key[, payload jsonb[, "
+                              "idempotency_key text]], by position.");
+  } catch (const UsageError& e) {
+    config::Mark at = enqueue.select_at.file.empty() ? config::Mark{source} : enqueue.select_at;
+    throw config::ConfigError(at, "enqueue.select", e.what(), e.hint());
+  }
+}
+
 int Enqueue(Context& context, const EnqueueOptions& o) {
-  if (o.select.empty() == o.file.empty()) {
-    throw UsageError("give exactly one of --select and --file",
+  if (!o.select.empty() && !o.file.empty()) {
+    throw UsageError("give one of --select and --file, not both",
                      "--select \"SELECT id FROM ...\", or --file items.csv (- for stdin).");
+  }
+  // Neither: the file's enqueue.select, so that a scheduled unit needs
+  // nothing but --config.
+  const config::EnqueueConfig* from_file = nullptr;
+  if (o.select.empty() && o.file.empty()) {
+    if (context.HasConfigFile() && !context.Config().enqueue.select.empty()) {
+      from_file = &context.Config().enqueue;
+    } else {
+      throw UsageError("enqueue: nothing to enqueue",
+                       "pass --select \"SELECT id FROM ...\" or --file items.csv (- for stdin), "
+                       "or set enqueue.select in the file given with --config.");
+    }
   }
   // --job, else batch.job of --config; never the default job unasked: items
   // nobody's `batch run` takes would wait forever.
@@ -53,7 +93,9 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
   }
   const auto& server = context.Server();
   batch::EnqueueResult result;
-  if (!o.select.empty()) {
+  if (from_file != nullptr) {
+    result = EnqueueFromFile(server.conninfo(), job, *from_file, context.Config().source);
+  } else if (!o.select.empty()) {
     result = batch::EnqueueSelect(server.conninfo(), job, o.select);
   } else {
     result = batch::EnqueueItems(server.conninfo(), job, ReadItems(o));
@@ -68,7 +110,8 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
 void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "enqueue",
-      "Add items to the job's queue from a query, a CSV or JSON-lines file, or stdin; items whose "
+      "Add items to the job's queue from a query, a CSV or JSON-lines file, or stdin (neither: "
+      "enqueue.select of --config); items whose "
       "idempotency key the job already has are counted as duplicates");
   static EnqueueOptions options;
   cmd->add_option("--job", options.job,

@@ -55,6 +55,18 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Finish();
 }
 
+void ReadEnqueue(Section& s, const YAML::Node& node, EnqueueConfig& out) {
+  s.String("select", out.select);
+  s.Finish();
+  if (!node["select"].IsDefined()) return;
+  out.select_at = s.MarkOf(node["select"]);
+  if (out.select.find_first_not_of(" \t\r\n") == std::string::npos) {
+    s.Fail(node["select"], "select", "the query is empty",
+           "write the SQL that returns key[, payload jsonb[, idempotency_key text]], or leave "
+           "enqueue: out.");
+  }
+}
+
 void ReadMix(Section& s, OnlineMix& out) {
   s.Double("view", out.view, 0, 1e6);
   s.Double("optimistic_edit", out.optimistic_edit, 0, 1e6);
@@ -390,6 +402,7 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("log")) ReadLog(*s, config.log);
   if (auto s = top.Map("target")) ReadTarget(*s, root["target"], config.target, config.target_at);
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
+  if (auto s = top.Map("enqueue")) ReadEnqueue(*s, root["enqueue"], config.enqueue);
   if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
   {

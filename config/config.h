@@ -60,6 +60,18 @@ struct BatchConfig {
   milliseconds busy_timeout = std::chrono::minutes(10);
 };
 
+// `enqueue:` — what `coexist enqueue` adds when the command line names no
+// source, so a scheduled unit can run `enqueue` then `batch run` from the
+// file alone.
+struct EnqueueConfig {
+  // SQL returning key[, payload jsonb[, idempotency_key text]], the columns
+  // taken by position (as --select). Empty: none; enqueue then needs
+  // --select or --file.
+  std::string select;
+  // Where select is written, for what only the database can tell.
+  Mark select_at;
+};
+
 // `online:` — the online workload simulator (`coexist online-sim`): virtual
 // users that edit the target's rows the way web users do.
 struct OnlineMix {
@@ -306,6 +318,7 @@ struct Config {
     Mark table, key_column, version_column, owner_column;
   } target_at;
   BatchConfig batch;
+  EnqueueConfig enqueue;
   PacingConfig pacing;
   OnlineConfig online;
   PolicyConfig policy;

@@ -195,6 +195,57 @@ TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
             "adhoc:1 nightly:2 other:3");
 }
 
+// A scheduled unit runs `enqueue` with nothing but --config: the file's
+// enqueue.select; what the database refuses in it is named at the key.
+TEST_F(CliTest, EnqueueTakesTheQueryFromTheFile) {
+  auto job = Write("job.yaml",
+                   "batch: {job: nightly}\nenqueue:\n  select: SELECT g, jsonb_build_object('n', "
+                   "g) FROM generate_series(1, 3) g\n");
+  auto result = Run("--database-url " + Url() + " --config " + job.string() + " enqueue");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.out, "enqueued for job nightly: 3 added, 0 duplicates\n");
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ' ' || payload::text, ', ' ORDER BY "
+                       "item_id) FROM coexist.queue WHERE job = 'nightly'"),
+            "1 {\"n\": 1}, 2 {\"n\": 2}, 3 {\"n\": 3}");
+  // --select wins over the file's query.
+  result =
+      Run("--database-url " + Url() + " --config " + job.string() + " enqueue --select 'SELECT 9'");
+  EXPECT_EQ(result.out, "enqueued for job nightly: 1 added, 0 duplicates\n") << result.err;
+
+  auto typo = Write("typo.yaml", "batch: {job: j}\nenqueue:\n  selct: SELECT 1\n");
+  result = Run("--database-url " + Url() + " --config " + typo.string() + " enqueue");
+  EXPECT_EQ(result.status, 78);
+  EXPECT_EQ(result.err,
+            "config error: " + typo.string() +
+                ":3:3: enqueue.selct: unknown key\nHINT: did you mean 'select'? known keys "
+                "here: select.\n");
+  auto missing =
+      Write("missing.yaml", "batch: {job: j}\nenqueue:\n  select: SELECT id FROM no_such_table\n");
+  result = Run("--database-url " + Url() + " --config " + missing.string() + " enqueue");
+  EXPECT_EQ(result.status, 78);
+  auto error = result.err.substr(result.err.find("config error: "));
+  EXPECT_EQ(error.substr(0, error.find('\n')),
+            "config error: " + missing.string() +
+                ":3:11: enqueue.select: the database rejects it: relation \"no_such_table\" does "
+                "not exist");
+  auto shape = Write("shape.yaml", "batch: {job: j}\nenqueue:\n  select: SELECT 1, 2, 3, 4\n");
+  result = Run("--database-url " + Url() + " --config " + shape.string() + " enqueue");
+  EXPECT_EQ(result.status, 78);
+  EXPECT_EQ(result.err.substr(result.err.find("config error: ")),
+            "config error: " + shape.string() +
+                ":3:11: enqueue.select: the query returns 4 columns\nHINT: return "
+                "key[, payload jsonb[, idempotency_key text]].\n");
+
+  auto none = Write("none.yaml", "batch: {job: j}\n");
+  result = Run("--database-url " + Url() + " --config " + none.string() + " enqueue");
+  EXPECT_EQ(result.status, 64);
+  EXPECT_EQ(result.err,
+            "coexist: enqueue: nothing to enqueue\nHINT: pass --select \"SELECT id FROM ...\" or "
+            "--file items.csv (- for stdin), or set enqueue.select in the file given with "
+            "--config.\n");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 4);
+}
+
 // A malformed URL is a configuration error (78), for every kind of
 // command, and its message never holds the password. The daemon stops at
 // once instead of logging the URL on every retry.
