@@ -51,6 +51,7 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Int("chunk_size", out.chunk_size, 1, 100000);
   s.Int("workers", out.workers, 1, 64);
   s.Int("max_attempts", out.max_attempts, 1, 1000);
+  s.Int("max_timeouts", out.max_timeouts, 1, 1000);
   s.Duration("busy_timeout", out.busy_timeout, std::chrono::seconds(1), hours(24 * 30));
   s.Finish();
 }

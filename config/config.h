@@ -53,6 +53,10 @@ struct BatchConfig {
   int workers = 1;
   // Attempts before a failing item is marked dead. 1..1000.
   int max_attempts = 5;
+  // Timeouts (statement_timeout, lock_timeout) of an item's operation before
+  // it is dead: a timeout defers it without charging an attempt, and an item
+  // that times out every time would otherwise be deferred forever. 1..1000.
+  int max_timeouts = 5;
   // A run that finds the job's lock held exits 4 (busy), unless the holder
   // has held it suspiciously long: a session that is not a coexist run,
   // connected for longer than this, or a coexist run whose heartbeat is this

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "config/config_error.h"
+#include "db/queue_store_ops.h"
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
@@ -356,6 +357,43 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.done, 1);
   EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1001);
+}
+
+// A timeout defers an item without charging an attempt; an item that times
+// out on every run dies at batch.max_timeouts instead of being deferred
+// forever.
+TEST_F(BatchRunnerTest, AnItemThatTimesOutEveryTimeDiesAtMaxTimeouts) {
+  EnqueueRange(1, 1);
+  auto config = config::LoadString(
+      "database: {statement_timeout: 200ms}\n"
+      "batch: {job: j, chunk_size: 10, max_timeouts: 3}\n"
+      "pacing: {adaptive: false}\n"
+      "operation:\n"
+      "  chunk_sql: SELECT pg_sleep(5) FROM unnest($1::bigint[])\n",
+      "test.yaml");
+  for (int run = 1; run <= 2; ++run) {
+    auto summary = batch::Run(conninfo(), config);
+    EXPECT_EQ(summary.deferred, 1) << run;
+    EXPECT_EQ(summary.dead, 0) << run;
+    EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred) << run;
+    EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts FROM coexist.queue"),
+              "deferred " + std::to_string(run) + " 0");
+  }
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.deferred, 0);
+  EXPECT_EQ(summary.dead, 1);
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts || ' ' || last_error "
+                       "FROM coexist.queue"),
+            "dead 3 0 timed out 3 times (batch.max_timeouts 3): the operation hit "
+            "database.statement_timeout or a lock timeout every time");
+  EXPECT_EQ(QueryValue("SELECT details->>'timeouts' FROM coexist.events WHERE kind = 'item_dead'"),
+            "3");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 2);
+  // queue retry --dead starts its count again.
+  auto conn = Connect("coexist-admin");
+  EXPECT_EQ(db::RetryDeadItems(*conn, "j", "admin:test"), 1);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts FROM coexist.queue"), "queued 0");
 }
 
 TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
