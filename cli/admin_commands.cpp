@@ -226,6 +226,54 @@ nlohmann::json RunJson(const db::RunRow& r) {
           {"seconds", r.seconds}};
 }
 
+// runs.details holds the settings a run started with, merged with its
+// summary (`batch run --json`'s object) once it finished.
+constexpr const char* kRunSettings[] = {"workers", "chunk_size", "adaptive", "chunk_time_ms"};
+
+void PrintRun(const db::RunDetail& detail, bool json) {
+  auto details = nlohmann::json::parse(detail.details_json);
+  nlohmann::json settings = nlohmann::json::object();
+  nlohmann::json summary = details;
+  for (const char* key : kRunSettings) {
+    if (details.contains(key)) settings[key] = details[key];
+    summary.erase(key);
+  }
+  if (!details.contains("outcome")) summary = nullptr;  // still running, or never finished
+  const auto& r = detail.run;
+  if (json) {
+    nlohmann::json out = RunJson(r);
+    out["settings"] = settings;
+    out["summary"] = summary;
+    out["details"] = details;
+    out["events"] = detail.events_by_kind;
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("run {} of job {} (policy {}): {}\n", r.run_id, r.job, r.policy,
+                           r.outcome);
+  std::cout << fmt::format("  host {}, pid {}, started {}, {}, {:.1f} s\n", r.host, r.pid,
+                           r.started_at, r.ended_at.empty() ? "not ended" : "ended " + r.ended_at,
+                           r.seconds);
+  std::cout << fmt::format("  claimed {}, done {}, deferred {}, dead {}\n", r.claimed, r.done,
+                           r.deferred, r.dead);
+  if (summary.is_object() && summary.contains("stop_reason")) {
+    std::cout << "  claiming stopped: " << summary["stop_reason"].get<std::string>() << '\n';
+  }
+  if (summary.is_object() && summary.contains("deferrals_by_reason") &&
+      !summary["deferrals_by_reason"].empty()) {
+    std::string reasons;
+    for (const auto& [reason, n] : summary["deferrals_by_reason"].items()) {
+      reasons += (reasons.empty() ? "" : ", ") + reason + " " + n.dump();
+    }
+    std::cout << "  deferred by reason: " << reasons << '\n';
+  }
+  std::string events;
+  for (const auto& [kind, n] : detail.events_by_kind) {
+    events += (events.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+  }
+  std::cout << "  events: " << (events.empty() ? "none" : events) << '\n';
+}
+
 void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   auto* runs = app.add_subcommand("runs", "Batch runs: list, show one");
   runs->require_subcommand(1);
@@ -275,17 +323,18 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
     }
     exit_code = 0;
   });
-  auto* show = runs->add_subcommand("show", "One run with its counts and events");
+  auto* show = runs->add_subcommand(
+      "show",
+      "One run: its counts, its settings, its summary (as batch run --json writes it) and "
+      "its events by kind");
   show->add_option("run_id", f.run_id, "the run's id")->required();
-  show->add_flag("--json", f.json, "print JSON");
+  show->add_flag("--json", f.json,
+                 "print JSON: the run's row, settings, summary (null while it runs) and events");
   show->callback([&] {
     auto conn = db::Connect(context.Server(), "coexist-admin");
     auto detail = db::ShowRun(*conn, f.run_id);
     if (!detail) throw UsageError("no run " + std::to_string(f.run_id), "see 'coexist runs list'.");
-    nlohmann::json out = RunJson(detail->run);
-    out["details"] = nlohmann::json::parse(detail->details_json);
-    out["events"] = detail->events_by_kind;
-    std::cout << out.dump(2) << '\n';
+    PrintRun(*detail, f.json);
     exit_code = 0;
   });
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -446,6 +447,49 @@ TEST_F(CliTest, AdminCommandsWorkOnAConfiguredDatabase) {
   result = Run("--database-url " + Url() + " queue retry --dead --job j");
   EXPECT_EQ(result.out, "1 dead items queued again\n") << result.err;
   EXPECT_EQ(Run("--database-url " + Url() + " runs show 12345").status, 64);
+}
+
+// runs show prints the run for a person, and with --json its row, the
+// settings it started with and its summary (batch run --json's object).
+TEST_F(CliTest, RunsShowPrintsTheRunAndWithJsonItsSummary) {
+  auto job = Write("job.yaml",
+                   "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
+                   "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
+  const std::string flags = "--database-url " + Url() + " --config " + job.string();
+  ASSERT_EQ(Run(flags + " enqueue --select 'SELECT id FROM products WHERE id <= 3'").status, 0);
+  auto run = Run(flags + " batch run");
+  ASSERT_EQ(run.status, 0) << run.err;
+  long long id = Count("SELECT max(run_id) FROM coexist.runs");
+
+  auto text = Run(flags + " runs show " + std::to_string(id));
+  EXPECT_EQ(text.status, 0) << text.err;
+  std::istringstream lines(text.out);
+  std::vector<std::string> line(5);
+  for (auto& l : line) std::getline(lines, l);
+  EXPECT_EQ(line[0], "run " + std::to_string(id) + " of job j (policy skip_locked): succeeded");
+  EXPECT_TRUE(line[1].starts_with("  host ")) << line[1];
+  EXPECT_NE(line[1].find(", ended "), std::string::npos) << line[1];
+  EXPECT_EQ(line[2], "  claimed 3, done 3, deferred 0, dead 0");
+  EXPECT_EQ(line[3], "  claiming stopped: drained");
+  EXPECT_EQ(line[4], "  events: none");
+
+  auto json = Run(flags + " runs show " + std::to_string(id) + " --json");
+  EXPECT_EQ(json.status, 0) << json.err;
+  auto out = nlohmann::json::parse(json.out);
+  EXPECT_EQ(out["run_id"], id);
+  EXPECT_EQ(out["outcome"], "succeeded");
+  EXPECT_EQ(out["done"], 3);
+  EXPECT_EQ(out["settings"]["workers"], 1);
+  EXPECT_EQ(out["summary"]["outcome"], "succeeded");
+  EXPECT_EQ(out["summary"]["stop_reason"], "drained");
+  EXPECT_EQ(out["summary"]["done"], 3);
+  EXPECT_EQ(out["summary"]["run_id"], id);
+  EXPECT_FALSE(out["summary"].contains("workers"));
+  EXPECT_EQ(out["events"], nlohmann::json::object());
+
+  auto missing = Run(flags + " runs show 12345 --json");
+  EXPECT_EQ(missing.status, 64);
+  EXPECT_EQ(missing.out, "");
 }
 
 TEST_F(CliTest, QueuePurgeFollowsRetentionOrOlderThan) {
