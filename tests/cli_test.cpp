@@ -492,6 +492,60 @@ TEST_F(CliTest, RunsShowPrintsTheRunAndWithJsonItsSummary) {
   EXPECT_EQ(missing.out, "");
 }
 
+// coexist events: the audit trail, newest first, with its filters.
+TEST_F(CliTest, EventsListsTheAuditTrailWithFilters) {
+  QueryValue(
+      "WITH i AS (INSERT INTO coexist.events (at, kind, job, run_id, item_id, target, record_key,"
+      " actor, details) VALUES"
+      " (now() - interval '3 hours', 'item_deferred', 'j', 1, 10, 'products', 7, 'batch run 1',"
+      "  '{\"reason\": \"row_locked\"}'),"
+      " (now() - interval '1 minute', 'item_dead', 'j', 2, 11, 'products', 8, 'batch run 2',"
+      "  '{\"attempts\": 5}'),"
+      " (now(), 'items_retried', 'k', NULL, NULL, NULL, NULL, 'admin:ops@h', '{\"items\": 1}')"
+      " RETURNING 1) SELECT count(*) FROM i");
+  const std::string events = "--database-url " + Url() + " events";
+  // Each line without its time stamp.
+  auto lines = [](const std::string& out) {
+    std::vector<std::string> result;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      auto kind = line.find("  ");
+      result.push_back(kind == std::string::npos ? line : line.substr(kind + 2));
+    }
+    return result;
+  };
+  auto all = Run(events);
+  EXPECT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(lines(all.out),
+            (std::vector<std::string>{
+                "items_retried job=k actor=admin:ops@h {\"items\": 1}",
+                "item_dead job=j run=2 item=11 record=products:8 actor=\"batch run 2\" "
+                "{\"attempts\": 5}",
+                "item_deferred job=j run=1 item=10 record=products:7 actor=\"batch run 1\" "
+                "{\"reason\": \"row_locked\"}",
+                "3 events (newest first)"}));
+  auto dead = Run(events + " --kind item_dead --json");
+  EXPECT_EQ(dead.status, 0) << dead.err;
+  auto json = nlohmann::json::parse(dead.out);
+  ASSERT_EQ(json.size(), 1u);
+  EXPECT_EQ(json[0]["record_key"], 8);
+  EXPECT_EQ(json[0]["details"]["attempts"], 5);
+  EXPECT_TRUE(json[0]["subject"].is_null());
+  EXPECT_EQ(lines(Run(events + " --record 7").out).back(), "1 event (newest first)");
+  EXPECT_EQ(lines(Run(events + " --since 1h").out).back(), "2 events (newest first)");
+  EXPECT_EQ(lines(Run(events + " --since '2000-01-01 00:00+00'").out).back(),
+            "3 events (newest first)");
+  auto newest_of_j = lines(Run(events + " --job j --limit 1").out);
+  ASSERT_EQ(newest_of_j.size(), 2u);
+  EXPECT_TRUE(newest_of_j[0].starts_with("item_dead ")) << newest_of_j[0];
+  auto bad = Run(events + " --since soon");
+  EXPECT_EQ(bad.status, 64);
+  EXPECT_NE(bad.err.find("coexist: --since 'soon' is neither a duration nor a timestamp\nHINT: "
+                         "e.g. --since 2h, or --since '2026-12-01 08:00+00'.\n"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST_F(CliTest, QueuePurgeFollowsRetentionOrOlderThan) {
   QueryValue(
       "INSERT INTO coexist.queue (job, record_key, state, done_at) VALUES"
