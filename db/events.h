@@ -25,12 +25,12 @@ namespace coexist::db {
 
 // Which events; every filter that is set must match.
 struct EventFilter {
-  std::string kind;                       // empty: every kind
-  std::string job;                        // empty: every job (and events of none)
-  std::optional<long long> record_key;    // of any target
+  std::string kind;                                    // empty: every kind
+  std::string job;                                     // empty: every job (and events of none)
+  std::optional<long long> record_key;                 // of any target
   std::optional<std::chrono::milliseconds> since_age;  // at >= now() - since_age
-  std::optional<std::string> since_time;  // at >= since_time::timestamptz
-  int limit = 50;                         // the newest `limit` matching events
+  std::optional<std::string> since_time;               // at >= since_time::timestamptz
+  int limit = 50;                                      // the newest `limit` matching events
 };
 
 // One coexist.events row; "" and nullopt where the column is NULL.

@@ -291,7 +291,7 @@ TEST_F(CliTest, CommandsThatKeepStateNeedAConfiguredDatabase) {
            "--config " + config.string() + " batch run",
            "--config " + config.string() + " batch run --dry-run",
            "--config " + config.string() + " batch daemon", "locks list", "queue status",
-           "runs list"}) {
+           "runs list", "events"}) {
     auto result = Run(command);
     EXPECT_EQ(result.status, 78) << command << ": " << result.err;
     EXPECT_NE(result.err.find("coexist: no database configured"), std::string::npos)
