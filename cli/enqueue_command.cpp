@@ -116,7 +116,9 @@ void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code) {
   static EnqueueOptions options;
   cmd->add_option("--job", options.job,
                   "the job the items are for (default: batch.job of --config; one of the two is "
-                  "required)");
+                  "required)")
+      ->check(CLI::Validator(
+          [](std::string& name) { return name.empty() ? "the job's name is empty" : ""; }, "NAME"));
   cmd->add_option("--select", options.select,
                   "SQL returning key[, payload jsonb[, idempotency_key text]]");
   cmd->add_option("--file", options.file,

@@ -181,6 +181,10 @@ TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
     EXPECT_EQ(result.status, 64) << config << ": " << result.err;
     EXPECT_EQ(result.err, refusal) << config;
   }
+  auto empty = Run("--database-url " + Url() + " --config " + named.string() +
+                   " enqueue --job '' --select 'SELECT 1'");
+  EXPECT_EQ(empty.status, 64);
+  EXPECT_NE(empty.err.find("the job's name is empty"), std::string::npos) << empty.err;
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
   auto result = Run("--database-url " + Url() + " enqueue --job adhoc --select 'SELECT 1'");
   EXPECT_EQ(result.status, 0) << result.err;
