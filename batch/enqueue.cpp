@@ -196,19 +196,20 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
   auto shape = tx.exec("SELECT * FROM (" + select_sql + ") AS s LIMIT 0");
   auto columns = shape.columns();
   if (columns < 1 || columns > 3) {
-    throw UsageError("--select returns " + std::to_string(columns) + " columns",
+    throw UsageError("the query returns " + std::to_string(columns) + " columns",
                      "return key[, payload jsonb[, idempotency_key text]].");
   }
-  std::string names[3];
-  for (pqxx::row::size_type i = 0; i < columns; ++i) {
-    names[i] = "s." + tx.quote_name(shape.column_name(i));
-  }
-  std::string payload = columns > 1 ? "coalesce(" + names[1] + "::jsonb, '{}')" : "'{}'::jsonb";
-  std::string idempotency = columns > 2 ? names[2] + "::text" : "NULL::text";
-  auto inserted =
-      db::InsertSelected(tx, job,
-                         "SELECT " + names[0] + "::" + key_type + "::text AS k, " + payload +
-                             " AS p, " + idempotency + " AS ik FROM (" + select_sql + ") AS s");
+  // The columns are taken by position, whatever their names: unnamed
+  // expressions are all "?column?", and a name may repeat.
+  std::string aliases = "k";
+  if (columns > 1) aliases += ", p";
+  if (columns > 2) aliases += ", ik";
+  std::string payload = columns > 1 ? "coalesce(s.p::jsonb, '{}')" : "'{}'::jsonb";
+  std::string idempotency = columns > 2 ? "s.ik::text" : "NULL::text";
+  auto inserted = db::InsertSelected(tx, job,
+                                     "SELECT s.k::" + key_type + "::text AS k, " + payload +
+                                         " AS p, " + idempotency + " AS ik FROM (" + select_sql +
+                                         ") AS s(" + aliases + ")");
   tx.commit();
   EnqueueResult result;
   result.added = inserted.added;

@@ -50,8 +50,9 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
                            const std::vector<EnqueueItem>& items,
                            const std::string& key_type = "bigint");
 
-// Enqueues what a query returns, all inside the server: its columns are the
-// key, and optionally the payload (jsonb) and the idempotency key (text).
+// Enqueues what a query returns, all inside the server: its columns, by
+// position whatever their names, are the key, and optionally the payload
+// (jsonb) and the idempotency key (text).
 // Throws coexist::UsageError when the query returns another shape.
 EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
                             const std::string& select_sql, const std::string& key_type = "bigint");

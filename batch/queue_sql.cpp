@@ -45,8 +45,12 @@ RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueS
 }
 
 db::QueueJob QueueJobOf(const config::Config& config, const std::string& target) {
-  return {config.batch.job, config.batch.max_attempts, config.policy.defer_delay,
-          config.batch.busy_timeout, target};
+  return {config.batch.job,
+          config.batch.max_attempts,
+          config.policy.defer_delay,
+          config.batch.busy_timeout,
+          target,
+          config.batch.max_timeouts};
 }
 
 QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)

@@ -45,6 +45,17 @@ namespace {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// Defers the timed-out items; those the queue store found dead instead
+// (batch.max_timeouts) leave `timeouts`: returns how many died.
+long long DeferTimeouts(db::QueueStore& queue, pqxx::transaction_base& tx, long long run_id,
+                        std::vector<Deferral>& timeouts) {
+  auto died = queue.DeferItems(tx, run_id, timeouts);
+  std::erase_if(timeouts, [&](const Deferral& d) {
+    return std::binary_search(died.begin(), died.end(), d.item_id);
+  });
+  return static_cast<long long>(died.size());
+}
+
 // Counts NOTIFY coexist_edit_lock_released on the aux connection.
 struct Listener : pqxx::notification_receiver {
   explicit Listener(pqxx::connection_base& conn)
@@ -222,7 +233,7 @@ bool Worker::RunChunk(long long& after, int size) {
     ApplyScanning(tx, owned, out);
     db_->queue->CompleteItems(tx, run_id_, out.applied);
     out.dead += db_->queue->FailItems(tx, run_id_, out.failures);
-    db_->queue->DeferItems(tx, run_id_, out.timeouts);
+    out.dead += DeferTimeouts(*db_->queue, tx, run_id_, out.timeouts);
     db_->sql->HandBack(tx, out.apply);
     tx.commit();
   }
@@ -511,7 +522,7 @@ void Worker::Finish(pqxx::dbtransaction& tx, Outcome& out) {
   db_->queue->CompleteItems(tx, run_id_, out.applied);
   out.dead += db_->queue->FailItems(tx, run_id_, out.failures);
   db_->queue->DeferItems(tx, run_id_, out.deferrals);
-  db_->queue->DeferItems(tx, run_id_, out.timeouts);
+  out.dead += DeferTimeouts(*db_->queue, tx, run_id_, out.timeouts);
 }
 
 bool Worker::WaitForWaiting() {

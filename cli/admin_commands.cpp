@@ -6,13 +6,16 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
 #include "admin/edit_locks.h"
 #include "batch/runner.h"
 #include "cli/context.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "config/duration.h"
 #include "db/connection.h"
+#include "db/events.h"
 #include "db/queue_store_ops.h"
 
 namespace coexist::cli {
@@ -29,6 +32,8 @@ struct AdminFlags {
   bool dead = false;
   int limit = 20;
   long long run_id = 0;
+  std::string kind;
+  std::string since;
 };
 
 nlohmann::json LockJson(const admin::EditLockRow& l) {
@@ -226,6 +231,54 @@ nlohmann::json RunJson(const db::RunRow& r) {
           {"seconds", r.seconds}};
 }
 
+// runs.details holds the settings a run started with, merged with its
+// summary (`batch run --json`'s object) once it finished.
+constexpr const char* kRunSettings[] = {"workers", "chunk_size", "adaptive", "chunk_time_ms"};
+
+void PrintRun(const db::RunDetail& detail, bool json) {
+  auto details = nlohmann::json::parse(detail.details_json);
+  nlohmann::json settings = nlohmann::json::object();
+  nlohmann::json summary = details;
+  for (const char* key : kRunSettings) {
+    if (details.contains(key)) settings[key] = details[key];
+    summary.erase(key);
+  }
+  if (!details.contains("outcome")) summary = nullptr;  // still running, or never finished
+  const auto& r = detail.run;
+  if (json) {
+    nlohmann::json out = RunJson(r);
+    out["settings"] = settings;
+    out["summary"] = summary;
+    out["details"] = details;
+    out["events"] = detail.events_by_kind;
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("run {} of job {} (policy {}): {}\n", r.run_id, r.job, r.policy,
+                           r.outcome);
+  std::cout << fmt::format("  host {}, pid {}, started {}, {}, {:.1f} s\n", r.host, r.pid,
+                           r.started_at, r.ended_at.empty() ? "not ended" : "ended " + r.ended_at,
+                           r.seconds);
+  std::cout << fmt::format("  claimed {}, done {}, deferred {}, dead {}\n", r.claimed, r.done,
+                           r.deferred, r.dead);
+  if (summary.is_object() && summary.contains("stop_reason")) {
+    std::cout << "  claiming stopped: " << summary["stop_reason"].get<std::string>() << '\n';
+  }
+  if (summary.is_object() && summary.contains("deferrals_by_reason") &&
+      !summary["deferrals_by_reason"].empty()) {
+    std::string reasons;
+    for (const auto& [reason, n] : summary["deferrals_by_reason"].items()) {
+      reasons += (reasons.empty() ? "" : ", ") + reason + " " + n.dump();
+    }
+    std::cout << "  deferred by reason: " << reasons << '\n';
+  }
+  std::string events;
+  for (const auto& [kind, n] : detail.events_by_kind) {
+    events += (events.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+  }
+  std::cout << "  events: " << (events.empty() ? "none" : events) << '\n';
+}
+
 void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   auto* runs = app.add_subcommand("runs", "Batch runs: list, show one");
   runs->require_subcommand(1);
@@ -275,19 +328,103 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
     }
     exit_code = 0;
   });
-  auto* show = runs->add_subcommand("show", "One run with its counts and events");
+  auto* show = runs->add_subcommand(
+      "show",
+      "One run: its counts, its settings, its summary (as batch run --json writes it) and "
+      "its events by kind");
   show->add_option("run_id", f.run_id, "the run's id")->required();
-  show->add_flag("--json", f.json, "print JSON");
+  show->add_flag("--json", f.json,
+                 "print JSON: the run's row, settings, summary (null while it runs) and events");
   show->callback([&] {
     auto conn = db::Connect(context.Server(), "coexist-admin");
     auto detail = db::ShowRun(*conn, f.run_id);
     if (!detail) throw UsageError("no run " + std::to_string(f.run_id), "see 'coexist runs list'.");
-    nlohmann::json out = RunJson(detail->run);
-    out["details"] = nlohmann::json::parse(detail->details_json);
-    out["events"] = detail->events_by_kind;
-    std::cout << out.dump(2) << '\n';
+    PrintRun(*detail, f.json);
     exit_code = 0;
   });
+}
+
+nlohmann::json EventJson(const db::EventRow& e) {
+  auto optional = [](const std::optional<long long>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json();
+  };
+  auto text = [](const std::string& v) { return v.empty() ? nlohmann::json() : nlohmann::json(v); };
+  return {{"event_id", e.event_id},
+          {"at", e.at},
+          {"kind", e.kind},
+          {"job", text(e.job)},
+          {"run_id", optional(e.run_id)},
+          {"item_id", optional(e.item_id)},
+          {"target", text(e.target)},
+          {"record_key", text(e.record_key)},
+          {"actor", text(e.actor)},
+          {"subject", text(e.subject)},
+          {"details", nlohmann::json::parse(e.details_json)}};
+}
+
+// One line per event: when, what, then only the fields it has.
+std::string EventLine(const db::EventRow& e) {
+  std::string line = e.at + "  " + e.kind;
+  if (!e.job.empty()) line += " job=" + e.job;
+  if (e.run_id) line += " run=" + std::to_string(*e.run_id);
+  if (e.item_id) line += " item=" + std::to_string(*e.item_id);
+  if (!e.record_key.empty()) {
+    line += " record=" + (e.target.empty() ? "" : e.target + ":") + e.record_key;
+  }
+  if (!e.actor.empty()) line += " actor=" + log::Value(e.actor);
+  if (!e.subject.empty()) line += " subject=" + log::Value(e.subject);
+  if (e.details_json != "{}") line += " " + e.details_json;
+  return line;
+}
+
+int ListEvents(Context& context, const AdminFlags& f, bool record_given) {
+  db::EventFilter filter;
+  filter.kind = f.kind;
+  filter.job = f.job;
+  filter.limit = f.limit;
+  if (record_given) filter.record_key = f.record;
+  if (!f.since.empty()) {
+    if (auto age = config::ParseDuration(f.since)) {
+      filter.since_age = std::chrono::duration_cast<std::chrono::milliseconds>(*age);
+    } else {
+      filter.since_time = f.since;
+    }
+  }
+  auto conn = db::Connect(context.Server(), "coexist-admin");
+  std::vector<db::EventRow> rows;
+  try {
+    rows = db::ListEvents(*conn, filter);
+  } catch (const pqxx::data_exception&) {
+    // Class 22: the server could not read --since as a timestamp.
+    throw UsageError("--since '" + f.since + "' is neither a duration nor a timestamp",
+                     "e.g. --since 2h, or --since '2026-12-01 08:00+00'.");
+  }
+  if (f.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : rows) out.push_back(EventJson(e));
+    std::cout << out.dump(2) << '\n';
+  } else {
+    for (const auto& e : rows) std::cout << EventLine(e) << '\n';
+    std::cout << rows.size() << " event" << (rows.size() == 1 ? "" : "s") << " (newest first)\n";
+  }
+  return 0;
+}
+
+void AddEvents(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
+  auto* events = app.add_subcommand(
+      "events",
+      "The audit trail (coexist.events): deferrals, dead items, revoked and released edit locks, "
+      "signalled backends, retries, purges, pacing; newest first");
+  events->add_option("--kind", f.kind, "one kind, e.g. item_dead (docs/schema.md lists them)");
+  auto* record = events->add_option("--record", f.record, "one record's key (of any target)");
+  events->add_option("--since", f.since,
+                     "only events this recent (a duration, e.g. 2h) or from this time on (a "
+                     "timestamp, e.g. '2026-12-01 08:00+00')");
+  events->add_option("--job", f.job, "one job (default: all)");
+  events->add_option("--limit", f.limit, "how many, newest first (default 20)")
+      ->check(CLI::Range(1, 100000));
+  events->add_flag("--json", f.json, "print JSON");
+  events->callback([&, record] { exit_code = ListEvents(context, f, record->count() > 0); });
 }
 
 }  // namespace
@@ -297,6 +434,7 @@ void AddAdminCommands(CLI::App& app, Context& context, int& exit_code) {
   AddLocks(app, context, exit_code, flags);
   AddQueue(app, context, exit_code, flags);
   AddRuns(app, context, exit_code, flags);
+  AddEvents(app, context, exit_code, flags);
 }
 
 }  // namespace coexist::cli

@@ -3,17 +3,21 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <pqxx/pqxx>
 
 #include "batch/check.h"
 #include "batch/enqueue.h"
 #include "cli/context.h"
 #include "common/error.h"
+#include "config/config.h"
 #include "db/connection.h"
+#include "db/failure.h"
 
 namespace coexist::cli {
 namespace {
 
 struct EnqueueOptions {
+  std::string job;
   std::string select;
   std::string file;
   std::string format = "auto";
@@ -37,12 +41,59 @@ std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o, bool integer_
                            : batch::ParseCsv(in, name, integer_keys);
 }
 
+// The file's query: what the database refuses in it (a syntax error, a
+// table or column missing, a right missing) is the configuration's fault,
+// named at the key (78) like a rejected operation.
+batch::EnqueueResult EnqueueFromFile(const std::string& conninfo, const std::string& job,
+                                     const config::EnqueueConfig& enqueue,
+                                     const std::string& source, const std::string& key_type) {
+  try {
+    return batch::EnqueueSelect(conninfo, job, enqueue.select, key_type);
+  } catch (const pqxx::sql_error& e) {
+    if (db::Classify(e) != db::FailureKind::kConfiguration) throw;
+    // The server's first line, without its "ERROR:  " prefix (the rest
+    // points into the wrapped statement, not the file).
+    std::string message = e.what();
+    message = message.substr(0, message.find('\n'));
+    if (message.starts_with("ERROR:")) message.erase(0, message.find_first_not_of(" ", 6));
+    config::Mark at = enqueue.select_at.file.empty() ? config::Mark{source} : enqueue.select_at;
+    throw config::ConfigError(at, "enqueue.select", "the database rejects it: " + message,
+                              "nothing was enqueued. The query returns key[, payload jsonb[, "
+                              "idempotency_key text]], by position.");
+  } catch (const UsageError& e) {
+    config::Mark at = enqueue.select_at.file.empty() ? config::Mark{source} : enqueue.select_at;
+    throw config::ConfigError(at, "enqueue.select", e.what(), e.hint());
+  }
+}
+
 int Enqueue(Context& context, const EnqueueOptions& o) {
-  if (o.select.empty() == o.file.empty()) {
-    throw UsageError("give exactly one of --select and --file",
+  if (!o.select.empty() && !o.file.empty()) {
+    throw UsageError("give one of --select and --file, not both",
                      "--select \"SELECT id FROM ...\", or --file items.csv (- for stdin).");
   }
-  const auto& job = context.Config().batch.job;
+  // Neither: the file's enqueue.select, so that a scheduled unit needs
+  // nothing but --config.
+  const config::EnqueueConfig* from_file = nullptr;
+  if (o.select.empty() && o.file.empty()) {
+    if (context.HasConfigFile() && !context.Config().enqueue.select.empty()) {
+      from_file = &context.Config().enqueue;
+    } else {
+      throw UsageError("enqueue: nothing to enqueue",
+                       "pass --select \"SELECT id FROM ...\" or --file items.csv (- for stdin), "
+                       "or set enqueue.select in the file given with --config.");
+    }
+  }
+  // --job, else batch.job of --config; never the default job unasked: items
+  // nobody's `batch run` takes would wait forever.
+  std::string job = o.job;
+  if (job.empty() && context.HasConfigFile() && context.Config().batch.job_given) {
+    job = context.Config().batch.job;
+  }
+  if (job.empty()) {
+    throw UsageError("enqueue: no job given",
+                     "pass --job NAME, or set batch.job in the file given with --config (the "
+                     "job whose batch run takes the items).");
+  }
   const auto& server = context.Server();
   if (context.HasConfigFile()) {
     // Items for a target the batch could never apply are refused up front
@@ -55,7 +106,9 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
   // Keys are checked and stored as the target's key column types them.
   auto key_type = batch::TargetKeyType(server.conninfo(), context.Config().target);
   batch::EnqueueResult result;
-  if (!o.select.empty()) {
+  if (from_file != nullptr) {
+    result = EnqueueFromFile(server.conninfo(), job, *from_file, context.Config().source, key_type);
+  } else if (!o.select.empty()) {
     result = batch::EnqueueSelect(server.conninfo(), job, o.select, key_type);
   } else {
     result = batch::EnqueueItems(server.conninfo(), job,
@@ -71,9 +124,15 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
 void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "enqueue",
-      "Add items to the job's queue from a query, a CSV or JSON-lines file, or stdin; items whose "
+      "Add items to the job's queue from a query, a CSV or JSON-lines file, or stdin (neither: "
+      "enqueue.select of --config); items whose "
       "idempotency key the job already has are counted as duplicates");
   static EnqueueOptions options;
+  cmd->add_option("--job", options.job,
+                  "the job the items are for (default: batch.job of --config; one of the two is "
+                  "required)")
+      ->check(CLI::Validator(
+          [](std::string& name) { return name.empty() ? "the job's name is empty" : ""; }, "NAME"));
   cmd->add_option("--select", options.select,
                   "SQL returning key[, payload jsonb[, idempotency_key text]]");
   cmd->add_option("--file", options.file,

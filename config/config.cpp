@@ -48,11 +48,25 @@ void ReadTarget(Section& s, const YAML::Node& node, TargetTable& out, Config::Ta
 
 void ReadBatch(Section& s, BatchConfig& out) {
   s.String("job", out.job);
+  out.job_given = s.node()["job"].IsDefined();
   s.Int("chunk_size", out.chunk_size, 1, 100000);
   s.Int("workers", out.workers, 1, 64);
   s.Int("max_attempts", out.max_attempts, 1, 1000);
+  s.Int("max_timeouts", out.max_timeouts, 1, 1000);
   s.Duration("busy_timeout", out.busy_timeout, std::chrono::seconds(1), hours(24 * 30));
   s.Finish();
+}
+
+void ReadEnqueue(Section& s, const YAML::Node& node, EnqueueConfig& out) {
+  s.String("select", out.select);
+  s.Finish();
+  if (!node["select"].IsDefined()) return;
+  out.select_at = s.MarkOf(node["select"]);
+  if (out.select.find_first_not_of(" \t\r\n") == std::string::npos) {
+    s.Fail(node["select"], "select", "the query is empty",
+           "write the SQL that returns key[, payload jsonb[, idempotency_key text]], or leave "
+           "enqueue: out.");
+  }
 }
 
 void ReadMix(Section& s, OnlineMix& out) {
@@ -391,6 +405,7 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("log")) ReadLog(*s, config.log);
   if (auto s = top.Map("target")) ReadTarget(*s, root["target"], config.target, config.target_at);
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
+  if (auto s = top.Map("enqueue")) ReadEnqueue(*s, root["enqueue"], config.enqueue);
   if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);
   if (auto s = top.Map("online")) ReadOnline(*s, root["online"], config.online);
   {

@@ -44,17 +44,36 @@ struct LogConfig {
 struct BatchConfig {
   // The job's name: its queue items, runs and advisory lock are keyed by it.
   std::string job = "default";
+  // Whether the file names the job: `enqueue` never puts items into the
+  // default job unasked (--job or batch.job must say which).
+  bool job_given = false;
   // Items claimed and applied in one transaction. 1..100000.
   int chunk_size = 500;
   // Worker threads in one process, each with its own connection. 1..64.
   int workers = 1;
   // Attempts before a failing item is marked dead. 1..1000.
   int max_attempts = 5;
+  // Timeouts (statement_timeout, lock_timeout) of an item's operation before
+  // it is dead: a timeout defers it without charging an attempt, and an item
+  // that times out every time would otherwise be deferred forever. 1..1000.
+  int max_timeouts = 5;
   // A run that finds the job's lock held exits 4 (busy), unless the holder
   // has held it suspiciously long: a session that is not a coexist run,
   // connected for longer than this, or a coexist run whose heartbeat is this
   // old. Then it exits 5, which schedulers count as a failure. 1s..30d.
   milliseconds busy_timeout = std::chrono::minutes(10);
+};
+
+// `enqueue:` — what `coexist enqueue` adds when the command line names no
+// source, so a scheduled unit can run `enqueue` then `batch run` from the
+// file alone.
+struct EnqueueConfig {
+  // SQL returning key[, payload jsonb[, idempotency_key text]], the columns
+  // taken by position (as --select). Empty: none; enqueue then needs
+  // --select or --file.
+  std::string select;
+  // Where select is written, for what only the database can tell.
+  Mark select_at;
 };
 
 // `online:` — the online workload simulator (`coexist online-sim`): virtual
@@ -303,6 +322,7 @@ struct Config {
     Mark table, key_column, version_column, owner_column;
   } target_at;
   BatchConfig batch;
+  EnqueueConfig enqueue;
   PacingConfig pacing;
   OnlineConfig online;
   PolicyConfig policy;

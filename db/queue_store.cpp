@@ -81,21 +81,39 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
         FROM u WHERE state = 'dead'
       RETURNING 1)
     SELECT count(*) FROM u WHERE state = 'dead')sql");
+  // A timeout adds to the item's timeouts; at $8 (max_timeouts) the item
+  // is dead instead of deferred again (0018).
   conn.prepare("defer_items", R"sql(
-    WITH d AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::boolean[])
-                              AS d(item_id, reason, escalated)),
+    WITH d AS (SELECT *, reason = 'timeout' AS timed_out
+                 FROM unnest($1::bigint[], $2::text[], $3::boolean[]) AS d(item_id, reason, escalated)),
     u AS (
       UPDATE coexist.queue q
-         SET state = 'deferred', deferrals = q.deferrals + 1, defer_reason = d.reason,
+         SET state = CASE WHEN d.timed_out AND q.timeouts + 1 >= $8::integer THEN 'dead'
+                          ELSE 'deferred' END::coexist.item_state,
+             timeouts = q.timeouts + d.timed_out::integer,
+             last_error = CASE WHEN d.timed_out AND q.timeouts + 1 >= $8::integer
+                               THEN 'timed out ' || q.timeouts + 1 || ' times (batch.max_timeouts '
+                                    || $8::integer || '): the operation hit database.statement_timeout or '
+                                    || 'a lock timeout every time'
+                               ELSE q.last_error END,
+             deferrals = q.deferrals + 1, defer_reason = d.reason,
              not_before = now() + $6::interval, run_id = $4, updated_at = now()
         FROM d WHERE q.item_id = d.item_id
-      RETURNING q.item_id, q.record_key, q.deferrals, d.reason, d.escalated)
-    INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
-    SELECT k.kind, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
-           jsonb_build_object('reason', u.reason, 'deferrals', u.deferrals)
-      FROM u CROSS JOIN LATERAL (VALUES ('item_deferred'), (CASE WHEN u.escalated
-                                 THEN 'item_escalated' END)) AS k(kind)
-     WHERE k.kind IS NOT NULL)sql");
+      RETURNING q.item_id, q.record_key, q.deferrals, q.timeouts, q.state, q.last_error, d.reason,
+                d.escalated),
+    e AS (
+      INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
+      SELECT k.kind, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
+             jsonb_build_object('reason', u.reason, 'deferrals', u.deferrals)
+        FROM u CROSS JOIN LATERAL (VALUES ('item_deferred'), (CASE WHEN u.escalated
+                                   THEN 'item_escalated' END)) AS k(kind)
+       WHERE k.kind IS NOT NULL AND u.state = 'deferred'
+      UNION ALL
+      SELECT 'item_dead', $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
+             jsonb_build_object('timeouts', u.timeouts, 'error', u.last_error)
+        FROM u WHERE u.state = 'dead'
+      RETURNING 1)
+    SELECT item_id FROM u WHERE state = 'dead' ORDER BY item_id)sql");
   // Takeovers no running run holds any more: the run ended, failed, was
   // killed (and marked abandoned) or its row is gone.
   conn.prepare("delete_orphaned_takeovers", R"sql(
@@ -252,9 +270,9 @@ long long QueueStore::FailItems(pqxx::transaction_base& tx, long long run_id,
       .as<long long>();
 }
 
-void QueueStore::DeferItems(pqxx::transaction_base& tx, long long run_id,
-                            const std::vector<Deferral>& deferrals) {
-  if (deferrals.empty()) return;
+std::vector<long long> QueueStore::DeferItems(pqxx::transaction_base& tx, long long run_id,
+                                              const std::vector<Deferral>& deferrals) {
+  if (deferrals.empty()) return {};
   std::vector<long long> ids;
   std::vector<std::optional<std::string>> reasons;
   std::vector<std::optional<std::string>> escalated;
@@ -263,8 +281,9 @@ void QueueStore::DeferItems(pqxx::transaction_base& tx, long long run_id,
     reasons.emplace_back(d.reason);
     escalated.emplace_back(d.escalated ? "t" : "f");
   }
-  tx.exec_prepared("defer_items", ArrayLiteral(ids), ArrayLiteral(reasons), ArrayLiteral(escalated),
-                   run_id, job_.job, SettingMilliseconds(job_.defer_delay), job_.target);
+  return BigintColumn(tx.exec_prepared(
+      "defer_items", ArrayLiteral(ids), ArrayLiteral(reasons), ArrayLiteral(escalated), run_id,
+      job_.job, SettingMilliseconds(job_.defer_delay), job_.target, job_.max_timeouts));
 }
 
 std::vector<std::string> QueueStore::DeleteOrphanedTakeovers(pqxx::transaction_base& tx) {

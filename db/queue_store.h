@@ -71,6 +71,7 @@ struct QueueJob {
   std::chrono::milliseconds defer_delay{0};   // a deferred item's not_before, from now
   std::chrono::milliseconds busy_timeout{0};  // JobHolder::stuck beyond it
   std::string target;                         // the target as a regclass literal, for events
+  int max_timeouts = 1;  // an item deferred for a timeout this many times is dead
 };
 
 // A run's statements on the queue and the runs table, for one job.
@@ -130,9 +131,12 @@ class QueueStore {
   long long FailItems(pqxx::transaction_base& tx, long long run_id,
                       const std::vector<Failure>& failures);
   // Deferred until now + defer_delay, with item_deferred (and
-  // item_escalated) events; attempts unchanged.
-  void DeferItems(pqxx::transaction_base& tx, long long run_id,
-                  const std::vector<Deferral>& deferrals);
+  // item_escalated) events; attempts unchanged. A deferral for reason
+  // "timeout" adds one to the item's timeouts; at max_timeouts the item is
+  // dead instead (last_error says so, an item_dead event). Returns the ids
+  // of the items that died.
+  std::vector<long long> DeferItems(pqxx::transaction_base& tx, long long run_id,
+                                    const std::vector<Deferral>& deferrals);
 
  private:
   QueueJob job_;

@@ -115,7 +115,8 @@ long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
   pqxx::work tx(conn);
   auto result = tx.exec_params(
       "WITH retried AS ("
-      "  UPDATE coexist.queue SET state = 'queued', attempts = 0, not_before = '-infinity',"
+      "  UPDATE coexist.queue SET state = 'queued', attempts = 0, timeouts = 0,"
+      "         not_before = '-infinity',"
       "         updated_at = now()"
       "   WHERE state = 'dead' AND ($1 = '' OR job = $1) RETURNING job, record_key, item_id),"
       // Later pending items of those keys now follow a pending one: the

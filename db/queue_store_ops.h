@@ -66,7 +66,7 @@ struct QueueStatus {
 QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job);
 
 // `coexist queue retry --dead`: the dead items of `job` (every job when
-// empty) go back to queued, claimable at once: attempts reset to 0,
+// empty) go back to queued, claimable at once: attempts and timeouts reset to 0,
 // last_error kept, deferrals unchanged. A retried item goes before the
 // later pending items of its key, which wait for it again (the claim's key
 // order; they are marked follows_pending). One statement in one transaction

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "config/config_error.h"
+#include "db/queue_store_ops.h"
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
@@ -91,6 +92,27 @@ TEST_F(BatchRunnerTest, EnqueueCountsDuplicatesByIdempotencyKey) {
   EXPECT_EQ(select_again.added, 1);
   EXPECT_EQ(select_again.duplicates, 4);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 9);
+}
+
+// Unnamed columns are all "?column?": they are taken by position (key,
+// payload, idempotency key), never by name.
+TEST_F(BatchRunnerTest, EnqueueSelectTakesUnnamedColumnsByPosition) {
+  auto result = EnqueueSelect(conninfo(), "j",
+                              "SELECT 1 + g % 1000, jsonb_build_object('n', g), 't' || g FROM "
+                              "generate_series(1,10) g");
+  EXPECT_EQ(result.added, 10);
+  EXPECT_EQ(result.duplicates, 0);
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ' ' || payload::text || ' ' || "
+                       "idempotency_key, ', ' ORDER BY record_key::bigint) FROM coexist.queue"),
+            "2 {\"n\": 1} t1, 3 {\"n\": 2} t2, 4 {\"n\": 3} t3, 5 {\"n\": 4} t4, "
+            "6 {\"n\": 5} t5, 7 {\"n\": 6} t6, 8 {\"n\": 7} t7, 9 {\"n\": 8} t8, "
+            "10 {\"n\": 9} t9, 11 {\"n\": 10} t10");
+  // Two columns of one name: the first is the key, the second the payload.
+  auto same_names = EnqueueSelect(conninfo(), "k", "SELECT 5 AS x, '{\"a\": 1}'::jsonb AS x");
+  EXPECT_EQ(same_names.added, 1);
+  EXPECT_EQ(QueryValue("SELECT record_key || ' ' || payload::text FROM coexist.queue "
+                       "WHERE job = 'k'"),
+            "5 {\"a\": 1}");
 }
 
 TEST_F(BatchRunnerTest, EnqueueRejectsMalformedLinesWithTheirPlace) {
@@ -337,6 +359,43 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.counts.done, 1);
   EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1001);
+}
+
+// A timeout defers an item without charging an attempt; an item that times
+// out on every run dies at batch.max_timeouts instead of being deferred
+// forever.
+TEST_F(BatchRunnerTest, AnItemThatTimesOutEveryTimeDiesAtMaxTimeouts) {
+  EnqueueRange(1, 1);
+  auto config = config::LoadString(
+      "database: {statement_timeout: 200ms}\n"
+      "batch: {job: j, chunk_size: 10, max_timeouts: 3}\n"
+      "pacing: {adaptive: false}\n"
+      "operation:\n"
+      "  chunk_sql: SELECT pg_sleep(5) FROM unnest($1::bigint[])\n",
+      "test.yaml");
+  for (int run = 1; run <= 2; ++run) {
+    auto summary = batch::Run(conninfo(), config);
+    EXPECT_EQ(summary.counts.deferred, 1) << run;
+    EXPECT_EQ(summary.counts.dead, 0) << run;
+    EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred) << run;
+    EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts FROM coexist.queue"),
+              "deferred " + std::to_string(run) + " 0");
+  }
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.counts.deferred, 0);
+  EXPECT_EQ(summary.counts.dead, 1);
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts || ' ' || last_error "
+                       "FROM coexist.queue"),
+            "dead 3 0 timed out 3 times (batch.max_timeouts 3): the operation hit "
+            "database.statement_timeout or a lock timeout every time");
+  EXPECT_EQ(QueryValue("SELECT details->>'timeouts' FROM coexist.events WHERE kind = 'item_dead'"),
+            "3");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 2);
+  // queue retry --dead starts its count again.
+  auto conn = Connect("coexist-admin");
+  EXPECT_EQ(db::RetryDeadItems(*conn, "j", "admin:test"), 1);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts FROM coexist.queue"), "queued 0");
 }
 
 TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -98,7 +99,7 @@ TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
             "config error: " + file.string() +
                 ":3:3: batch.chunk_sise: unknown key\n"
                 "HINT: did you mean 'chunk_size'? known keys here: busy_timeout, chunk_size, job, "
-                "max_attempts, workers.\n");
+                "max_attempts, max_timeouts, workers.\n");
 }
 
 // The shipped scenarios are scenario files, and config check says so.
@@ -161,10 +162,93 @@ TEST_F(CliTest, DatabaseErrorsExitWithWhatTheyMean) {
            {"SELECT no_such_column FROM public.products", 78},
            {"SELECT public.fail_with('P0001')", 70},
        }) {
-    auto out = Run("--database-url " + Url() + " enqueue --select \"" + select + "\"");
+    auto out = Run("--database-url " + Url() + " enqueue --job j --select \"" + select + "\"");
     EXPECT_EQ(out.status, status) << select << "\n" << out.err;
     EXPECT_EQ(out.err.find("internal error"), std::string::npos) << select << "\n" << out.err;
   }
+}
+
+// enqueue puts items into the job that --job or the configuration's
+// batch.job names (the flag wins), never into the default job unasked.
+TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
+  auto unnamed = Write("unnamed.yaml", "policy: {name: skip_locked}\n");
+  auto named = Write("named.yaml", "batch: {job: nightly}\n");
+  const std::string refusal =
+      "coexist: enqueue: no job given\nHINT: pass --job NAME, or set batch.job in the file given "
+      "with --config (the job whose batch run takes the items).\n";
+  for (const std::string& config : {std::string(), " --config " + unnamed.string()}) {
+    auto result = Run("--database-url " + Url() + config + " enqueue --select 'SELECT 1'");
+    EXPECT_EQ(result.status, 64) << config << ": " << result.err;
+    EXPECT_EQ(result.err, refusal) << config;
+  }
+  auto empty = Run("--database-url " + Url() + " --config " + named.string() +
+                   " enqueue --job '' --select 'SELECT 1'");
+  EXPECT_EQ(empty.status, 64);
+  EXPECT_NE(empty.err.find("the job's name is empty"), std::string::npos) << empty.err;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
+  auto result = Run("--database-url " + Url() + " enqueue --job adhoc --select 'SELECT 1'");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.out, "enqueued for job adhoc: 1 added, 0 duplicates\n");
+  result = Run("--database-url " + Url() + " --config " + named.string() +
+               " enqueue --select 'SELECT 2'");
+  EXPECT_EQ(result.out, "enqueued for job nightly: 1 added, 0 duplicates\n") << result.err;
+  result = Run("--database-url " + Url() + " --config " + named.string() +
+               " enqueue --job other --select 'SELECT 3'");
+  EXPECT_EQ(result.out, "enqueued for job other: 1 added, 0 duplicates\n") << result.err;
+  EXPECT_EQ(QueryValue("SELECT string_agg(job || ':' || record_key, ' ' ORDER BY item_id) FROM "
+                       "coexist.queue"),
+            "adhoc:1 nightly:2 other:3");
+}
+
+// A scheduled unit runs `enqueue` with nothing but --config: the file's
+// enqueue.select; what the database refuses in it is named at the key.
+TEST_F(CliTest, EnqueueTakesTheQueryFromTheFile) {
+  auto job = Write("job.yaml",
+                   "batch: {job: nightly}\nenqueue:\n  select: SELECT g, jsonb_build_object('n', "
+                   "g) FROM generate_series(1, 3) g\n");
+  auto result = Run("--database-url " + Url() + " --config " + job.string() + " enqueue");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.out, "enqueued for job nightly: 3 added, 0 duplicates\n");
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ' ' || payload::text, ', ' ORDER BY "
+                       "item_id) FROM coexist.queue WHERE job = 'nightly'"),
+            "1 {\"n\": 1}, 2 {\"n\": 2}, 3 {\"n\": 3}");
+  // --select wins over the file's query.
+  result =
+      Run("--database-url " + Url() + " --config " + job.string() + " enqueue --select 'SELECT 9'");
+  EXPECT_EQ(result.out, "enqueued for job nightly: 1 added, 0 duplicates\n") << result.err;
+
+  auto typo = Write("typo.yaml", "batch: {job: j}\nenqueue:\n  selct: SELECT 1\n");
+  result = Run("--database-url " + Url() + " --config " + typo.string() + " enqueue");
+  EXPECT_EQ(result.status, 78);
+  EXPECT_EQ(result.err,
+            "config error: " + typo.string() +
+                ":3:3: enqueue.selct: unknown key\nHINT: did you mean 'select'? known keys "
+                "here: select.\n");
+  auto missing =
+      Write("missing.yaml", "batch: {job: j}\nenqueue:\n  select: SELECT id FROM no_such_table\n");
+  result = Run("--database-url " + Url() + " --config " + missing.string() + " enqueue");
+  EXPECT_EQ(result.status, 78);
+  auto error = result.err.substr(result.err.find("config error: "));
+  EXPECT_EQ(error.substr(0, error.find('\n')),
+            "config error: " + missing.string() +
+                ":3:11: enqueue.select: the database rejects it: relation \"no_such_table\" does "
+                "not exist");
+  auto shape = Write("shape.yaml", "batch: {job: j}\nenqueue:\n  select: SELECT 1, 2, 3, 4\n");
+  result = Run("--database-url " + Url() + " --config " + shape.string() + " enqueue");
+  EXPECT_EQ(result.status, 78);
+  EXPECT_EQ(result.err.substr(result.err.find("config error: ")),
+            "config error: " + shape.string() +
+                ":3:11: enqueue.select: the query returns 4 columns\nHINT: return "
+                "key[, payload jsonb[, idempotency_key text]].\n");
+
+  auto none = Write("none.yaml", "batch: {job: j}\n");
+  result = Run("--database-url " + Url() + " --config " + none.string() + " enqueue");
+  EXPECT_EQ(result.status, 64);
+  EXPECT_EQ(result.err,
+            "coexist: enqueue: nothing to enqueue\nHINT: pass --select \"SELECT id FROM ...\" or "
+            "--file items.csv (- for stdin), or set enqueue.select in the file given with "
+            "--config.\n");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 4);
 }
 
 // A malformed URL is a configuration error (78), for every kind of
@@ -205,13 +289,13 @@ TEST_F(CliTest, CommandsThatKeepStateNeedAConfiguredDatabase) {
                       "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
                       "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
   auto items = Write("items.csv", "key\n1\n");
-  for (const std::string& command :
-       std::vector<std::string>{"db status", "db install", "enqueue --file " + items.string(),
-                                "--config " + config.string() + " enqueue --file " + items.string(),
-                                "--config " + config.string() + " batch run",
-                                "--config " + config.string() + " batch run --dry-run",
-                                "--config " + config.string() + " batch daemon", "locks list",
-                                "queue status", "runs list"}) {
+  for (const std::string& command : std::vector<std::string>{
+           "db status", "db install", "enqueue --job j --file " + items.string(),
+           "--config " + config.string() + " enqueue --file " + items.string(),
+           "--config " + config.string() + " batch run",
+           "--config " + config.string() + " batch run --dry-run",
+           "--config " + config.string() + " batch daemon", "locks list", "queue status",
+           "runs list", "events"}) {
     auto result = Run(command);
     EXPECT_EQ(result.status, 78) << command << ": " << result.err;
     EXPECT_NE(result.err.find("coexist: no database configured"), std::string::npos)
@@ -373,6 +457,103 @@ TEST_F(CliTest, AdminCommandsWorkOnAConfiguredDatabase) {
   result = Run("--database-url " + Url() + " queue retry --dead --job j");
   EXPECT_EQ(result.out, "1 dead items queued again\n") << result.err;
   EXPECT_EQ(Run("--database-url " + Url() + " runs show 12345").status, 64);
+}
+
+// runs show prints the run for a person, and with --json its row, the
+// settings it started with and its summary (batch run --json's object).
+TEST_F(CliTest, RunsShowPrintsTheRunAndWithJsonItsSummary) {
+  auto job = Write("job.yaml",
+                   "batch: {job: j}\npolicy: {name: skip_locked}\noperation:\n  chunk_sql: "
+                   "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1)\n");
+  const std::string flags = "--database-url " + Url() + " --config " + job.string();
+  ASSERT_EQ(Run(flags + " enqueue --select 'SELECT id FROM products WHERE id <= 3'").status, 0);
+  auto run = Run(flags + " batch run");
+  ASSERT_EQ(run.status, 0) << run.err;
+  long long id = Count("SELECT max(run_id) FROM coexist.runs");
+
+  auto text = Run(flags + " runs show " + std::to_string(id));
+  EXPECT_EQ(text.status, 0) << text.err;
+  std::istringstream lines(text.out);
+  std::vector<std::string> line(5);
+  for (auto& l : line) std::getline(lines, l);
+  EXPECT_EQ(line[0], "run " + std::to_string(id) + " of job j (policy skip_locked): succeeded");
+  EXPECT_TRUE(line[1].starts_with("  host ")) << line[1];
+  EXPECT_NE(line[1].find(", ended "), std::string::npos) << line[1];
+  EXPECT_EQ(line[2], "  claimed 3, done 3, deferred 0, dead 0");
+  EXPECT_EQ(line[3], "  claiming stopped: drained");
+  EXPECT_EQ(line[4], "  events: none");
+
+  auto json = Run(flags + " runs show " + std::to_string(id) + " --json");
+  EXPECT_EQ(json.status, 0) << json.err;
+  auto out = nlohmann::json::parse(json.out);
+  EXPECT_EQ(out["run_id"], id);
+  EXPECT_EQ(out["outcome"], "succeeded");
+  EXPECT_EQ(out["done"], 3);
+  EXPECT_EQ(out["settings"]["workers"], 1);
+  EXPECT_EQ(out["summary"]["outcome"], "succeeded");
+  EXPECT_EQ(out["summary"]["stop_reason"], "drained");
+  EXPECT_EQ(out["summary"]["done"], 3);
+  EXPECT_EQ(out["summary"]["run_id"], id);
+  EXPECT_FALSE(out["summary"].contains("workers"));
+  EXPECT_EQ(out["events"], nlohmann::json::object());
+
+  auto missing = Run(flags + " runs show 12345 --json");
+  EXPECT_EQ(missing.status, 64);
+  EXPECT_EQ(missing.out, "");
+}
+
+// coexist events: the audit trail, newest first, with its filters.
+TEST_F(CliTest, EventsListsTheAuditTrailWithFilters) {
+  QueryValue(
+      "WITH i AS (INSERT INTO coexist.events (at, kind, job, run_id, item_id, target, record_key,"
+      " actor, details) VALUES"
+      " (now() - interval '3 hours', 'item_deferred', 'j', 1, 10, 'products', 7, 'batch run 1',"
+      "  '{\"reason\": \"row_locked\"}'),"
+      " (now() - interval '1 minute', 'item_dead', 'j', 2, 11, 'products', 8, 'batch run 2',"
+      "  '{\"attempts\": 5}'),"
+      " (now(), 'items_retried', 'k', NULL, NULL, NULL, NULL, 'admin:ops@h', '{\"items\": 1}')"
+      " RETURNING 1) SELECT count(*) FROM i");
+  const std::string events = "--database-url " + Url() + " events";
+  // Each line without its time stamp.
+  auto lines = [](const std::string& out) {
+    std::vector<std::string> result;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      auto kind = line.find("  ");
+      result.push_back(kind == std::string::npos ? line : line.substr(kind + 2));
+    }
+    return result;
+  };
+  auto all = Run(events);
+  EXPECT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(lines(all.out),
+            (std::vector<std::string>{
+                "items_retried job=k actor=admin:ops@h {\"items\": 1}",
+                "item_dead job=j run=2 item=11 record=products:8 actor=\"batch run 2\" "
+                "{\"attempts\": 5}",
+                "item_deferred job=j run=1 item=10 record=products:7 actor=\"batch run 1\" "
+                "{\"reason\": \"row_locked\"}",
+                "3 events (newest first)"}));
+  auto dead = Run(events + " --kind item_dead --json");
+  EXPECT_EQ(dead.status, 0) << dead.err;
+  auto json = nlohmann::json::parse(dead.out);
+  ASSERT_EQ(json.size(), 1u);
+  EXPECT_EQ(json[0]["record_key"], "8");
+  EXPECT_EQ(json[0]["details"]["attempts"], 5);
+  EXPECT_TRUE(json[0]["subject"].is_null());
+  EXPECT_EQ(lines(Run(events + " --record 7").out).back(), "1 event (newest first)");
+  EXPECT_EQ(lines(Run(events + " --since 1h").out).back(), "2 events (newest first)");
+  EXPECT_EQ(lines(Run(events + " --since '2000-01-01 00:00+00'").out).back(),
+            "3 events (newest first)");
+  auto newest_of_j = lines(Run(events + " --job j --limit 1").out);
+  ASSERT_EQ(newest_of_j.size(), 2u);
+  EXPECT_TRUE(newest_of_j[0].starts_with("item_dead ")) << newest_of_j[0];
+  auto bad = Run(events + " --since soon");
+  EXPECT_EQ(bad.status, 64);
+  EXPECT_NE(bad.err.find("coexist: --since 'soon' is neither a duration nor a timestamp\nHINT: "
+                         "e.g. --since 2h, or --since '2026-12-01 08:00+00'.\n"),
+            std::string::npos)
+      << bad.err;
 }
 
 TEST_F(CliTest, QueuePurgeFollowsRetentionOrOlderThan) {

@@ -240,6 +240,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "bad.yaml:1:1: the file must be a map of sections (database:, target:, batch:, ...)", ""},
   BadInput{"boolean_expected_owner_null_ok_but_required_name_null", "target:\n  key_column: ~\n",
            "bad.yaml:2:15: target.key_column: a name is required here", ""},
+  // enqueue: (the query `coexist enqueue` runs when given none)
+  BadInput{"enqueue_unknown_key", "enqueue:\n  selct: SELECT 1\n",
+           "bad.yaml:2:3: enqueue.selct: unknown key", "did you mean 'select'?"},
+  BadInput{"enqueue_empty_select", "enqueue:\n  select: \" \"\n",
+           "bad.yaml:2:11: enqueue.select: the query is empty", "or leave enqueue: out."},
+  BadInput{"enqueue_select_list", "enqueue:\n  select: [a]\n",
+           "bad.yaml:2:11: enqueue.select: expected a single value, got a list", ""},
   // metrics: and daemon: (operations)
   BadInput{"metrics_listen_any_address",
            "metrics:\n  listen: 0.0.0.0:9187\n",

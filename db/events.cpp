@@ -1,0 +1,49 @@
+#include "db/events.h"
+
+#include <pqxx/pqxx>
+
+namespace coexist::db {
+namespace {
+
+std::optional<long long> OptionalBigint(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<long long>();
+}
+
+std::string OptionalText(const pqxx::field& f) { return f.is_null() ? "" : f.as<std::string>(); }
+
+}  // namespace
+
+std::vector<EventRow> ListEvents(pqxx::connection_base& conn, const EventFilter& filter) {
+  pqxx::read_transaction tx(conn);
+  std::optional<long long> age_ms;
+  if (filter.since_age) age_ms = filter.since_age->count();
+  std::vector<EventRow> out;
+  for (const auto& r : tx.exec_params(
+           "SELECT event_id, to_char(at, 'YYYY-MM-DD HH24:MI:SS.MSOF'), kind, job, run_id,"
+           " item_id, target::text, record_key, actor, subject, details::text"
+           " FROM coexist.events"
+           " WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR job = $2)"
+           "   AND ($3::text IS NULL OR record_key = coexist.canonical_key(target, $3::text))"
+           "   AND ($4::bigint IS NULL OR at >= now() - $4::bigint * interval '1 millisecond')"
+           "   AND ($5::timestamptz IS NULL OR at >= $5::timestamptz)"
+           " ORDER BY event_id DESC LIMIT $6",
+           filter.kind, filter.job, filter.record_key, age_ms, filter.since_time, filter.limit)) {
+    EventRow e;
+    e.event_id = r[0].as<long long>();
+    e.at = r[1].as<std::string>();
+    e.kind = r[2].as<std::string>();
+    e.job = OptionalText(r[3]);
+    e.run_id = OptionalBigint(r[4]);
+    e.item_id = OptionalBigint(r[5]);
+    e.target = OptionalText(r[6]);
+    e.record_key = OptionalText(r[7]);
+    e.actor = OptionalText(r[8]);
+    e.subject = OptionalText(r[9]);
+    e.details_json = r[10].as<std::string>();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace coexist::db
