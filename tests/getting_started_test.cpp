@@ -76,19 +76,18 @@ class GettingStartedTest : public testing::DatabaseTest {
       for (++i; i < block.lines.size() && !block.lines[i].starts_with("$ "); ++i) {
         expected.push_back(Trim(block.lines[i]));
       }
-      auto result = RunCommand(
-          {"/bin/sh", "-c",
-           "cd " + Quoted(dir_.string()) + " && PATH=" +
-               Quoted(fs::path(COEXIST_BINARY).parent_path().string()) +
-               ":\"$PATH\" COEXIST_DATABASE_URL=" + Quoted(conninfo()) + " " + command});
+      auto result =
+          RunCommand({"/bin/sh", "-c",
+                      "cd " + Quoted(dir_.string()) +
+                          " && PATH=" + Quoted(fs::path(COEXIST_BINARY).parent_path().string()) +
+                          ":\"$PATH\" COEXIST_DATABASE_URL=" + Quoted(conninfo()) + " " + command});
       std::istringstream output(result.output);
       std::vector<std::string> printed;
       for (std::string out; std::getline(output, out);) printed.push_back(Trim(out));
       for (const auto& want : expected) {
         if (want.starts_with("[exit ")) {
-          EXPECT_EQ("[exit " + std::to_string(result.status) + "]", want)
-              << "$ " << command << "\n"
-              << result.output;
+          EXPECT_EQ("[exit " + std::to_string(result.status) + "]", want) << "$ " << command << "\n"
+                                                                          << result.output;
         } else {
           EXPECT_NE(std::find(printed.begin(), printed.end(), want), printed.end())
               << "$ " << command << " did not print: " << want << "\n"
