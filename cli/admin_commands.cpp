@@ -394,10 +394,17 @@ int ListEvents(Context& context, const AdminFlags& f, bool record_given) {
   std::vector<db::EventRow> rows;
   try {
     rows = db::ListEvents(*conn, filter);
-  } catch (const pqxx::data_exception&) {
-    // Class 22: the server could not read --since as a timestamp.
-    throw UsageError("--since '" + f.since + "' is neither a duration nor a timestamp",
-                     "e.g. --since 2h, or --since '2026-12-01 08:00+00'.");
+  } catch (const pqxx::data_exception& e) {
+    // Class 22: the server could not read --since as a timestamp, or
+    // --record as a key of a target's key type (coexist.canonical_key).
+    if (std::string(e.what()).find("timestamp") != std::string::npos || !record_given) {
+      throw UsageError("--since '" + f.since + "' is neither a duration nor a timestamp",
+                       "e.g. --since 2h, or --since '2026-12-01 08:00+00'.");
+    }
+    std::string what = e.what();
+    throw UsageError("--record '" + f.record + "' is not a key of the targets' key types: " +
+                         what.substr(0, what.find('\n')),
+                     "give the key as the target's key column spells it (e.g. 42, or a uuid).");
   }
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();

@@ -542,6 +542,16 @@ TEST_F(CliTest, EventsListsTheAuditTrailWithFilters) {
   EXPECT_EQ(json[0]["details"]["attempts"], 5);
   EXPECT_TRUE(json[0]["subject"].is_null());
   EXPECT_EQ(lines(Run(events + " --record 7").out).back(), "1 event (newest first)");
+  // Once coexist knows the target's key type (a run installed its guard),
+  // any spelling of the key finds it; one that is not of the type is a
+  // usage error naming --record.
+  QueryValue("SELECT coexist.install_guard_trigger('public.products', 'id')");
+  EXPECT_EQ(lines(Run(events + " --record 007").out).back(), "1 event (newest first)");
+  auto bad_key = Run(events + " --record x7");
+  EXPECT_EQ(bad_key.status, 64) << bad_key.err;
+  EXPECT_NE(bad_key.err.find("--record 'x7' is not a key of the targets' key types"),
+            std::string::npos)
+      << bad_key.err;
   EXPECT_EQ(lines(Run(events + " --since 1h").out).back(), "2 events (newest first)");
   EXPECT_EQ(lines(Run(events + " --since '2000-01-01 00:00+00'").out).back(),
             "3 events (newest first)");
