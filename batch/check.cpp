@@ -12,17 +12,6 @@
 namespace coexist::batch {
 namespace {
 
-bool IsIntegerType(const std::string& type) {
-  return type == "smallint" || type == "integer" || type == "bigint";
-}
-
-// What coexist can keep as a record's key (as text, in the type's
-// canonical form: migration 0017).
-bool IsSupportedKeyType(const std::string& type) {
-  return IsIntegerType(type) || type == "text" || type == "uuid" ||
-         type.starts_with("character varying");
-}
-
 // What pg_class.relkind names, for "X is a view, not a table".
 std::string KindName(char kind) {
   switch (kind) {
@@ -112,7 +101,7 @@ class Checker {
       Problem(at, "target.key_column", Lacks(facts, t.key_column), "name a column of the table.");
       return;
     }
-    if (!IsSupportedKeyType(facts.key_type)) {
+    if (!db::IsSupportedKeyType(facts.key_type)) {
       Problem(at, "target.key_column",
               "column \"" + t.key_column + "\" of " + facts.qualified + " is " + facts.key_type +
                   "; the key must be of a supported type",
@@ -141,7 +130,7 @@ class Checker {
                   "time for the table's lock, and trying again).");
       return;
     }
-    if (!IsIntegerType(facts.version_type)) {
+    if (!db::IsIntegerType(facts.version_type)) {
       Problem(at, "target.version_column",
               "column \"" + t.version_column + "\" of " + facts.qualified + " is " +
                   facts.version_type + "; the version must be of an integer type",

@@ -10,7 +10,6 @@
 #include "db/connection.h"
 #include "db/migrations.h"
 #include "db/queue_store.h"
-#include "db/target_table.h"
 
 namespace coexist::batch {
 namespace {
@@ -144,16 +143,6 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
     items.push_back(std::move(item));
   }
   return items;
-}
-
-std::string TargetKeyType(const std::string& conninfo, const config::TargetTable& target) {
-  auto conn = db::Connect(conninfo, "coexist-enqueue");
-  pqxx::read_transaction tx(*conn);
-  return db::KeyTypeOf(tx, target);
-}
-
-bool IsIntegerType(const std::string& key_type) {
-  return key_type == "bigint" || key_type == "integer" || key_type == "smallint";
 }
 
 EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,

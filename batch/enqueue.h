@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "config/target_table.h"
-
 namespace coexist::batch {
 
 struct EnqueueItem {
@@ -29,18 +27,13 @@ struct EnqueueResult {
 // optional header line starting with "key". JSON lines: one object per line
 // with "key", optional "payload" (object) and "idempotency_key" (string).
 // Blank lines are skipped. With `integer_keys` (the key column is an
-// integer type: IsIntegerType) a key must be an integer within bigint;
+// integer type: db::IsIntegerType) a key must be an integer within bigint;
 // otherwise any non-empty text (JSON: a string or a number). Throws
 // coexist::Error(kDataError) naming `name:line` for a malformed line.
 std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name,
                                   bool integer_keys = true);
 std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
                                         bool integer_keys = true);
-
-// The target key column's type (db::KeyTypeOf), read on a connection of
-// its own; and whether it is one of the integer types.
-std::string TargetKeyType(const std::string& conninfo, const config::TargetTable& target);
-bool IsIntegerType(const std::string& key_type);
 
 // Inserts the items, each key cast to `key_type` (the target key column's)
 // and kept in its canonical text form. Throws coexist::Error(kDataError)

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "db/connection.h"
 #include "db/failure.h"
+#include "db/target_table.h"
 
 namespace coexist::cli {
 namespace {
@@ -95,24 +96,28 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
                      "job whose batch run takes the items).");
   }
   const auto& server = context.Server();
+  auto conn = db::Connect(server);
   if (context.HasConfigFile()) {
     // Items for a target the batch could never apply are refused up front
     // (78, at the key); the enqueuing role's rights are not the batch's.
-    auto conn = db::Connect(server);
     batch::CheckConfig(
         *conn, context.Config(),
         {.operation = batch::CheckScope::Operation::kIfConfigured, .privileges = false});
   }
   // Keys are checked and stored as the target's key column types them.
-  auto key_type = batch::TargetKeyType(server.conninfo(), context.Config().target);
+  std::string key_type;
+  {
+    pqxx::read_transaction tx(*conn);
+    key_type = db::KeyTypeOf(tx, context.Config().target);
+  }
   batch::EnqueueResult result;
   if (from_file != nullptr) {
     result = EnqueueFromFile(server.conninfo(), job, *from_file, context.Config().source, key_type);
   } else if (!o.select.empty()) {
     result = batch::EnqueueSelect(server.conninfo(), job, o.select, key_type);
   } else {
-    result = batch::EnqueueItems(server.conninfo(), job,
-                                 ReadItems(o, batch::IsIntegerType(key_type)), key_type);
+    result = batch::EnqueueItems(server.conninfo(), job, ReadItems(o, db::IsIntegerType(key_type)),
+                                 key_type);
   }
   std::cout << "enqueued for job " << job << ": " << result.added << " added, " << result.duplicates
             << " duplicate" << (result.duplicates == 1 ? "" : "s") << "\n";

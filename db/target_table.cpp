@@ -143,6 +143,15 @@ std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& tar
   return rows[0][0].as<std::string>();
 }
 
+bool IsIntegerType(const std::string& type) {
+  return type == "smallint" || type == "integer" || type == "bigint";
+}
+
+bool IsSupportedKeyType(const std::string& type) {
+  return IsIntegerType(type) || type == "text" || type == "uuid" ||
+         type.starts_with("character varying");
+}
+
 VersionTrigger VersionTriggerOf(pqxx::transaction_base& tx, const config::TargetTable& target) {
   std::string table = QuotedName(tx, target);
   // to_regclass, not a cast: a missing table is kMissing, not an error.

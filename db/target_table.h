@@ -76,6 +76,12 @@ bool AddVersionColumn(pqxx::connection_base& conn, const config::TargetTable& ta
 // ConfigurationError naming the table and column when either is missing.
 std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& target);
 
+// Type names as format_type spells them: the integer types (a key that
+// enqueue checks as an integer; the version column's), and every type a
+// key may have (coexist keeps it as text in the type's canonical form, 0017).
+bool IsIntegerType(const std::string& type);
+bool IsSupportedKeyType(const std::string& type);
+
 enum class VersionTrigger {
   kMissing,   // no trigger named coexist_bump_version on the target (or no target)
   kOutdated,  // one is there, calling a function of the naming before 0009
