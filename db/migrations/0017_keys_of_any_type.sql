@@ -110,7 +110,7 @@ DECLARE
   until timestamptz;
   key_column name;
   key_type regtype;
-  key text := coexist.canonical_key(acquire_edit_lock.target, acquire_edit_lock.record_key);
+  key text := acquire_edit_lock.record_key;  -- as given, for a target coexist does not know
 BEGIN
   IF octet_length(acquire_edit_lock.owner) > 200 THEN
     RAISE EXCEPTION 'edit-lock owner is % bytes long; at most 200 are allowed',
@@ -121,6 +121,9 @@ BEGIN
   SELECT t.key_column, t.key_type INTO key_column, key_type FROM coexist.targets t
    WHERE t.target = acquire_edit_lock.target;
   IF key_column IS NOT NULL THEN
+    -- canonical_key's work, on the targets row already read.
+    EXECUTE format('SELECT $1::%s::text', coalesce(key_type, 'text'::regtype))
+      INTO key USING acquire_edit_lock.record_key;
     -- FOR SHARE conflicts with every writer's row lock (the batch's FOR
     -- UPDATE and a plain UPDATE alike) but not with other acquirers.
     EXECUTE format('SELECT 1 FROM %s WHERE %I = $1::%s FOR SHARE', acquire_edit_lock.target,
