@@ -101,6 +101,14 @@ class BatchCrashTest : public testing::DatabaseTest {
     WriteConfig("{name: status_partition}", 4);
     pid_t pid = StartRun("first.log");
     WaitForLedger(300);
+    // Kill while a chunk holds takeovers (between its two transactions), not
+    // in the gap between chunks: on a busy machine a kill at a fixed moment
+    // sometimes found none.
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (Count("SELECT count(*) FROM coexist.takeovers") == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(2ms);
+    }
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
     ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)
