@@ -242,6 +242,7 @@ std::string Label(const CellResult& c) {
 struct Bin {
   double from = 0, to = 0;
   long long transactions = 0;
+  long long not_ok = 0;
   double p50_ms = 0, p99_ms = 0;
   long long batch_items = 0;
 };
@@ -274,6 +275,7 @@ std::vector<Bin> Bins(const CellResult& c) {
       b.p50_ms = (b.p50_ms * static_cast<double>(b.transactions) + t.p50_ms * weight) / total;
     b.p99_ms = std::max(b.p99_ms, t.p99_ms);
     b.transactions += t.transactions;
+    b.not_ok += t.not_ok;
     b.to = t.at_seconds;
   }
   for (const auto& chunk : c.chunks) {
@@ -300,7 +302,12 @@ std::string Charts(const std::vector<CellResult>& cells) {
         .title = fmt::format("Cell {}: throughput ({}, {})", c.index, Label(c), width),
         .x_label = "seconds since start",
         .y_label = "per second"};
+    LineChartSpec errors{.title = fmt::format("Cell {}: online transactions not ok ({}, {})",
+                                              c.index, Label(c), width),
+                         .x_label = "seconds since start",
+                         .y_label = "% of transactions"};
     Series p50{"online p50"}, p99{"online p99"}, online{"online tx/s"}, batch{"batch items/s"};
+    Series not_ok{"not ok %"};
     for (const auto& b : bins) {
       double mid = (b.from + b.to) / 2, seconds = std::max(b.to - b.from, 1e-3);
       if (b.transactions > 0) {
@@ -308,6 +315,9 @@ std::string Charts(const std::vector<CellResult>& cells) {
         p50.y.push_back(b.p50_ms);
         p99.x.push_back(mid);
         p99.y.push_back(b.p99_ms);
+        not_ok.x.push_back(mid);
+        not_ok.y.push_back(100.0 * static_cast<double>(b.not_ok) /
+                           static_cast<double>(b.transactions));
       }
       online.x.push_back(mid);
       online.y.push_back(static_cast<double>(b.transactions) / seconds);
@@ -316,9 +326,12 @@ std::string Charts(const std::vector<CellResult>& cells) {
     }
     latency.series = {p50, p99};
     throughput.series = {online, batch};
-    latency.shaded = throughput.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
+    errors.series = {not_ok};
+    latency.shaded = throughput.shaded =
+        errors.shaded = {{c.batch_start_seconds, c.batch_end_seconds, "batch"}};
     out += "<figure>" + LineChart(latency) + "</figure>\n";
     out += "<figure>" + LineChart(throughput) + "</figure>\n";
+    out += "<figure>" + LineChart(errors) + "</figure>\n";
   }
   // Per policy and load level: batch throughput, online p99, error rates.
   std::vector<std::string> levels;
@@ -390,25 +403,49 @@ std::string PassFail(bool pass, const std::string& figure) {
   return pass ? "<span class=ok>" + figure + "</span>" : "<span class=bad>" + figure + "</span>";
 }
 
+bool Met(const PolicyOutcome& p, std::string_view objective) {
+  return std::none_of(p.misses.begin(), p.misses.end(),
+                      [&](const Miss& m) { return m.objective == objective; });
+}
+
+// The summary chart: each policy (at each load level) against each
+// objective, a green or red square with the measured figure.
+std::string ObjectivesChart(const std::vector<Recommendation>& recommendations) {
+  GridChartSpec spec{.title = "Policies against the objectives",
+                     .columns = {"window", "p99 ratio", "online errors", "done", "deferred"}};
+  for (const auto& r : recommendations) {
+    for (const auto& p : r.outcomes) {
+      spec.rows.push_back(
+          {.label = r.load_level.empty() ? p.policy : p.policy + " @ " + r.load_level,
+           .cells = {{fmt::format("{:.1f} s", p.batch_seconds), Met(p, "window")},
+                     {fmt::format("{:.2f}x", p.p99_ratio), Met(p, "max_p99_ratio")},
+                     {fmt::format("{:.2f}%", p.error_percent), Met(p, "max_error_rate")},
+                     {fmt::format("{:.1f}%", p.done_percent), Met(p, "min_done_share")},
+                     {fmt::format("{:.1f}%", p.deferred_percent), Met(p, "max_deferred_share")}}});
+    }
+  }
+  return "<figure>" + GridChart(spec) + "</figure>\n";
+}
+
 // Each policy against each objective, pass/fail at a glance, with what it
 // missed and what would make it qualify.
 std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   const auto& o = s.objectives;
+  const auto recommendations = Recommend(cells, s);
   std::string html = fmt::format(
       "<h2>Objectives</h2>\n<p>A policy is recommended only when it meets all of them: the batch "
       "finishes inside the {:.0f} s window, online p99 during the batch at most {:g}x of the "
       "warm-up's, at most {:g}% of online transactions fail during the batch, at least {:g}% of "
-      "the items done and at most {:g}% left deferred.</p>\n"
-      "<table><tr><th>load</th><th>policy</th><th>window</th><th>p99 ratio</th><th>online "
-      "errors</th><th>done</th><th>deferred</th><th>missed, and what would qualify it</th></tr>\n",
+      "the items done and at most {:g}% left deferred.</p>\n",
       s.window_seconds, o.max_p99_ratio, o.max_error_percent, o.min_done_percent,
       o.max_deferred_percent);
-  for (const auto& r : Recommend(cells, s)) {
+  html += ObjectivesChart(recommendations);
+  html +=
+      "<table><tr><th>load</th><th>policy</th><th>window</th><th>p99 ratio</th><th>online "
+      "errors</th><th>done</th><th>deferred</th><th>missed, and what would qualify it</th></tr>\n";
+  for (const auto& r : recommendations) {
     for (const auto& p : r.outcomes) {
-      auto missed = [&p](const char* objective) {
-        return std::none_of(p.misses.begin(), p.misses.end(),
-                            [&](const Miss& m) { return m.objective == objective; });
-      };
+      auto missed = [&p](const char* objective) { return Met(p, objective); };
       std::string notes;
       for (const auto& m : p.misses) {
         notes += (notes.empty() ? "" : "<br>") + Escape(m.text) + " &rarr; " + Escape(m.remedy);
@@ -463,6 +500,7 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
 .title{font-size:14px;font-weight:600} .tick,.legend,.axis-label{font-size:11px;fill:#444}
 .grid{stroke:#e5e5e5} .span{fill:#ffd54f;opacity:.35} .span-label{font-size:11px;fill:#8a6d00}
 .ok{color:#1b7f1b;font-weight:600} .bad{color:#b00020;font-weight:600}
+.grid-text{font-size:12px;fill:#222}
 </style></head><body>
 )";
   html += "<h1>Capacity report: " + Escape(s.name) + "</h1>\n";

@@ -172,4 +172,41 @@ std::string BarChart(const BarChartSpec& spec) {
   return out;
 }
 
+std::string GridChart(const GridChartSpec& spec) {
+  constexpr double kLabelWidth = 200, kRowHeight = 28, kHeaderHeight = 24;
+  double height = kTop + kHeaderHeight + kRowHeight * static_cast<double>(spec.rows.size()) + 16;
+  double column_w =
+      (kWidth - kLabelWidth - 8) / static_cast<double>(std::max<size_t>(1, spec.columns.size()));
+  std::string out = fmt::format(
+      R"svg(<svg xmlns="http://www.w3.org/2000/svg" class="chart grid-chart" viewBox="0 0 {} {}" role="img" aria-label="{}">)svg",
+      kWidth, height, Escape(spec.title));
+  out += fmt::format(R"svg(<text x="8" y="20" class="title">{}</text>)svg", Escape(spec.title));
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    out +=
+        fmt::format(R"svg(<text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{}</text>)svg",
+                    kLabelWidth + column_w * (static_cast<double>(c) + 0.5), kTop + 14,
+                    Escape(spec.columns[c]));
+  }
+  for (size_t r = 0; r < spec.rows.size(); ++r) {
+    const auto& row = spec.rows[r];
+    double y = kTop + kHeaderHeight + kRowHeight * static_cast<double>(r);
+    out += fmt::format(R"svg(<text x="8" y="{:.1f}" class="legend">{}</text>)svg", y + 18,
+                       Escape(row.label));
+    for (size_t c = 0; c < std::min(row.cells.size(), spec.columns.size()); ++c) {
+      const auto& cell = row.cells[c];
+      double x = kLabelWidth + column_w * static_cast<double>(c);
+      out += fmt::format(
+          R"svg(<rect class="{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} / {}: {} ({})</title></rect>)svg",
+          cell.pass ? "pass" : "fail", x + 2, y + 2, column_w - 4, kRowHeight - 4,
+          cell.pass ? "#c8e6c9" : "#ffcdd2", Escape(row.label), Escape(spec.columns[c]),
+          Escape(cell.text), cell.pass ? "pass" : "fail");
+      out += fmt::format(
+          R"svg(<text x="{:.1f}" y="{:.1f}" class="grid-text" text-anchor="middle">{} {}</text>)svg",
+          x + column_w / 2, y + 18, cell.pass ? "&#x2713;" : "&#x2717;", Escape(cell.text));
+    }
+  }
+  out += "</svg>";
+  return out;
+}
+
 }  // namespace coexist::capacity

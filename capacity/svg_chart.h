@@ -40,6 +40,27 @@ struct BarChartSpec {
 
 std::string BarChart(const BarChartSpec& spec);
 
+// A pass/fail grid: one row per subject (a policy at a load level), one
+// column per criterion (an objective); each square green with class "pass"
+// or red with class "fail", the measured figure written in it.
+struct GridCell {
+  std::string text;  // the figure, e.g. "1.20x"
+  bool pass = false;
+};
+
+struct GridRow {
+  std::string label;
+  std::vector<GridCell> cells;  // one per column
+};
+
+struct GridChartSpec {
+  std::string title;
+  std::vector<std::string> columns;
+  std::vector<GridRow> rows;
+};
+
+std::string GridChart(const GridChartSpec& spec);
+
 // Escapes text for SVG/HTML.
 std::string Escape(const std::string& text);
 

@@ -223,6 +223,14 @@ TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
             std::string::npos);
   EXPECT_NE(html.str().find("Cell 1: throughput"), std::string::npos);
   EXPECT_NE(html.str().find(">batch items/s<"), std::string::npos);
+  EXPECT_NE(html.str().find("Cell 2: online transactions not ok (batch_priority @ users=50, 100 "
+                            "ms bins while the batch runs)"),
+            std::string::npos);
+  // The summary chart: batch_priority's p99 (9 ms of 5: 1.80x) passes, as does everything else.
+  EXPECT_NE(html.str().find("Policies against the objectives"), std::string::npos);
+  EXPECT_NE(html.str().find("<title>batch_priority @ users=50 / p99 ratio: 1.80x (pass)</title>"),
+            std::string::npos)
+      << html.str();
   EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
   std::filesystem::remove_all(dir);
 }
@@ -236,6 +244,15 @@ TEST(Svg, EscapesTextAndDrawsEverySeries) {
        at = svg.find("<polyline", at + 1))
     ++polylines;
   EXPECT_EQ(polylines, 2u);
+}
+
+TEST(Svg, AGridShowsPassAndFailPerColumn) {
+  std::string svg = GridChart({.title = "t",
+                               .columns = {"window", "p99 ratio"},
+                               .rows = {{"a<b", {{"1.0 s", true}, {"3.00x", false}}}}});
+  EXPECT_NE(svg.find("<title>a&lt;b / window: 1.0 s (pass)</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<rect class=\"fail\""), std::string::npos);
+  EXPECT_NE(svg.find("&#x2717; 3.00x"), std::string::npos);
 }
 
 }  // namespace

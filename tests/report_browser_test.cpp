@@ -33,11 +33,14 @@ std::vector<CellResult> SampleCells() {
     c.during = {
         .seconds = c.batch_seconds, .transactions = 500, .tps = 90, .p50_ms = 3, .p99_ms = 15};
     c.refusals = index == 1 ? 40 : 0;
+    // time_window refuses 8% of the online transactions: it fails the error-rate objective.
+    if (index == 1) c.during_errors = {{"refused_window", 40}};
     for (int t = 1; t <= 15; ++t) {
       bool batch = t > 4 && t < 10;
       c.timeline.push_back({.at_seconds = double(t),
                             .width_seconds = 1,
                             .transactions = 100,
+                            .not_ok = index == 1 && batch ? 8 : 0,
                             .tps = 100,
                             .p50_ms = 2.0 + batch,
                             .p99_ms = 8.0 + 7 * batch});
@@ -86,12 +89,17 @@ TEST(ReportInBrowser, RendersItsCharts) {
     return std::distance(std::sregex_iterator(dom.output.begin(), dom.output.end(), pattern),
                          std::sregex_iterator());
   };
-  // Per cell a latency and a throughput chart over time, then four bar charts.
-  EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart\"")), 8);
+  // The policies against the objectives, then per cell a latency, a
+  // throughput and an error chart over time, then four bar charts.
+  EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart")), 11);
+  EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart grid-chart\"")), 1);
   // Every line has points, every chart has bars or lines with a size.
-  EXPECT_EQ(count(std::regex("<polyline[^>]*points=\"[0-9]")), 8);
+  EXPECT_EQ(count(std::regex("<polyline[^>]*points=\"[0-9]")), 10);
   EXPECT_GE(count(std::regex("<rect class=\"bar\"[^>]*height=\"[1-9]")), 4);
-  EXPECT_EQ(count(std::regex("<rect class=\"span\"")), 4) << "the batch's span is shaded";
+  EXPECT_EQ(count(std::regex("<rect class=\"span\"")), 6) << "the batch's span is shaded";
+  // Two policies x five objectives: time_window fails the error rate only.
+  EXPECT_EQ(count(std::regex("<rect class=\"pass\"[^>]*width=\"[1-9]")), 9);
+  EXPECT_EQ(count(std::regex("<rect class=\"fail\"[^>]*width=\"[1-9]")), 1);
   fs::remove_all(dir);
 }
 
