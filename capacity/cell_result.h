@@ -54,6 +54,9 @@ struct CellResult {
   // A projection check cell (scenario.projection_check) repeats the cell of
   // this index with more items; 0 for the sweep's own cells.
   int check_of = 0;
+  // The sweep's cell is measured scenario.repeat times, each on fresh data:
+  // this is its `repeat`th measurement (1-based).
+  int repeat = 1;
 
   // The batch.
   double batch_seconds = 0;
@@ -104,6 +107,7 @@ struct ScenarioSummary {
   long long production_queue_items = 0;  // for the projection; 0: none
   double production_window_seconds = 0;  // the production window it must fit
   long long projection_check = 0;        // items of the check cells; 0: none
+  int repeat = 1;                        // measurements of each cell of the sweep
   config::Objectives objectives;         // what a recommended policy must meet
   std::string started_at;                // ISO-8601
   std::string host;

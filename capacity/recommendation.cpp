@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace coexist::capacity {
 namespace {
@@ -13,10 +14,10 @@ double Percent(long long part, long long whole) {
 }
 
 // The kind of online error that dominates, and what would avoid it.
-std::string ErrorRemedy(const CellResult& cell) {
+std::string ErrorRemedy(const std::map<std::string, long long>& during_errors) {
   std::string top;
   long long most = 0;
-  for (const auto& [kind, n] : cell.during_errors) {
+  for (const auto& [kind, n] : during_errors) {
     if (n > most) most = n, top = kind;
   }
   if (top == "refused_window") {
@@ -72,37 +73,68 @@ bool Preferred(const PolicyOutcome& a, const PolicyOutcome& b) {
 
 }  // namespace
 
-PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario) {
-  const config::Objectives& o = scenario.objectives;
-  PolicyOutcome out;
-  out.policy = cell.policy;
-  out.finished_in_window = cell.finished_in_window;
-  out.batch_seconds = cell.batch_seconds;
-  out.p99_ratio = cell.before.p99_ms > 0 ? cell.during.p99_ms / cell.before.p99_ms : 0;
-  long long errors = 0;
-  for (const auto& [kind, n] : cell.during_errors) errors += n;
-  out.error_percent = Percent(errors, cell.during.transactions);
-  out.done_percent = Percent(cell.done, cell.items);
-  out.deferred_percent = Percent(cell.deferred, cell.items);
+Spread SpreadOf(std::vector<double> values) {
+  if (values.empty()) return {};
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  double median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  return {.median = median, .min = values.front(), .max = values.back()};
+}
 
-  // At the measured rate, the window the whole queue would have needed.
-  double needed = cell.done > 0 ? cell.batch_seconds * static_cast<double>(cell.items) /
-                                      static_cast<double>(cell.done)
-                                : 0;
-  Check(
-      out, !cell.finished_in_window,
-      {.objective = "window",
-       .limit = scenario.window_seconds,
-       .measured = cell.batch_finished ? cell.batch_seconds : std::max(needed, cell.batch_seconds),
-       .text =
-           cell.batch_finished
-               ? fmt::format("the batch took {:.1f} s, window {:.0f} s", cell.batch_seconds,
-                             scenario.window_seconds)
-               : fmt::format("the batch did not finish inside the {:.0f} s window ({:.1f}% done)",
-                             scenario.window_seconds, out.done_percent),
-       .remedy = needed > 0 ? fmt::format("a window of about {:.0f} s at the measured rate, or "
+PolicyOutcome Judge(const std::vector<const CellResult*>& repeats,
+                    const ScenarioSummary& scenario) {
+  const config::Objectives& o = scenario.objectives;
+  const CellResult& first = *repeats.front();
+  PolicyOutcome out;
+  out.policy = first.policy;
+  out.repeats = static_cast<int>(repeats.size());
+  std::vector<double> seconds, rates, ratios, errors, done, deferred, needed;
+  int in_window = 0, finished = 0;
+  std::map<std::string, long long> during_errors;  // over the repeats, for the remedy
+  for (const CellResult* cell : repeats) {
+    seconds.push_back(cell->batch_seconds);
+    rates.push_back(cell->items_per_second);
+    ratios.push_back(cell->before.p99_ms > 0 ? cell->during.p99_ms / cell->before.p99_ms : 0);
+    long long failed = 0;
+    for (const auto& [kind, n] : cell->during_errors) failed += n, during_errors[kind] += n;
+    errors.push_back(Percent(failed, cell->during.transactions));
+    done.push_back(Percent(cell->done, cell->items));
+    deferred.push_back(Percent(cell->deferred, cell->items));
+    // At the measured rate, the window the whole queue would have needed.
+    needed.push_back(cell->done > 0 ? cell->batch_seconds * static_cast<double>(cell->items) /
+                                          static_cast<double>(cell->done)
+                                    : 0);
+    in_window += cell->finished_in_window;
+    finished += cell->batch_finished;
+  }
+  out.batch_seconds_spread = SpreadOf(seconds);
+  out.items_per_second = SpreadOf(rates);
+  out.p99_ratio_spread = SpreadOf(ratios);
+  out.error_percent_spread = SpreadOf(errors);
+  out.batch_seconds = out.batch_seconds_spread.median;
+  out.p99_ratio = out.p99_ratio_spread.median;
+  out.error_percent = out.error_percent_spread.median;
+  out.done_percent = SpreadOf(done).median;
+  out.deferred_percent = SpreadOf(deferred).median;
+  // Most measurements must have finished inside the window (with two, both).
+  out.finished_in_window = 2 * in_window > out.repeats;
+  const bool batch_finished = 2 * finished > out.repeats;
+  const double need = SpreadOf(needed).median;
+  const double window = scenario.window_seconds;
+
+  Check(out, !out.finished_in_window,
+        {.objective = "window",
+         .limit = window,
+         .measured = batch_finished ? out.batch_seconds : std::max(need, out.batch_seconds),
+         .text = batch_finished
+                     ? fmt::format("the batch took {:.1f} s, window {:.0f} s", out.batch_seconds,
+                                   window)
+                     : fmt::format("the batch did not finish inside the {:.0f} s window ({:.1f}% "
+                                   "done)",
+                                   window, out.done_percent),
+         .remedy = need > 0 ? fmt::format("a window of about {:.0f} s at the measured rate, or "
                                           "more workers if the online objectives leave room",
-                                          needed * 1.1)
+                                          need * 1.1)
                             : "a longer window, or more workers"});
   Check(out, out.p99_ratio > o.max_p99_ratio,
         {.objective = "max_p99_ratio",
@@ -126,7 +158,7 @@ PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario) {
            .remedy = std::move(remedy)});
   };
   share("max_error_rate", out.error_percent, o.max_error_percent, true,
-        "of online transactions failed during the batch", ErrorRemedy(cell));
+        "of online transactions failed during the batch", ErrorRemedy(during_errors));
   share("min_done_share", out.done_percent, o.min_done_percent, false, "of the items done",
         kDeferredRemedy);
   share("max_deferred_share", out.deferred_percent, o.max_deferred_percent, true,
@@ -134,15 +166,48 @@ PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario) {
   return out;
 }
 
+namespace {
+
+// The qualifying policies that repeating the cells does not tell apart from
+// the recommended one: their online p99 ratios, the deciding figure,
+// overlap over the repeats.
+std::string Noise(const std::vector<PolicyOutcome>& outcomes, const PolicyOutcome& best) {
+  if (best.repeats < 2) return "";
+  auto range = [](const Spread& s) { return fmt::format("{:.2f}-{:.2f}x", s.min, s.max); };
+  std::string others;
+  for (const auto& o : outcomes) {
+    if (o.policy == best.policy || !o.Qualifies() || o.repeats < 2 ||
+        !o.p99_ratio_spread.Overlaps(best.p99_ratio_spread)) {
+      continue;
+    }
+    others +=
+        fmt::format("{}{} ({})", others.empty() ? "" : ", ", o.policy, range(o.p99_ratio_spread));
+  }
+  if (others.empty()) return "";
+  return fmt::format(
+      "Within the noise: over {} measurements the online p99 ratio of {} overlaps {}'s ({}), so "
+      "the repeats do not tell them apart.",
+      best.repeats, others, best.policy, range(best.p99_ratio_spread));
+}
+
+}  // namespace
+
 std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
                                       const ScenarioSummary& scenario) {
-  std::map<std::string, std::map<std::string, PolicyOutcome>> by_level;
+  // The measurements of each cell: its repeats share the sweep cell.
+  std::map<std::tuple<std::string, std::string, int>, std::vector<const CellResult*>> measured;
   for (const auto& cell : cells) {
     if (cell.check_of != 0) continue;
-    PolicyOutcome outcome = Judge(cell, scenario);
-    auto& slot = by_level[cell.load_level];
-    auto it = slot.find(cell.policy);
-    if (it == slot.end() || Preferred(outcome, it->second)) slot[cell.policy] = outcome;
+    int key = cell.sweep_cell != 0 ? cell.sweep_cell : -cell.index;
+    measured[{cell.load_level, cell.policy, key}].push_back(&cell);
+  }
+  std::map<std::string, std::map<std::string, PolicyOutcome>> by_level;
+  for (const auto& [key, repeats] : measured) {
+    const auto& [level, policy, sweep_cell] = key;
+    PolicyOutcome outcome = Judge(repeats, scenario);
+    auto& slot = by_level[level];
+    auto it = slot.find(policy);
+    if (it == slot.end() || Preferred(outcome, it->second)) slot[policy] = outcome;
   }
   std::vector<Recommendation> out;
   for (auto& [level, policies] : by_level) {
@@ -158,10 +223,14 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
     if (best != nullptr) {
       rec.recommended = best->policy;
       rec.reason = fmt::format(
-          "{} meets every objective: the batch took {:.1f} s (window {:.0f} s), {:.2f}% of "
+          "{} meets every objective{}: the batch took {:.1f} s (window {:.0f} s), {:.2f}% of "
           "the items done, online p99 at {:.2f}x of before the batch and {:.2f}% online errors.",
-          best->policy, best->batch_seconds, scenario.window_seconds, best->done_percent,
-          best->p99_ratio, best->error_percent);
+          best->policy,
+          best->repeats > 1 ? fmt::format(" (medians of {} measurements)", best->repeats) : "",
+          best->batch_seconds, scenario.window_seconds, best->done_percent, best->p99_ratio,
+          best->error_percent);
+      rec.noise = Noise(rec.outcomes, *best);
+      if (!rec.noise.empty()) rec.reason += " " + rec.noise;
     } else if (closest != nullptr) {
       std::string missed, remedies;
       for (const auto& m : closest->misses) {

@@ -19,17 +19,36 @@ struct Miss {
   std::string remedy;   // what would make the policy meet it
 };
 
+// A figure over the repeats of one cell (scenario.repeat): its median and
+// its range. With one measurement all three are that measurement.
+struct Spread {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+  // True when the two ranges share a value: the difference between the
+  // medians is within what repeating the same cell gave.
+  bool Overlaps(const Spread& other) const { return min <= other.max && other.min <= max; }
+};
+
+Spread SpreadOf(std::vector<double> values);
+
 // How one policy fared at one load level (the best cell when a level has
-// several cells of the same policy), against the scenario's objectives.
+// several sweep cells of the same policy), against the scenario's
+// objectives. With repeats, the figures are the medians over the cell's
+// measurements, and the batch finished inside the window when most of them
+// did.
 struct PolicyOutcome {
   std::string policy;
+  int repeats = 1;  // measurements of the cell (scenario.repeat)
   bool finished_in_window = false;
   double batch_seconds = 0;
   double p99_ratio = 0;         // online p99 during the batch / during the warm-up
   double error_percent = 0;     // online transactions that failed during the batch
   double done_percent = 0;      // of the items queued
   double deferred_percent = 0;  // of the items queued
-  std::vector<Miss> misses;     // empty: meets every objective
+  // The key figures' spread over the repeats (medians as above).
+  Spread batch_seconds_spread, items_per_second, p99_ratio_spread, error_percent_spread;
+  std::vector<Miss> misses;  // empty: meets every objective
   bool Qualifies() const { return misses.empty(); }
 };
 
@@ -45,14 +64,21 @@ struct Recommendation {
   std::string load_level;
   std::vector<PolicyOutcome> outcomes;  // sorted by policy name
   std::string recommended;              // "" when no policy qualifies
-  std::string reason;                   // one or two sentences, for the report
+  std::string reason;                   // one to three sentences, for the report
+  // With repeats: the qualifying policies whose online p99 ratio overlaps
+  // the recommended one's over the repeats, in a sentence (also the end of
+  // `reason`); "" when none does or each cell was measured once.
+  std::string noise;
 };
 
-// Judges one cell against the objectives and the window.
-PolicyOutcome Judge(const CellResult& cell, const ScenarioSummary& scenario);
+// Judges the repeats of one cell (one or more measurements of the same
+// sweep cell) against the objectives and each measurement's window.
+PolicyOutcome Judge(const std::vector<const CellResult*>& repeats, const ScenarioSummary& scenario);
 
 // Projection check cells (check_of != 0) are left out: they measure the
-// model, not the policies.
+// model, not the policies. Cells with the same sweep_cell (not 0) are
+// repeats of one cell and judged together; a cell with sweep_cell 0 stands
+// alone.
 std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
                                       const ScenarioSummary& scenario);
 

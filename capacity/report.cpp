@@ -71,6 +71,8 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["latency_seconds_over"] = latency.seconds_over;
   f["check_of"] = c.check_of;
   f["chunks"] = static_cast<long long>(c.chunks.size());
+  f["sweep_cell"] = c.sweep_cell;
+  f["repeat"] = c.repeat;
   return f;
 }
 
@@ -120,8 +122,17 @@ nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
                         {"text", m.text},
                         {"remedy", m.remedy}});
     }
+    auto spread = [](const Spread& x) {
+      return nlohmann::ordered_json{{"median", x.median}, {"min", x.min}, {"max", x.max}};
+    };
     outcomes.push_back({{"policy", o.policy},
                         {"meets_objectives", o.Qualifies()},
+                        {"repeats", o.repeats},
+                        {"spread",
+                         {{"batch_seconds", spread(o.batch_seconds_spread)},
+                          {"items_per_second", spread(o.items_per_second)},
+                          {"p99_ratio", spread(o.p99_ratio_spread)},
+                          {"error_rate_percent", spread(o.error_percent_spread)}}},
                         {"batch_seconds", o.batch_seconds},
                         {"finished_in_window", o.finished_in_window},
                         {"p99_ratio", o.p99_ratio},
@@ -133,6 +144,7 @@ nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
   return {{"load_level", r.load_level},
           {"recommended", r.recommended},
           {"reason", r.reason},
+          {"noise", r.noise},
           {"policies", outcomes}};
 }
 
@@ -155,6 +167,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                      {"window_seconds", s.window_seconds},
                      {"production_queue_items", s.production_queue_items},
                      {"production_window_seconds", s.production_window_seconds},
+                     {"repeat", s.repeat},
                      {"objectives", ObjectivesJson(s.objectives)},
                      {"started_at", s.started_at},
                      {"host", s.host}};
@@ -342,17 +355,20 @@ std::string Charts(const std::vector<CellResult>& cells) {
     if (std::find(policies.begin(), policies.end(), c.policy) == policies.end())
       policies.push_back(c.policy);
   }
+  // The median of the policy's cells at the level (their repeats, or several sweep cells).
   auto bars = [&](const std::string& title, const std::string& y_label, auto figure) {
     BarChartSpec spec{.title = title, .y_label = y_label};
     for (const auto& level : levels) spec.categories.push_back(level.empty() ? "all" : level);
     for (const auto& policy : policies) {
       Series s{policy};
       for (const auto& level : levels) {
-        double value = 0;
+        std::vector<double> values;  // every sweep cell and repeat of the policy at the level
         for (const auto& c : cells) {
-          if (c.policy == policy && c.load_level == level && c.check_of == 0) value = figure(c);
+          if (c.policy == policy && c.load_level == level && c.check_of == 0) {
+            values.push_back(figure(c));
+          }
         }
-        s.y.push_back(value);
+        s.y.push_back(SpreadOf(values).median);
       }
       spec.series.push_back(s);
     }
@@ -465,6 +481,41 @@ std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResul
   return html + "</table>\n";
 }
 
+std::string SpreadText(const Spread& s, const char* format) {
+  return fmt::format(fmt::runtime(format), s.median) + " (" +
+         fmt::format(fmt::runtime(format), s.min) + " to " +
+         fmt::format(fmt::runtime(format), s.max) + ")";
+}
+
+// With scenario.repeat above 1: each policy's key figures, median and range
+// over its cell's measurements, so that the planner sees which differences
+// are larger than repeating the same cell gives.
+std::string NoiseHtml(const ScenarioSummary& s, const std::vector<Recommendation>& recs) {
+  if (s.repeat < 2) return "";
+  std::string html = fmt::format(
+      "<h2>Noise</h2>\n<p>Each cell was measured {} times, each on fresh data: the median and, "
+      "in brackets, the lowest and highest of the measurements. Where two policies' ranges "
+      "overlap, the difference between them is within the noise.</p>\n"
+      "<table><tr><th>load</th><th>policy</th><th>measurements</th><th>batch items/s</th>"
+      "<th>online p99 ratio</th><th>online errors</th><th>batch s</th></tr>\n",
+      s.repeat);
+  for (const auto& r : recs) {
+    for (const auto& p : r.outcomes) {
+      html += fmt::format(
+          "<tr><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+          "<td>{}</td><td>{}</td></tr>\n",
+          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.policy), p.repeats,
+          SpreadText(p.items_per_second, "{:.0f}"), SpreadText(p.p99_ratio_spread, "{:.2f}x"),
+          SpreadText(p.error_percent_spread, "{:.2f}%"),
+          SpreadText(p.batch_seconds_spread, "{:.1f}"));
+    }
+    if (!r.noise.empty()) {
+      html += "<tr><td colspan=7 class=text>" + Escape(r.noise) + "</td></tr>\n";
+    }
+  }
+  return html + "</table>\n";
+}
+
 // What pacing.online_latency did in each cell that set it; nothing when none did.
 std::string LatencyObjectiveHtml(const std::vector<CellResult>& cells) {
   std::string rows;
@@ -506,8 +557,10 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
   html += "<h1>Capacity report: " + Escape(s.name) + "</h1>\n";
   if (!s.description.empty()) html += "<p>" + Escape(s.description) + "</p>\n";
   html += fmt::format(
-      "<p>{} records, {} queued items per cell, batch window {:.0f} s. Run {} on {}.</p>\n",
-      s.records, s.queue_items, s.window_seconds, Escape(s.started_at), Escape(s.host));
+      "<p>{} records, {} queued items per cell, batch window {:.0f} s{}. Run {} on {}.</p>\n",
+      s.records, s.queue_items, s.window_seconds,
+      s.repeat > 1 ? fmt::format(", each cell measured {} times", s.repeat) : "",
+      Escape(s.started_at), Escape(s.host));
 
   html +=
       "<h2>Recommendation</h2>\n<table><tr><th>load</th><th>recommended</th><th>why</th></tr>\n";
@@ -519,7 +572,7 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
                                           : "<span class=ok>" + Escape(r.recommended) + "</span>",
                     Escape(r.reason));
   }
-  html += "</table>\n" + ObjectivesHtml(s, cells);
+  html += "</table>\n" + ObjectivesHtml(s, cells) + NoiseHtml(s, Recommend(cells, s));
 
   auto projections = Project(cells, s);
   if (!projections.empty()) {
@@ -547,21 +600,21 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
   html += ProjectionChecksHtml(cells);
 
   html += "<h2>Results</h2>\n<table><tr>";
-  for (const char* h :
-       {"cell", "policy", "load", "batch s", "items/s", "done", "deferred", "dead", "left",
-        "p99 before", "p99 during", "p99 after", "conflicts", "refusals", "revocations", "lost"}) {
+  for (const char* h : {"cell", "policy", "load", "repeat", "items", "batch s", "items/s", "done",
+                        "deferred", "dead", "left", "p99 before", "p99 during", "p99 after",
+                        "conflicts", "refusals", "revocations", "lost"}) {
     html += std::string("<th>") + h + "</th>";
   }
   html += "</tr>\n";
   for (const auto& c : cells) {
     html += fmt::format(
-        "<tr><td>{}</td><td class=text>{}</td><td "
-        "class=text>{}</td><td>{:.1f}</td><td>{:.0f}</td><td>{}</td>"
+        "<tr><td>{}</td><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td>"
+        "<td>{:.1f}</td><td>{:.0f}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        c.index, Escape(c.policy), Escape(c.load_level), c.batch_seconds, c.items_per_second,
-        c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.after.p99_ms,
-        c.conflicts, c.refusals, c.revocations,
+        c.index, Escape(c.policy), Escape(c.load_level), c.repeat, c.items, c.batch_seconds,
+        c.items_per_second, c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms,
+        c.during.p99_ms, c.after.p99_ms, c.conflicts, c.refusals, c.revocations,
         c.lost_updates == 0 ? "0"
                             : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>");
   }
@@ -595,16 +648,16 @@ void WriteReport(const fs::path& dir, const ScenarioSummary& scenario,
 
 void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
   out << fmt::format(
-      "{:>4} {:<18} {:<14} {:>8} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} "
-      "{:>5}\n",
-      "cell", "policy", "load", "items", "batch_s", "items/s", "done", "deferred", "dead", "left",
-      "p99_bef", "p99_dur", "refused", "revoked", "lost");
+      "{:>4} {:<18} {:<14} {:>3} {:>8} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} "
+      "{:>8} {:>5}\n",
+      "cell", "policy", "load", "rep", "items", "batch_s", "items/s", "done", "deferred", "dead",
+      "left", "p99_bef", "p99_dur", "refused", "revoked", "lost");
   for (const auto& c : cells) {
     out << fmt::format(
-        "{:>4} {:<18} {:<14} {:>8} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} {:>9.1f} "
-        "{:>8} {:>8} {:>5}\n",
-        c.index, c.policy, c.load_level, c.items, c.batch_seconds, c.items_per_second, c.done,
-        c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals,
+        "{:>4} {:<18} {:<14} {:>3} {:>8} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} "
+        "{:>9.1f} {:>8} {:>8} {:>5}\n",
+        c.index, c.policy, c.load_level, c.repeat, c.items, c.batch_seconds, c.items_per_second,
+        c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals,
         c.revocations, c.lost_updates);
   }
 }
@@ -644,6 +697,13 @@ void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
     out << "recommended" << level << ": " << (r.recommended.empty() ? "none" : r.recommended)
         << " — " << r.reason << '\n';
     for (const auto& p : r.outcomes) {
+      if (p.repeats > 1) {
+        out << fmt::format(
+            "  {} over {} measurements: items/s {}, online p99 ratio {}, online errors {}\n",
+            p.policy, p.repeats, SpreadText(p.items_per_second, "{:.0f}"),
+            SpreadText(p.p99_ratio_spread, "{:.2f}x"),
+            SpreadText(p.error_percent_spread, "{:.2f}%"));
+      }
       for (const auto& m : p.misses) {
         out << "  " << p.policy << " missed " << m.objective << ": " << m.text << '\n';
       }

@@ -209,6 +209,7 @@ struct CellSize {
   long long items = 0;
   std::chrono::milliseconds window{0};
   int check_of = 0;
+  int repeat = 1;
 };
 
 CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec,
@@ -229,6 +230,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.policy = config.policy.name;
   cell.load_level = spec.load_level;
   cell.check_of = size.check_of;
+  cell.repeat = size.repeat;
   cell.items = size.items;
   auto start = Clock::now();
 
@@ -324,56 +326,92 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
           .production_queue_items = s.production_queue_items,
           .production_window_seconds = std::chrono::duration<double>(s.production_window).count(),
           .projection_check = s.projection_check,
+          .repeat = s.repeat,
           .objectives = s.objectives,
           .started_at = Now(),
           .host = host};
 }
 
-void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
-                 const SimulateOptions& options, std::vector<CellResult>& results) {
-  auto start = Clock::now();
-  size_t total = 0;
-  for (const auto& spec : scenario.cells) total += spec.settings.projection_check > 0 ? 2 : 1;
-  if (!options.online_role.empty()) CreateOnlineRole(conninfo, options.online_role);
-  auto run = [&](const config::ScenarioCell& spec, const CellSize& size) {
-    int index = static_cast<int>(results.size()) + 1;
-    if (options.progress != nullptr) {
-      std::string eta = "unknown";
-      if (!results.empty()) {
-        double per_cell = Since(start) / static_cast<double>(results.size());
-        eta = fmt::format("{:.0f}s", per_cell * static_cast<double>(total - results.size()));
-      }
-      std::string parameters;
-      for (const auto& [key, value] : spec.parameters) parameters += " " + key + "=" + value;
-      if (size.check_of != 0) {
-        parameters +=
-            fmt::format(" (projection check of cell {}: {} items)", size.check_of, size.items);
-      }
-      *options.progress << fmt::format("cell {} of {}{} (elapsed {:.0f}s, ETA {})\n", index, total,
-                                       parameters, Since(start), eta)
-                        << std::flush;
+namespace {
+
+// Runs the cells one after another, appending each to the results, with a
+// progress line per cell.
+class CellRunner {
+ public:
+  CellRunner(const std::string& conninfo, const config::Scenario& scenario,
+             const SimulateOptions& options, std::vector<CellResult>& results)
+      : conninfo_(conninfo), options_(options), results_(results) {
+    for (const auto& spec : scenario.cells) {
+      total_ += static_cast<size_t>(spec.settings.repeat) + (spec.settings.projection_check > 0);
     }
-    results.push_back(RunCell(conninfo, spec, size, options));
-    auto& cell = results.back();
+  }
+
+  bool Stopped() const { return options_.stop != nullptr && options_.stop->load(); }
+
+  // Measures the cell once; returns its index in the results.
+  int Run(const config::ScenarioCell& spec, const CellSize& size, const std::string& note = "") {
+    int index = static_cast<int>(results_.size()) + 1;
+    if (options_.progress != nullptr) Progress(spec, size, note, index);
+    results_.push_back(RunCell(conninfo_, spec, size, options_));
+    auto& cell = results_.back();
     cell.index = index;
     cell.sweep_cell = spec.index;
     spdlog::info(
-        "cell measured cell={} policy={} items={} batch_seconds={:.2f} done={} deferred={} "
-        "dead={} p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
-        cell.index, cell.policy, cell.items, cell.batch_seconds, cell.done, cell.deferred,
-        cell.dead, cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates, cell.applied_twice);
+        "cell measured cell={} policy={} repeat={} items={} batch_seconds={:.2f} done={} "
+        "deferred={} dead={} p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
+        cell.index, cell.policy, cell.repeat, cell.items, cell.batch_seconds, cell.done,
+        cell.deferred, cell.dead, cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates,
+        cell.applied_twice);
     return index;
-  };
-  for (const auto& spec : scenario.cells) {
-    if (options.stop != nullptr && options.stop->load()) break;
-    const auto& settings = spec.settings;
-    int measured = run(spec, {.items = settings.queue_items, .window = settings.window});
-    if (settings.projection_check == 0 || (options.stop != nullptr && options.stop->load())) {
-      continue;
+  }
+
+ private:
+  void Progress(const config::ScenarioCell& spec, const CellSize& size, const std::string& note,
+                int index) const {
+    std::string eta = "unknown";
+    if (!results_.empty()) {
+      double per_cell = Since(start_) / static_cast<double>(results_.size());
+      eta = fmt::format("{:.0f}s", per_cell * static_cast<double>(total_ - results_.size()));
     }
-    run(spec, {.items = settings.projection_check,
-               .window = CheckWindow(settings),
-               .check_of = measured});
+    std::string parameters;
+    for (const auto& [key, value] : spec.parameters) parameters += " " + key + "=" + value;
+    if (spec.settings.repeat > 1 && size.check_of == 0) {
+      parameters += fmt::format(" (repeat {} of {})", size.repeat, spec.settings.repeat);
+    }
+    if (size.check_of != 0) {
+      parameters +=
+          fmt::format(" (projection check of cell {}: {} items)", size.check_of, size.items);
+    }
+    *options_.progress << fmt::format("cell {} of {}{}{} (elapsed {:.0f}s, ETA {})\n", index,
+                                      total_, parameters, note, Since(start_), eta)
+                       << std::flush;
+  }
+
+  const std::string& conninfo_;
+  const SimulateOptions& options_;
+  std::vector<CellResult>& results_;
+  Clock::time_point start_ = Clock::now();
+  size_t total_ = 0;
+};
+
+}  // namespace
+
+void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
+                 const SimulateOptions& options, std::vector<CellResult>& results) {
+  if (!options.online_role.empty()) CreateOnlineRole(conninfo, options.online_role);
+  CellRunner runner(conninfo, scenario, options, results);
+  for (const auto& spec : scenario.cells) {
+    const auto& settings = spec.settings;
+    CellSize size{.items = settings.queue_items, .window = settings.window};
+    int measured = 0;
+    for (int repeat = 1; repeat <= settings.repeat && !runner.Stopped(); ++repeat) {
+      size.repeat = repeat;
+      measured = runner.Run(spec, size);
+    }
+    if (settings.projection_check == 0 || runner.Stopped()) continue;
+    runner.Run(spec, {.items = settings.projection_check,
+                      .window = CheckWindow(settings),
+                      .check_of = measured});
   }
 }
 

@@ -36,6 +36,7 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
            "a projection check runs a larger queue than the one measured (e.g. 10 times "
            "scenario.queue_items); 0 runs none.");
   }
+  s.Int("repeat", out.repeat, 1, 100);
   if (auto o = s.Map("objectives")) {
     o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
     o->Percent("max_error_rate", out.objectives.max_error_percent);

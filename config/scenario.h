@@ -52,6 +52,10 @@ struct ScenarioSettings {
   // cell's window is the window scaled by projection_check / queue_items,
   // twice over (at most 24 h), so that it runs to its end.
   long long projection_check = 0;
+  // Each cell is measured this many times, each on fresh data; the report
+  // gives the median and the spread (min-max) of the key figures, and the
+  // recommendation judges the median.
+  int repeat = 1;  // 1..100
   Objectives objectives;
 };
 

@@ -126,6 +126,66 @@ TEST(Recommend, NoneQualifiesNamesTheClosestAndWhatWouldQualifyIt) {
             "at the measured rate, or more workers if the online objectives leave room.");
 }
 
+// Three measurements of one cell (scenario.repeat: 3), online p99 during
+// the batch as given (5 ms before it).
+std::vector<CellResult> Repeats(const std::string& policy, int sweep_cell,
+                                std::vector<double> p99_during) {
+  std::vector<CellResult> out;
+  for (size_t i = 0; i < p99_during.size(); ++i) {
+    out.push_back(Cell(policy, 10 + static_cast<double>(i), 5, p99_during[i]));
+    out.back().sweep_cell = sweep_cell;
+    out.back().repeat = static_cast<int>(i) + 1;
+  }
+  return out;
+}
+
+TEST(Spread, MedianAndRange) {
+  Spread odd = SpreadOf({3, 1, 2});
+  EXPECT_DOUBLE_EQ(odd.median, 2);
+  EXPECT_DOUBLE_EQ(odd.min, 1);
+  EXPECT_DOUBLE_EQ(odd.max, 3);
+  EXPECT_DOUBLE_EQ(SpreadOf({1, 4}).median, 2.5);
+  EXPECT_TRUE(SpreadOf({1, 2}).Overlaps(SpreadOf({2, 3})));
+  EXPECT_FALSE(SpreadOf({1, 2}).Overlaps(SpreadOf({2.5, 3})));
+}
+
+TEST(Recommend, RepeatsAreJudgedByTheirMedianAndTheNoiseIsNamed) {
+  auto cells = Repeats("skip_locked", 1, {6, 7, 8});           // p99 ratios 1.2, 1.4, 1.6
+  auto online = Repeats("online_priority", 2, {6.5, 7.5, 9});  // 1.3, 1.5, 1.8
+  cells.insert(cells.end(), online.begin(), online.end());
+  // One measurement of three ran past the window: most finished inside it.
+  cells[2].batch_seconds = 90;
+  cells[2].finished_in_window = false;
+  auto recs = Recommend(cells, Scenario());
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].recommended, "skip_locked");
+  const auto& skip = recs[0].outcomes[1];
+  ASSERT_EQ(skip.policy, "skip_locked");
+  EXPECT_EQ(skip.repeats, 3);
+  EXPECT_TRUE(skip.Qualifies());
+  EXPECT_DOUBLE_EQ(skip.p99_ratio, 1.4);
+  EXPECT_DOUBLE_EQ(skip.p99_ratio_spread.max, 1.6);
+  EXPECT_DOUBLE_EQ(skip.batch_seconds, 11);
+  EXPECT_DOUBLE_EQ(skip.batch_seconds_spread.max, 90);
+  EXPECT_EQ(recs[0].noise,
+            "Within the noise: over 3 measurements the online p99 ratio of online_priority "
+            "(1.30-1.80x) overlaps skip_locked's (1.20-1.60x), so the repeats do not tell them "
+            "apart.");
+  EXPECT_NE(recs[0].reason.find("skip_locked meets every objective (medians of 3 measurements)"),
+            std::string::npos)
+      << recs[0].reason;
+  EXPECT_NE(recs[0].reason.find(recs[0].noise), std::string::npos);
+
+  // Apart: online_priority's range lies above skip_locked's.
+  for (auto& c : cells) {
+    if (c.policy == "online_priority") c.during.p99_ms += 2;  // 1.7, 1.9, 2.2
+  }
+  EXPECT_EQ(Recommend(cells, Scenario())[0].noise, "");
+  // Two of three past the window: the window objective is missed.
+  cells[1].finished_in_window = false;
+  EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "online_priority");
+}
+
 // 4000 items in chunks of 100 every 0.5 s (200 items/s) after 1 s of
 // setup, and 2 s of tail after the last chunk: 23 s in all, 3 s of it fixed.
 CellResult Measured() {
@@ -232,6 +292,43 @@ TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
             std::string::npos)
       << html.str();
   EXPECT_FALSE(std::filesystem::exists(dir / "report.html.tmp"));
+  EXPECT_EQ(html.str().find("<h2>Noise</h2>"), std::string::npos) << "one measurement per cell";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Report, RepeatsShowTheirSpread) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("coexist-repeats-" + std::to_string(getpid()));
+  auto cells = Repeats("skip_locked", 1, {6, 7, 8});
+  for (size_t i = 0; i < cells.size(); ++i) cells[i].index = static_cast<int>(i) + 1;
+  ScenarioSummary summary = Scenario();
+  summary.repeat = 3;
+  WriteReport(dir, summary, cells);
+
+  std::ifstream json_in(dir / "results.json");
+  auto json = nlohmann::json::parse(json_in);
+  EXPECT_EQ(json["scenario"]["repeat"], 3);
+  ASSERT_EQ(json["cells"].size(), 3u) << "every measurement's figures";
+  EXPECT_EQ(json["cells"][2]["repeat"], 3);
+  EXPECT_EQ(json["cells"][2]["sweep_cell"], 1);
+  const auto& policy = json["recommendations"][0]["policies"][0];
+  EXPECT_EQ(policy["repeats"], 3);
+  EXPECT_DOUBLE_EQ(policy["spread"]["p99_ratio"]["median"].get<double>(), 1.4);
+  EXPECT_DOUBLE_EQ(policy["spread"]["p99_ratio"]["min"].get<double>(), 1.2);
+  EXPECT_DOUBLE_EQ(policy["spread"]["batch_seconds"]["max"].get<double>(), 12);
+
+  std::stringstream html;
+  html << std::ifstream(dir / "report.html").rdbuf();
+  EXPECT_NE(html.str().find("<h2>Noise</h2>"), std::string::npos);
+  EXPECT_NE(html.str().find("<td>1.40x (1.20x to 1.60x)</td>"), std::string::npos) << html.str();
+  EXPECT_NE(html.str().find("each cell measured 3 times"), std::string::npos);
+  std::stringstream text;
+  PrintRecommendations(text, summary, cells);
+  EXPECT_NE(text.str().find("  skip_locked over 3 measurements: items/s 91 (83 to 100), online "
+                            "p99 ratio 1.40x (1.20x to 1.60x), online errors 0.00% (0.00% to "
+                            "0.00%)\n"),
+            std::string::npos)
+      << text.str();
   std::filesystem::remove_all(dir);
 }
 

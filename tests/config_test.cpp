@@ -519,6 +519,12 @@ scenario:
   EXPECT_DOUBLE_EQ(defaults.max_deferred_percent, 1);
 }
 
+TEST(Scenario, ReadsTheRepeats) {
+  auto scenario = LoadScenarioString("scenario:\n  repeat: 3\n", "long.yaml");
+  EXPECT_EQ(scenario.settings.repeat, 3);
+  EXPECT_EQ(LoadScenarioString("{}", "d.yaml").settings.repeat, 1);
+}
+
 TEST(Scenario, ScenarioKeysAreSweptPerCell) {
   auto scenario = LoadScenarioString(R"(
 scenario:
@@ -618,7 +624,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
            "at least the warm-up"},
   BadInput{"warmup_longer_than_default_window", "scenario:\n  warmup: 2m\n",
            "bad.yaml:2:11: scenario.warmup: the window (1m) is shorter than the warm-up (2m)",
-           "shorten scenario.warmup"}
+           "shorten scenario.warmup"},
+  BadInput{"no_repeat", "scenario:\n  repeat: 0\n",
+           "bad.yaml:2:11: scenario.repeat: '0' is out of range", "allowed range is 1 to 100"}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 

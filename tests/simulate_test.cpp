@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "capacity/recommendation.h"
 #include "capacity/report.h"
 #include "config/scenario.h"
 #include "tests/support/database_test.h"
@@ -178,6 +179,39 @@ online:
             "t");
   EXPECT_EQ(QueryValue("SELECT has_table_privilege('" + role + "', 'coexist.queue', 'SELECT')"),
             "f");
+}
+
+// scenario.repeat measures a cell again on fresh data; the recommendation
+// judges the measurements together.
+TEST_F(Simulate, ACellIsRepeated) {
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 30
+  queue_items: 20
+  warmup: 500ms
+  cooldown: 0s
+  window: 20s
+  repeat: 2
+batch: {job: repeated, chunk_size: 10}
+policy: {name: skip_locked}
+online: {users: 2, think_time: 20ms, pool_size: 2}
+)",
+                                             "repeated.yaml");
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const auto& cell : cells) {
+    EXPECT_EQ(cell.sweep_cell, 1);
+    EXPECT_EQ(cell.items, 20);
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items);
+    EXPECT_EQ(cell.applied_twice, 0);
+  }
+  EXPECT_EQ(cells[0].repeat, 1);
+  EXPECT_EQ(cells[1].repeat, 2);
+  auto recs = Recommend(cells, Summarize(scenario));
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_EQ(recs[0].outcomes.size(), 1u);
+  EXPECT_EQ(recs[0].outcomes[0].repeats, 2);
 }
 
 // A cell paced by an online latency objective reports what it did.
