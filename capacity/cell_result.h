@@ -57,6 +57,15 @@ struct CellResult {
   // The sweep's cell is measured scenario.repeat times, each on fresh data:
   // this is its `repeat`th measurement (1-based).
   int repeat = 1;
+  // When scenario.min_batch_time grew this cell's queue: the queue it was
+  // grown from (scenario.queue_items); 0 when it was not grown.
+  long long grown_from = 0;
+  // Rows of public.products seeded for this cell: scenario.records, grown
+  // with the queue for a grown cell.
+  long long records = 0;
+  // The window this cell's batch had, in seconds: scenario.window, scaled
+  // with the queue for a grown cell or a projection check cell.
+  double window_seconds = 0;
 
   // The batch.
   double batch_seconds = 0;
@@ -107,6 +116,7 @@ struct ScenarioSummary {
   long long production_queue_items = 0;  // for the projection; 0: none
   double production_window_seconds = 0;  // the production window it must fit
   long long projection_check = 0;        // items of the check cells; 0: none
+  double min_batch_seconds = 0;          // cells grown to a batch this long; 0: none
   int repeat = 1;                        // measurements of each cell of the sweep
   config::Objectives objectives;         // what a recommended policy must meet
   std::string started_at;                // ISO-8601

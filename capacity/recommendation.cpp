@@ -120,7 +120,10 @@ PolicyOutcome Judge(const std::vector<const CellResult*>& repeats,
   out.finished_in_window = 2 * in_window > out.repeats;
   const bool batch_finished = 2 * finished > out.repeats;
   const double need = SpreadOf(needed).median;
-  const double window = scenario.window_seconds;
+  // A grown or check cell had a window scaled with its queue; cells built
+  // by hand (tests) may leave it 0 for the scenario's.
+  const double window = first.window_seconds > 0 ? first.window_seconds : scenario.window_seconds;
+  out.window_seconds = window;
 
   Check(out, !out.finished_in_window,
         {.objective = "window",
@@ -227,7 +230,7 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
           "the items done, online p99 at {:.2f}x of before the batch and {:.2f}% online errors.",
           best->policy,
           best->repeats > 1 ? fmt::format(" (medians of {} measurements)", best->repeats) : "",
-          best->batch_seconds, scenario.window_seconds, best->done_percent, best->p99_ratio,
+          best->batch_seconds, best->window_seconds, best->done_percent, best->p99_ratio,
           best->error_percent);
       rec.noise = Noise(rec.outcomes, *best);
       if (!rec.noise.empty()) rec.reason += " " + rec.noise;

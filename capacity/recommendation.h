@@ -41,6 +41,7 @@ struct PolicyOutcome {
   std::string policy;
   int repeats = 1;  // measurements of the cell (scenario.repeat)
   bool finished_in_window = false;
+  double window_seconds = 0;  // the window the batch had (scaled for a grown cell)
   double batch_seconds = 0;
   double p99_ratio = 0;         // online p99 during the batch / during the warm-up
   double error_percent = 0;     // online transactions that failed during the batch

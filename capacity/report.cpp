@@ -73,6 +73,9 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["chunks"] = static_cast<long long>(c.chunks.size());
   f["sweep_cell"] = c.sweep_cell;
   f["repeat"] = c.repeat;
+  f["grown_from"] = c.grown_from;
+  f["records"] = c.records;
+  f["window_seconds"] = c.window_seconds;
   return f;
 }
 
@@ -133,6 +136,7 @@ nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
                           {"items_per_second", spread(o.items_per_second)},
                           {"p99_ratio", spread(o.p99_ratio_spread)},
                           {"error_rate_percent", spread(o.error_percent_spread)}}},
+                        {"window_seconds", o.window_seconds},
                         {"batch_seconds", o.batch_seconds},
                         {"finished_in_window", o.finished_in_window},
                         {"p99_ratio", o.p99_ratio},
@@ -167,6 +171,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                      {"window_seconds", s.window_seconds},
                      {"production_queue_items", s.production_queue_items},
                      {"production_window_seconds", s.production_window_seconds},
+                     {"min_batch_seconds", s.min_batch_seconds},
                      {"repeat", s.repeat},
                      {"objectives", ObjectivesJson(s.objectives)},
                      {"started_at", s.started_at},
@@ -557,8 +562,12 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
   html += "<h1>Capacity report: " + Escape(s.name) + "</h1>\n";
   if (!s.description.empty()) html += "<p>" + Escape(s.description) + "</p>\n";
   html += fmt::format(
-      "<p>{} records, {} queued items per cell, batch window {:.0f} s{}. Run {} on {}.</p>\n",
+      "<p>{} records, {} queued items per cell, batch window {:.0f} s{}{}. Run {} on {}.</p>\n",
       s.records, s.queue_items, s.window_seconds,
+      s.min_batch_seconds > 0
+          ? fmt::format(", each cell's queue grown until its batch runs at least {:g} s",
+                        s.min_batch_seconds)
+          : "",
       s.repeat > 1 ? fmt::format(", each cell measured {} times", s.repeat) : "",
       Escape(s.started_at), Escape(s.host));
 
@@ -612,9 +621,12 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
         "<td>{:.1f}</td><td>{:.0f}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        c.index, Escape(c.policy), Escape(c.load_level), c.repeat, c.items, c.batch_seconds,
-        c.items_per_second, c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms,
-        c.during.p99_ms, c.after.p99_ms, c.conflicts, c.refusals, c.revocations,
+        c.index, Escape(c.policy), Escape(c.load_level), c.repeat,
+        c.grown_from > 0
+            ? fmt::format("{} (grown from {}, over {} rows)", c.items, c.grown_from, c.records)
+            : std::to_string(c.items),
+        c.batch_seconds, c.items_per_second, c.done, c.deferred, c.dead, c.queued_left,
+        c.before.p99_ms, c.during.p99_ms, c.after.p99_ms, c.conflicts, c.refusals, c.revocations,
         c.lost_updates == 0 ? "0"
                             : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>");
   }

@@ -4,8 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
+#include <optional>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -210,11 +213,14 @@ struct CellSize {
   std::chrono::milliseconds window{0};
   int check_of = 0;
   int repeat = 1;
+  long long grown_from = 0;  // scenario.queue_items when min_batch_time grew the queue
+  long long records = 0;     // rows seeded; 0: scenario.records
 };
 
 CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec,
                    const CellSize& size, const SimulateOptions& options) {
-  const auto& settings = spec.settings;
+  config::ScenarioSettings settings = spec.settings;
+  if (size.records > 0) settings.records = size.records;
   config::Config config = CellConfig(settings, spec.config);
   PrepareData(conninfo, settings, config, size.items);
   std::string online_conninfo = conninfo;
@@ -231,6 +237,9 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.load_level = spec.load_level;
   cell.check_of = size.check_of;
   cell.repeat = size.repeat;
+  cell.grown_from = size.grown_from;
+  cell.window_seconds = std::chrono::duration<double>(size.window).count();
+  cell.records = settings.records;
   cell.items = size.items;
   auto start = Clock::now();
 
@@ -312,6 +321,51 @@ std::chrono::milliseconds CheckWindow(const config::ScenarioSettings& s) {
   return std::chrono::milliseconds(static_cast<long long>(ms));
 }
 
+constexpr long long kMaxItems = 100'000'000;
+// A cell is grown at most this many times: a batch whose time does not grow
+// with its queue (setup, waits) would otherwise be grown without end.
+constexpr int kMaxGrowths = 3;
+
+bool NeedsGrowth(const CellResult& cell, const config::ScenarioSettings& s) {
+  double min_seconds = std::chrono::duration<double>(s.min_batch_time).count();
+  return min_seconds > 0 && cell.batch_finished && cell.batch_seconds < min_seconds &&
+         cell.items < kMaxItems;
+}
+
+// A queue large enough for the batch to run min_batch_time (with a fifth
+// more): after one measurement at the rate it measured; after two, at the
+// rate between them, since the fixed costs (setup, the first chunks, the
+// tail) that make a small batch look slow do not grow with the queue. The
+// records and the window are scaled with the queue (at most 100,000,000
+// rows and 24 h), so that each row has as many items as the scenario gave
+// it: more items per row would change what the batch does (same-key items
+// wait for each other), and with it the figures.
+CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const CellResult& cell,
+               const CellResult* previous) {
+  double min_seconds = std::chrono::duration<double>(s.min_batch_time).count();
+  double wanted =
+      1.2 * static_cast<double>(size.items) * min_seconds / std::max(cell.batch_seconds, 0.05);
+  if (previous != nullptr && cell.batch_seconds > previous->batch_seconds) {
+    double rate = static_cast<double>(cell.items - previous->items) /
+                  (cell.batch_seconds - previous->batch_seconds);
+    wanted = static_cast<double>(cell.items) + 1.2 * (min_seconds - cell.batch_seconds) * rate;
+  }
+  // Two close timings of small batches make a wild rate: at most 20 times
+  // the queue per step.
+  wanted = std::min(wanted, 20.0 * static_cast<double>(size.items));
+  CellSize grown = size;
+  grown.items =
+      std::min(std::max(size.items + 1, static_cast<long long>(std::ceil(wanted))), kMaxItems);
+  grown.grown_from = s.queue_items;
+  double scale = static_cast<double>(grown.items) / static_cast<double>(s.queue_items);
+  // In whole numbers: at most 1e8 x 1e8, well inside a long long.
+  grown.records = std::clamp((grown.items * s.records + s.queue_items - 1) / s.queue_items,
+                             s.records, kMaxItems);
+  double ms = std::min(scale * static_cast<double>(s.window.count()), 86'400'000.0);
+  grown.window = std::max(s.window, std::chrono::milliseconds(static_cast<long long>(ms)));
+  return grown;
+}
+
 }  // namespace
 
 ScenarioSummary Summarize(const config::Scenario& scenario) {
@@ -326,6 +380,7 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
           .production_queue_items = s.production_queue_items,
           .production_window_seconds = std::chrono::duration<double>(s.production_window).count(),
           .projection_check = s.projection_check,
+          .min_batch_seconds = std::chrono::duration<double>(s.min_batch_time).count(),
           .repeat = s.repeat,
           .objectives = s.objectives,
           .started_at = Now(),
@@ -363,6 +418,36 @@ class CellRunner {
         cell.deferred, cell.dead, cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates,
         cell.applied_twice);
     return index;
+  }
+
+  // The first measurement of a cell, grown (scenario.min_batch_time) until
+  // its batch runs long enough, at most kMaxGrowths times; the shorter
+  // measurements are dropped. Returns its index and, in `size`, the size
+  // its repeats run, so that their spread is the noise alone.
+  int RunGrown(const config::ScenarioCell& spec, CellSize& size) {
+    const auto& settings = spec.settings;
+    int measured = Run(spec, size);
+    std::optional<CellResult> previous;  // the measurement before the last
+    for (int growth = 0;
+         growth < kMaxGrowths && !Stopped() && NeedsGrowth(results_.back(), settings); ++growth) {
+      const CellResult& last = results_.back();
+      CellSize grown = Grown(size, settings, last, previous ? &*previous : nullptr);
+      std::string note = fmt::format(
+          " (grown from {} to {} items: the batch ran {:.1f} s, under scenario.min_batch_time)",
+          size.items, grown.items, last.batch_seconds);
+      spdlog::info("cell grown cell={} items={} batch_seconds={:.2f} grown_items={}", last.index,
+                   size.items, last.batch_seconds, grown.items);
+      previous = std::move(results_.back());
+      results_.pop_back();
+      size = grown;
+      measured = Run(spec, size, note);
+    }
+    if (!Stopped() && NeedsGrowth(results_.back(), settings)) {
+      spdlog::warn(
+          "cell still under min_batch_time cell={} items={} batch_seconds={:.2f} growths={}",
+          measured, size.items, results_.back().batch_seconds, kMaxGrowths);
+    }
+    return measured;
   }
 
  private:
@@ -406,7 +491,7 @@ void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
     int measured = 0;
     for (int repeat = 1; repeat <= settings.repeat && !runner.Stopped(); ++repeat) {
       size.repeat = repeat;
-      measured = runner.Run(spec, size);
+      measured = repeat == 1 ? runner.RunGrown(spec, size) : runner.Run(spec, size);
     }
     if (settings.projection_check == 0 || runner.Stopped()) continue;
     runner.Run(spec, {.items = settings.projection_check,

@@ -36,6 +36,7 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
            "a projection check runs a larger queue than the one measured (e.g. 10 times "
            "scenario.queue_items); 0 runs none.");
   }
+  s.Duration("min_batch_time", out.min_batch_time, milliseconds(0), hours(1));
   s.Int("repeat", out.repeat, 1, 100);
   if (auto o = s.Map("objectives")) {
     o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
@@ -55,6 +56,12 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
                        FormatDuration(out.window), FormatDuration(out.warmup)),
            "the batch's online p99 is judged against the warm-up's; give scenario.window at least "
            "the warm-up, or shorten scenario.warmup.");
+  }
+  if (out.min_batch_time > out.window) {
+    s.Fail(s.node()["min_batch_time"], "min_batch_time",
+           fmt::format("a batch of at least {} cannot finish inside the window ({})",
+                       FormatDuration(out.min_batch_time), FormatDuration(out.window)),
+           "give scenario.window at least scenario.min_batch_time.");
   }
 }
 

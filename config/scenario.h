@@ -52,6 +52,11 @@ struct ScenarioSettings {
   // cell's window is the window scaled by projection_check / queue_items,
   // twice over (at most 24 h), so that it runs to its end.
   long long projection_check = 0;
+  // Each cell's batch runs at least this long, so that its figures are
+  // steady: a cell whose batch finished sooner is measured again with its
+  // queue grown (queue_items x min_batch_time / the measured time x 1.2, at
+  // most three times), and its window with it. 0: cells are not grown.
+  milliseconds min_batch_time{0};  // 0..1h, at most the window
   // Each cell is measured this many times, each on fresh data; the report
   // gives the median and the spread (min-max) of the key figures, and the
   // recommendation judges the median.

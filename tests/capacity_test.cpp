@@ -186,6 +186,23 @@ TEST(Recommend, RepeatsAreJudgedByTheirMedianAndTheNoiseIsNamed) {
   EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "online_priority");
 }
 
+// A cell grown by scenario.min_batch_time had a window grown with its queue:
+// it is judged against that window, not the scenario's.
+TEST(Recommend, AGrownCellIsJudgedAgainstItsOwnWindow) {
+  CellResult grown = Cell("skip_locked", 90, 5, 6);
+  grown.finished_in_window = true;
+  grown.window_seconds = 120;
+  grown.grown_from = 500;
+  auto recs = Recommend({grown}, Scenario());
+  EXPECT_EQ(recs[0].recommended, "skip_locked");
+  EXPECT_NE(recs[0].reason.find("the batch took 90.0 s (window 120 s)"), std::string::npos)
+      << recs[0].reason;
+  grown.batch_seconds = 130;
+  grown.finished_in_window = false;
+  recs = Recommend({grown}, Scenario());
+  EXPECT_EQ(recs[0].outcomes[0].misses.at(0).text, "the batch took 130.0 s, window 120 s");
+}
+
 // 4000 items in chunks of 100 every 0.5 s (200 items/s) after 1 s of
 // setup, and 2 s of tail after the last chunk: 23 s in all, 3 s of it fixed.
 CellResult Measured() {

@@ -519,10 +519,14 @@ scenario:
   EXPECT_DOUBLE_EQ(defaults.max_deferred_percent, 1);
 }
 
-TEST(Scenario, ReadsTheRepeats) {
-  auto scenario = LoadScenarioString("scenario:\n  repeat: 3\n", "long.yaml");
+TEST(Scenario, ReadsTheCellLengthAndRepeats) {
+  auto scenario =
+      LoadScenarioString("scenario:\n  min_batch_time: 10s\n  repeat: 3\n", "long.yaml");
+  EXPECT_EQ(scenario.settings.min_batch_time, std::chrono::seconds(10));
   EXPECT_EQ(scenario.settings.repeat, 3);
-  EXPECT_EQ(LoadScenarioString("{}", "d.yaml").settings.repeat, 1);
+  auto defaults = LoadScenarioString("{}", "d.yaml").settings;
+  EXPECT_EQ(defaults.min_batch_time, std::chrono::milliseconds(0)) << "cells are not grown";
+  EXPECT_EQ(defaults.repeat, 1);
 }
 
 TEST(Scenario, ScenarioKeysAreSweptPerCell) {
@@ -626,7 +630,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
            "bad.yaml:2:11: scenario.warmup: the window (1m) is shorter than the warm-up (2m)",
            "shorten scenario.warmup"},
   BadInput{"no_repeat", "scenario:\n  repeat: 0\n",
-           "bad.yaml:2:11: scenario.repeat: '0' is out of range", "allowed range is 1 to 100"}
+           "bad.yaml:2:11: scenario.repeat: '0' is out of range", "allowed range is 1 to 100"},
+  BadInput{"min_batch_time_without_unit", "scenario:\n  min_batch_time: 10\n",
+           "bad.yaml:2:19: scenario.min_batch_time: '10' is not a duration",
+           "add a unit: '10ms', '10s' or '10m'."},
+  BadInput{"min_batch_time_longer_than_the_window",
+           "scenario:\n  window: 30s\n  min_batch_time: 45s\n",
+           "bad.yaml:3:19: scenario.min_batch_time: a batch of at least 45s cannot finish inside "
+           "the window (30s)", "at least scenario.min_batch_time"}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 

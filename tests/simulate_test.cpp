@@ -181,9 +181,9 @@ online:
             "f");
 }
 
-// scenario.repeat measures a cell again on fresh data; the recommendation
-// judges the measurements together.
-TEST_F(Simulate, ACellIsRepeated) {
+// scenario.min_batch_time grows a cell whose batch ended sooner, and
+// its repeats run the grown queue; the recommendation judges their median.
+TEST_F(Simulate, ACellGrowsToItsMinimumBatchTimeAndRepeats) {
   auto scenario = config::LoadScenarioString(R"(
 scenario:
   records: 30
@@ -191,18 +191,24 @@ scenario:
   warmup: 500ms
   cooldown: 0s
   window: 20s
+  min_batch_time: 500ms
   repeat: 2
-batch: {job: repeated, chunk_size: 10}
+batch: {job: grown, chunk_size: 10}
 policy: {name: skip_locked}
 online: {users: 2, think_time: 20ms, pool_size: 2}
 )",
-                                             "repeated.yaml");
+                                             "grown.yaml");
   std::vector<CellResult> cells;
   RunScenario(conninfo(), scenario, {}, cells);
-  ASSERT_EQ(cells.size(), 2u);
+  ASSERT_EQ(cells.size(), 2u) << "the short measurements are not kept";
   for (const auto& cell : cells) {
     EXPECT_EQ(cell.sweep_cell, 1);
-    EXPECT_EQ(cell.items, 20);
+    EXPECT_EQ(cell.grown_from, 20);
+    EXPECT_GT(cell.items, 20);
+    EXPECT_EQ(cell.records, (cell.items * 30 + 19) / 20) << "as many items per row as asked";
+    EXPECT_EQ(cell.items, cells[0].items) << "the repeats run the grown queue";
+    EXPECT_NEAR(cell.window_seconds, 20.0 * static_cast<double>(cell.items) / 20, 0.01)
+        << "the window grows with the queue";
     EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items);
     EXPECT_EQ(cell.applied_twice, 0);
   }
