@@ -320,10 +320,10 @@ std::string Charts(const std::vector<CellResult>& cells) {
         .title = fmt::format("Cell {}: throughput ({}, {})", c.index, Label(c), width),
         .x_label = "seconds since start",
         .y_label = "per second"};
-    LineChartSpec errors{.title = fmt::format("Cell {}: online transactions not ok ({}, {})",
-                                              c.index, Label(c), width),
-                         .x_label = "seconds since start",
-                         .y_label = "% of transactions"};
+    LineChartSpec errors{
+        .title = fmt::format("Cell {}: online not ok ({}, {})", c.index, Label(c), width),
+        .x_label = "seconds since start",
+        .y_label = "% of online transactions"};
     Series p50{"online p50"}, p99{"online p99"}, online{"online tx/s"}, batch{"batch items/s"};
     Series not_ok{"not ok %"};
     for (const auto& b : bins) {
@@ -441,8 +441,8 @@ std::string ObjectivesChart(const std::vector<Recommendation>& recommendations) 
            .cells = {{fmt::format("{:.1f} s", p.batch_seconds), Met(p, "window")},
                      {fmt::format("{:.2f}x", p.p99_ratio), Met(p, "max_p99_ratio")},
                      {fmt::format("{:.2f}%", p.error_percent), Met(p, "max_error_rate")},
-                     {fmt::format("{:.1f}%", p.done_percent), Met(p, "min_done_share")},
-                     {fmt::format("{:.1f}%", p.deferred_percent), Met(p, "max_deferred_share")}}});
+                     {fmt::format("{:.2f}%", p.done_percent), Met(p, "min_done_share")},
+                     {fmt::format("{:.2f}%", p.deferred_percent), Met(p, "max_deferred_share")}}});
     }
   }
   return "<figure>" + GridChart(spec) + "</figure>\n";

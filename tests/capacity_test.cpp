@@ -300,8 +300,8 @@ TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
             std::string::npos);
   EXPECT_NE(html.str().find("Cell 1: throughput"), std::string::npos);
   EXPECT_NE(html.str().find(">batch items/s<"), std::string::npos);
-  EXPECT_NE(html.str().find("Cell 2: online transactions not ok (batch_priority @ users=50, 100 "
-                            "ms bins while the batch runs)"),
+  EXPECT_NE(html.str().find("Cell 2: online not ok (batch_priority @ users=50, 100 ms bins while "
+                            "the batch runs)"),
             std::string::npos);
   // The summary chart: batch_priority's p99 (9 ms of 5: 1.80x) passes, as does everything else.
   EXPECT_NE(html.str().find("Policies against the objectives"), std::string::npos);
