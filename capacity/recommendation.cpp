@@ -171,15 +171,16 @@ PolicyOutcome Judge(const std::vector<const CellResult*>& repeats,
 
 namespace {
 
-// The qualifying policies that repeating the cells does not tell apart from
-// the recommended one: their online p99 ratios, the deciding figure,
-// overlap over the repeats.
+// The policies that repeating the cells does not tell apart from the chosen
+// one (the recommended one, among those that qualify; else the closest,
+// among all): their online p99 ratios, the deciding figure, overlap over
+// the repeats.
 std::string Noise(const std::vector<PolicyOutcome>& outcomes, const PolicyOutcome& best) {
   if (best.repeats < 2) return "";
   auto range = [](const Spread& s) { return fmt::format("{:.2f}-{:.2f}x", s.min, s.max); };
   std::string others;
   for (const auto& o : outcomes) {
-    if (o.policy == best.policy || !o.Qualifies() || o.repeats < 2 ||
+    if (o.policy == best.policy || (best.Qualifies() && !o.Qualifies()) || o.repeats < 2 ||
         !o.p99_ratio_spread.Overlaps(best.p99_ratio_spread)) {
       continue;
     }
@@ -247,6 +248,8 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
           "objective{}: {}. To qualify: {}.",
           closest->policy, closest->misses.size(), closest->misses.size() == 1 ? "" : "s", missed,
           remedies);
+      rec.noise = Noise(rec.outcomes, *closest);
+      if (!rec.noise.empty()) rec.reason += " " + rec.noise;
     }
     out.push_back(std::move(rec));
   }

@@ -66,8 +66,9 @@ struct Recommendation {
   std::vector<PolicyOutcome> outcomes;  // sorted by policy name
   std::string recommended;              // "" when no policy qualifies
   std::string reason;                   // one to three sentences, for the report
-  // With repeats: the qualifying policies whose online p99 ratio overlaps
-  // the recommended one's over the repeats, in a sentence (also the end of
+  // With repeats: the policies whose online p99 ratio overlaps, over the
+  // repeats, the recommended one's (among those that qualify) or, when none
+  // qualifies, the closest one's (among all), in a sentence (also the end of
   // `reason`); "" when none does or each cell was measured once.
   std::string noise;
 };

@@ -184,6 +184,18 @@ TEST(Recommend, RepeatsAreJudgedByTheirMedianAndTheNoiseIsNamed) {
   // Two of three past the window: the window objective is missed.
   cells[1].finished_in_window = false;
   EXPECT_EQ(Recommend(cells, Scenario())[0].recommended, "online_priority");
+  // None qualifies: the closest is named, and so are those the repeats do
+  // not tell apart from it.
+  // skip_locked 5.4-5.8x (and past the window), online_priority 5.7-6.2x.
+  for (auto& c : cells) c.during.p99_ms += 20;
+  cells[0].during.p99_ms += 3;
+  recs = Recommend(cells, Scenario());
+  EXPECT_EQ(recs[0].recommended, "");
+  EXPECT_NE(recs[0].reason.find("Closest: online_priority"), std::string::npos) << recs[0].reason;
+  EXPECT_EQ(recs[0].noise,
+            "Within the noise: over 3 measurements the online p99 ratio of skip_locked "
+            "(5.40-5.80x) overlaps online_priority's (5.70-6.20x), so the repeats do not tell "
+            "them apart.");
 }
 
 // A cell grown by scenario.min_batch_time had a window grown with its queue:
