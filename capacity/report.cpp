@@ -339,8 +339,12 @@ std::string Charts(const std::vector<CellResult>& cells) {
       }
       online.x.push_back(mid);
       online.y.push_back(static_cast<double>(b.transactions) / seconds);
-      batch.x.push_back(mid);
-      batch.y.push_back(static_cast<double>(b.batch_items) / seconds);
+      // The batch's line only over its span: from the one-second bin before
+      // it, a line to its first bin would draw a ramp up before it started.
+      if (b.to > c.batch_start_seconds && b.from < c.batch_end_seconds) {
+        batch.x.push_back(mid);
+        batch.y.push_back(static_cast<double>(b.batch_items) / seconds);
+      }
     }
     latency.series = {p50, p99};
     throughput.series = {online, batch};

@@ -312,6 +312,15 @@ TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
             std::string::npos);
   EXPECT_NE(html.str().find("Cell 1: throughput"), std::string::npos);
   EXPECT_NE(html.str().find(">batch items/s<"), std::string::npos);
+  {
+    // The batch's line covers its five 100 ms bins only, not the seconds around it.
+    std::string text = html.str();
+    size_t chart = text.find("Cell 1: throughput");
+    size_t online = text.find("points=\"", chart);
+    size_t batch = text.find("points=\"", online + 1) + 8;
+    std::string points = text.substr(batch, text.find('"', batch) - batch);
+    EXPECT_EQ(std::count(points.begin(), points.end(), ','), 5) << points;
+  }
   EXPECT_NE(html.str().find("Cell 2: online not ok (batch_priority @ users=50, 100 ms bins while "
                             "the batch runs)"),
             std::string::npos);
