@@ -33,21 +33,30 @@ std::string KindName(char kind) {
 
 class Checker {
  public:
-  Checker(const config::Config& config, const policies::Policy& policy, CheckReport& report)
-      : config_(config), policy_(policy), report_(report) {}
+  // `t` is the job's target (`prefix` "target") or one of `targets:`
+  // ("targets[0]"), located by `at`.
+  Checker(const config::Config& config, const policies::Policy& policy, CheckReport& report,
+          const config::TargetTable& t, const config::Config::TargetMarks& at, std::string prefix)
+      : config_(config),
+        policy_(policy),
+        report_(report),
+        t_(t),
+        at_(at),
+        prefix_(std::move(prefix)),
+        primary_(&t == &config.target) {}
 
   // The table, its columns and the role's rights; false when the table is
   // missing or no table, so that nothing else about it is worth saying.
   bool Target(const db::TargetFacts& facts, bool privileges) {
-    const auto& t = config_.target;
-    const auto& at = config_.target_at;
+    const auto& t = t_;
+    const auto& at = at_;
     if (!facts.exists) {
-      Problem(at.table, "target.table", "table " + t.Name() + " does not exist",
+      Problem(at.table, Key("table"), "table " + t.Name() + " does not exist",
               "create it, or name an existing table (schema.table).");
       return false;
     }
     if (facts.kind != 'r' && facts.kind != 'p') {
-      Problem(at.table, "target.table",
+      Problem(at.table, Key("table"),
               facts.qualified + " is " + KindName(facts.kind) + ", not a table",
               "coexist installs triggers on the target and locks its rows; name the table "
               "itself (a view's base table).");
@@ -56,18 +65,18 @@ class Checker {
     Key(facts);
     Version(facts);
     if (t.owner_column && facts.owner_type.empty()) {
-      Problem(at.owner_column, "target.owner_column", Lacks(facts, *t.owner_column),
+      Problem(at.owner_column, Key("owner_column"), Lacks(facts, *t.owner_column),
               "name a column of the table.");
     }
-    if (policy_.TakesOver() && !t.owner_column) {
-      Problem(config_.policy.name_at, "target.owner_column",
+    if (primary_ && policy_.TakesOver() && !t.owner_column) {
+      Problem(config_.policy.name_at, Key("owner_column"),
               std::string(policy_.Name()) + " needs an owner column",
               "set target.owner_column to a text column holding online/batch.");
     }
     if (privileges) Privileges(facts);
     for (const auto& trigger : facts.user_triggers) {
       report_.warnings.push_back(
-          "target " + facts.qualified + " has trigger " + trigger +
+          prefix_ + " " + facts.qualified + " has trigger " + trigger +
           ", which is not coexist's: it fires on the batch's updates too; make sure it neither "
           "writes column " +
           t.version_column + " nor waits on what online users lock");
@@ -95,14 +104,14 @@ class Checker {
 
  private:
   void Key(const db::TargetFacts& facts) {
-    const auto& t = config_.target;
-    const auto& at = config_.target_at.key_column;
+    const auto& t = t_;
+    const auto& at = at_.key_column;
     if (facts.key_type.empty()) {
-      Problem(at, "target.key_column", Lacks(facts, t.key_column), "name a column of the table.");
+      Problem(at, Key("key_column"), Lacks(facts, t.key_column), "name a column of the table.");
       return;
     }
     if (!db::IsSupportedKeyType(facts.key_type)) {
-      Problem(at, "target.key_column",
+      Problem(at, Key("key_column"),
               "column \"" + t.key_column + "\" of " + facts.qualified + " is " + facts.key_type +
                   "; the key must be of a supported type",
               "supported key types: smallint, integer, bigint, text, varchar, uuid; name such a "
@@ -111,7 +120,7 @@ class Checker {
       return;
     }
     if (!facts.key_unique) {
-      Problem(at, "target.key_column",
+      Problem(at, Key("key_column"),
               "column \"" + t.key_column + "\" of " + facts.qualified +
                   " is not unique: no primary key or unique index on it alone",
               "the batch claims and locks one row per key; add one: ALTER TABLE " +
@@ -120,10 +129,10 @@ class Checker {
   }
 
   void Version(const db::TargetFacts& facts) {
-    const auto& t = config_.target;
-    const auto& at = config_.target_at.version_column;
+    const auto& t = t_;
+    const auto& at = at_.version_column;
     if (facts.version_type.empty()) {
-      Problem(at, "target.version_column", Lacks(facts, t.version_column),
+      Problem(at, Key("version_column"), Lacks(facts, t.version_column),
               "name the table's version column, or add one (instant on PostgreSQL 11+): " +
                   db::AddVersionColumnSql(facts.qualified, facts.version_sql) +
                   "; `coexist db install --add-version-column` runs it (waiting at most 2s at a "
@@ -131,7 +140,7 @@ class Checker {
       return;
     }
     if (!db::IsIntegerType(facts.version_type)) {
-      Problem(at, "target.version_column",
+      Problem(at, Key("version_column"),
               "column \"" + t.version_column + "\" of " + facts.qualified + " is " +
                   facts.version_type + "; the version must be of an integer type",
               "coexist's trigger adds 1 to it on every UPDATE: name a smallint, integer or "
@@ -140,27 +149,27 @@ class Checker {
   }
 
   void Privileges(const db::TargetFacts& facts) {
-    const auto& t = config_.target;
+    const auto& t = t_;
     std::string role = "role \"" + facts.role + "\"";
     if (!facts.may_select) {
-      Problem(config_.target_at.table, "target.table",
+      Problem(at_.table, Key("table"),
               role + " may not SELECT the key and version columns of " + facts.qualified,
               "the batch reads the rows it claims: GRANT SELECT ON " + facts.qualified + " TO " +
                   facts.role + ";");
     }
     if (!facts.may_update) {
-      Problem(config_.target_at.table, "target.table", role + " may not UPDATE " + facts.qualified,
+      Problem(at_.table, Key("table"), role + " may not UPDATE " + facts.qualified,
               "the batch locks the rows it applies (SELECT ... FOR UPDATE) and its operation "
               "writes them: GRANT SELECT, UPDATE ON " +
                   facts.qualified + " TO " + facts.role + ";");
     } else if (policy_.TakesOver() && t.owner_column && !facts.owner_type.empty() &&
                !facts.may_update_owner) {
-      Problem(config_.target_at.owner_column, "target.owner_column",
+      Problem(at_.owner_column, Key("owner_column"),
               role + " may not UPDATE column \"" + *t.owner_column + "\" of " + facts.qualified,
               std::string(policy_.Name()) + " takes rows over through it: GRANT UPDATE (" +
                   *t.owner_column + ") ON " + facts.qualified + " TO " + facts.role + ";");
     }
-    if (!policy_.SignalPattern().empty() && !facts.may_signal) {
+    if (primary_ && !policy_.SignalPattern().empty() && !facts.may_signal) {
       // Not a problem: the policy then defers what an online session
       // blocks (docs/operations.md, "Database roles").
       report_.warnings.push_back(
@@ -180,14 +189,20 @@ class Checker {
   void Problem(const config::Mark& mark, const std::string& key, const std::string& message,
                std::string hint) {
     config::Mark at = mark;
-    if (at.line == 0 && key.starts_with("target.")) at = config_.target_at.table;
+    if (at.line == 0 && key.starts_with(prefix_ + ".")) at = at_.table;
     if (at.line == 0) at = {config_.source, 0, 0};
     report_.problems.emplace_back(at, key, message, std::move(hint));
   }
 
+  std::string Key(const char* column) const { return prefix_ + "." + column; }
+
   const config::Config& config_;
   const policies::Policy& policy_;
   CheckReport& report_;
+  const config::TargetTable& t_;
+  const config::Config::TargetMarks& at_;
+  std::string prefix_;
+  bool primary_;
 };
 
 }  // namespace
@@ -196,14 +211,24 @@ CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& con
                           const CheckScope& scope) {
   CheckReport report;
   auto policy = policies::Create(config.policy);
-  Checker checker(config, *policy, report);
+  Checker checker(config, *policy, report, config.target, config.target_at, "target");
   db::TargetFacts facts;
+  std::vector<db::TargetFacts> more;
   {
     pqxx::read_transaction tx(conn);
     facts = db::ReadTargetFacts(tx, config.target);
+    for (const auto& t : config.targets) more.push_back(db::ReadTargetFacts(tx, t));
+  }
+  bool target_ok = checker.Target(facts, scope.privileges);
+  // The tables the operation writes beside the target: the same checks,
+  // at their own keys.
+  for (size_t i = 0; i < config.targets.size(); ++i) {
+    Checker also(config, *policy, report, config.targets[i], config.targets_at[i],
+                 "targets[" + std::to_string(i) + "]");
+    target_ok = also.Target(more[i], scope.privileges) && target_ok;
   }
   // The operation of a target that is not there would only repeat it.
-  if (checker.Target(facts, scope.privileges)) checker.OperationSql(conn, scope.operation);
+  if (target_ok) checker.OperationSql(conn, scope.operation);
   return report;
 }
 

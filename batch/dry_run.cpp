@@ -1,5 +1,6 @@
 #include "batch/dry_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -54,23 +55,29 @@ void DecidePage(pqxx::transaction_base& read, QueueSql& sql, pqxx::transaction_b
                 QueueSql& probe_sql, const policies::Policy& policy, const std::vector<Item>& items,
                 DryRunReport& report) {
   std::vector<RecordKey> keys;
-  for (const auto& item : items) keys.push_back(item.key);
+  for (const auto& item : items) keys.insert(keys.end(), item.keys.begin(), item.keys.end());
   std::set<RecordKey> edit_locked;
   for (const auto& lock : sql.LiveEditLocks(read, keys)) edit_locked.insert(lock.key);
+  // An item is edit-locked when any of its records is (Worker::Decide).
+  auto is_edit_locked = [&](const Item& item) {
+    return std::any_of(item.keys.begin(), item.keys.end(),
+                       [&](const RecordKey& key) { return edit_locked.count(key) > 0; });
+  };
   std::vector<RecordKey> candidates;
-  for (const auto& key : keys) {
-    if (!edit_locked.count(key)) candidates.push_back(key);
+  for (const auto& item : items) {
+    if (!is_edit_locked(item))
+      candidates.insert(candidates.end(), item.keys.begin(), item.keys.end());
   }
   // As a run's chunk would gather them; the probe's locks are rolled back.
   auto rows = GatherFacts(probe_sql, probe, sql, read, candidates, policy.TakesOver());
   for (const auto& item : items) {
     policies::RecordFacts facts;
-    facts.deferrals = item.deferrals;
-    facts.edit_locked = edit_locked.count(item.key) > 0;
-    if (!facts.edit_locked) {
-      facts.row_locked = rows.row_locked.count(item.key) > 0;
-      facts.owned_by_batch = rows.owned_by_batch.count(item.key) > 0;
+    if (is_edit_locked(item)) {
+      facts.edit_locked = true;
+    } else {
+      facts = ItemFacts(item, rows);
     }
+    facts.deferrals = item.deferrals;
     report.items.push_back(Decide(policy, item, facts));
   }
 }

@@ -20,7 +20,8 @@ constexpr long long kMaxKey = std::numeric_limits<long long>::max();  // bigint'
 [[noreturn]] void Bad(const std::string& name, long line, const std::string& message) {
   throw Error(ExitCode::kDataError, name + ":" + std::to_string(line) + ": " + message,
               "CSV lines are key[,payload[,idempotency_key]]; JSON lines are "
-              "{\"key\": 1, \"payload\": {...}, \"idempotency_key\": \"...\"}.");
+              "{\"key\": 1, \"payload\": {...}, \"idempotency_key\": \"...\"} (\"keys\": "
+              "[1, 2] for an item of several records).");
 }
 
 // One CSV record's fields (RFC 4180: "..." with "" for a quote).
@@ -66,6 +67,30 @@ long long ParseKey(const std::string& text, const std::string& name, long number
   return key;
 }
 
+// One key of a JSON line: an integer within bigint for an integer key
+// column, else a non-empty string or a number.
+std::string KeyOf(const nlohmann::json& key, bool integer_keys, const std::string& name,
+                  long number) {
+  if (integer_keys) {
+    if (!key.is_number_integer()) Bad(name, number, "\"key\" must be an integer");
+    // nlohmann keeps 2^63..2^64-1 as an unsigned number; get<long long>
+    // would wrap it to a negative key.
+    if (key.is_number_unsigned() &&
+        key.get<unsigned long long>() > static_cast<unsigned long long>(kMaxKey)) {
+      Bad(name, number,
+          "key " + key.dump() + " is out of range (keys are bigint, at most " +
+              std::to_string(kMaxKey) + ")");
+    }
+    return std::to_string(key.get<long long>());
+  }
+  if (!key.is_string() && !key.is_number_integer()) {
+    Bad(name, number, "\"key\" must be a string or a number");
+  }
+  std::string text = key.is_string() ? key.get<std::string>() : key.dump();
+  if (text.empty()) Bad(name, number, "the key is empty");
+  return text;
+}
+
 std::string CheckPayload(const std::string& text, const std::string& name, long number) {
   if (text.empty()) return "{}";
   auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -106,26 +131,17 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
     auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!json.is_object()) Bad(name, number, "not a JSON object");
     EnqueueItem item;
-    if (!integer_keys && json.contains("key") &&
-        (json["key"].is_string() || json["key"].is_number_integer())) {
-      const auto& key = json["key"];
-      item.key = key.is_string() ? key.get<std::string>() : key.dump();
-      if (item.key.empty()) Bad(name, number, "the key is empty");
-    } else if (!json.contains("key") || !json["key"].is_number_integer()) {
-      Bad(name, number,
-          integer_keys ? "\"key\" must be an integer" : "\"key\" must be a string or a number");
-    }
-    if (integer_keys) {
-      // nlohmann keeps 2^63..2^64-1 as an unsigned number; get<long long>
-      // would wrap it to a negative key.
-      const auto& key = json["key"];
-      if (key.is_number_unsigned() &&
-          key.get<unsigned long long>() > static_cast<unsigned long long>(kMaxKey)) {
-        Bad(name, number,
-            "key " + key.dump() + " is out of range (keys are bigint, at most " +
-                std::to_string(kMaxKey) + ")");
+    if (json.contains("keys")) {
+      if (json.contains("key")) Bad(name, number, "give \"key\" or \"keys\", not both");
+      const auto& keys = json["keys"];
+      if (!keys.is_array() || keys.empty()) {
+        Bad(name, number, "\"keys\" must be a non-empty array of keys");
       }
-      item.key = std::to_string(key.get<long long>());
+      for (const auto& key : keys) item.keys.push_back(KeyOf(key, integer_keys, name, number));
+    } else if (!json.contains("key")) {
+      Bad(name, number, "\"key\" is missing");
+    } else {
+      item.key = KeyOf(json["key"], integer_keys, name, number);
     }
     if (json.contains("payload")) {
       if (!json["payload"].is_object()) Bad(name, number, "\"payload\" must be an object");
@@ -136,7 +152,7 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
       item.idempotency_key = k.is_string() ? k.get<std::string>() : k.dump();
     }
     for (const auto& [field, value] : json.items()) {
-      if (field != "key" && field != "payload" && field != "idempotency_key") {
+      if (field != "key" && field != "keys" && field != "payload" && field != "idempotency_key") {
         Bad(name, number, "unknown field \"" + field + "\"");
       }
     }
@@ -153,11 +169,12 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
   pqxx::work tx(*conn);
   for (size_t start = 0; start < items.size(); start += kBatch) {
     size_t end = std::min(items.size(), start + kBatch);
-    std::vector<std::string> keys;
+    std::vector<std::vector<std::string>> keys;
     std::vector<std::optional<std::string>> payloads;
     std::vector<std::optional<std::string>> idempotency;
     for (size_t i = start; i < end; ++i) {
-      keys.push_back(items[i].key);
+      keys.push_back(items[i].keys.empty() ? std::vector<std::string>{items[i].key}
+                                           : items[i].keys);
       payloads.emplace_back(items[i].payload);
       idempotency.push_back(items[i].idempotency_key);
     }
@@ -195,10 +212,24 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
   if (columns > 2) aliases += ", ik";
   std::string payload = columns > 1 ? "coalesce(s.p::jsonb, '{}')" : "'{}'::jsonb";
   std::string idempotency = columns > 2 ? "s.ik::text" : "NULL::text";
-  auto inserted = db::InsertSelected(tx, job,
-                                     "SELECT s.k::" + key_type + "::text AS k, " + payload +
-                                         " AS p, " + idempotency + " AS ik FROM (" + select_sql +
-                                         ") AS s(" + aliases + ")");
+  // An array in the key column: the keys of an item of several records.
+  bool several = tx.exec_params1("SELECT typcategory = 'A' FROM pg_type WHERE oid = $1",
+                                 static_cast<long long>(shape.column_type(0)))[0]
+                     .as<bool>();
+  std::string keys =
+      several ? db::SortedKeysSql("s.k", key_type) : "ARRAY[s.k::" + key_type + "::text]";
+  db::SelectedInsert inserted;
+  try {
+    inserted =
+        db::InsertSelected(tx, job,
+                           "SELECT " + keys + " AS ks, " + payload + " AS p, " + idempotency +
+                               " AS ik FROM (" + select_sql + ") AS s(" + aliases + ")");
+  } catch (const pqxx::not_null_violation&) {
+    throw Error(ExitCode::kDataError,
+                "a row of the query has no key (NULL, or an empty array of keys)",
+                "nothing was enqueued; leave such rows out (WHERE ... IS NOT NULL) and enqueue "
+                "again.");
+  }
   tx.commit();
   EnqueueResult result;
   result.added = inserted.added;

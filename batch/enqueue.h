@@ -16,6 +16,9 @@ struct EnqueueItem {
   std::string key;             // as given; canonicalised through the key's type on insert
   std::string payload = "{}";  // a JSON object
   std::optional<std::string> idempotency_key;
+  // An item of several records (JSON lines' "keys"): all its keys, `key`
+  // unused. Stored distinct, in the key type's order.
+  std::vector<std::string> keys;
 };
 
 struct EnqueueResult {
@@ -25,7 +28,8 @@ struct EnqueueResult {
 
 // CSV: key[,payload[,idempotency_key]] per line, RFC 4180 quoting, an
 // optional header line starting with "key". JSON lines: one object per line
-// with "key", optional "payload" (object) and "idempotency_key" (string).
+// with "key" (or "keys": a non-empty array of keys, for an item of several
+// records), optional "payload" (object) and "idempotency_key" (string).
 // Blank lines are skipped. With `integer_keys` (the key column is an
 // integer type: db::IsIntegerType) a key must be an integer within bigint;
 // otherwise any non-empty text (JSON: a string or a number). Throws
@@ -44,8 +48,9 @@ EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
                            const std::string& key_type = "bigint");
 
 // Enqueues what a query returns, all inside the server: its columns, by
-// position whatever their names, are the key, and optionally the payload
-// (jsonb) and the idempotency key (text).
+// position whatever their names, are the key (an array: the keys of an item
+// of several records), and optionally the payload (jsonb) and the
+// idempotency key (text).
 // Throws coexist::UsageError when the query returns another shape.
 EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
                             const std::string& select_sql, const std::string& key_type = "bigint");

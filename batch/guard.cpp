@@ -44,31 +44,27 @@ void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
 
 namespace {
 
-void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config) {
-  const auto& t = config.target;
-  std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
-  {
-    // Re-pointing the version trigger takes a lock on the target that
-    // queues behind every online transaction: install only when it is
-    // missing or calls a function of the naming before 0009.
-    pqxx::read_transaction tx(conn);
-    auto trigger = db::VersionTriggerOf(tx, t);
-    tx.commit();
-    if (trigger != db::VersionTrigger::kCurrent) db::InstallVersionTrigger(conn, t);
-  }
-  pqxx::work tx(conn);
-  // Creating the guard trigger the first time needs a table lock: wait for
-  // it a bounded time rather than camping in the lock queue.
-  tx.exec("SET LOCAL lock_timeout = '5s'");
+// The version trigger of `t`, when missing or of an older naming.
+void EnsureVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& t) {
+  // Re-pointing the version trigger takes a lock on the table that queues
+  // behind every online transaction: install only when it is missing or
+  // calls a function of the naming before 0009.
+  pqxx::read_transaction tx(conn);
+  auto trigger = db::VersionTriggerOf(tx, t);
+  tx.commit();
+  if (trigger != db::VersionTrigger::kCurrent) db::InstallVersionTrigger(conn, t);
+}
+
+// The guard trigger of `t` and the job's windows on it.
+void InstallGuardOn(pqxx::transaction_base& tx, const config::Config& config,
+                    const config::TargetTable& t, const std::vector<policies::Window>& windows) {
+  std::string table = tx.quote_name(t.schema) + "." + tx.quote_name(t.table);
   if (t.owner_column) {
     tx.exec_params("SELECT coexist.install_guard_trigger($1::regclass, $2, $3)", table,
                    t.key_column, *t.owner_column);
   } else {
     tx.exec_params("SELECT coexist.install_guard_trigger($1::regclass, $2)", table, t.key_column);
   }
-  // The job's windows are what the configuration says now: replace them.
-  tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
-  auto windows = policies::Create(config.policy)->Windows();
   int position = 0;
   for (const auto& w : windows) {
     std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
@@ -79,8 +75,24 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
         config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
         Clock(w.end), policies::ToString(w.mode));
   }
+}
+
+void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config) {
+  EnsureVersionTrigger(conn, config.target);
+  for (const auto& t : config.targets) EnsureVersionTrigger(conn, t);
+  auto windows = policies::Create(config.policy)->Windows();
+  pqxx::work tx(conn);
+  // Creating the guard trigger the first time needs a table lock: wait for
+  // it a bounded time rather than camping in the lock queue.
+  tx.exec("SET LOCAL lock_timeout = '5s'");
+  // The job's windows are what the configuration says now: those of tables
+  // no longer listed go too.
+  tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
+  InstallGuardOn(tx, config, config.target, windows);
+  for (const auto& t : config.targets) InstallGuardOn(tx, config, t, windows);
   tx.commit();
-  spdlog::info("guard trigger installed target={} windows={}", t.Name(), windows.size());
+  spdlog::info("guard trigger installed target={} more_targets={} windows={}", config.target.Name(),
+               config.targets.size(), windows.size());
 }
 
 }  // namespace

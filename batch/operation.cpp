@@ -121,11 +121,30 @@ std::string ItemParameterTypes(const std::string& key_type, size_t params) {
   return types;
 }
 
+// What $1 and $2.. are, for the error of a rejected operation.
+std::string KeysHint(const config::OperationConfig& op, const std::string& key_type) {
+  bool many = op.keys == config::ItemKeys::kMany;
+  if (!op.item_sql.empty()) {
+    return many ? "$1 is the item's keys (" + key_type +
+                      "[], in lock order), $2.. the params fields (text); cast them."
+                : "$1 is the key (" + key_type + "), $2.. the params fields (text); cast them.";
+  }
+  return many ? "$1 is one array literal of keys per item (text[]: unnest($1::text[]) AS i(keys), "
+                "then i.keys::" +
+                    key_type + "[]), $2.. the params fields (text[]); cast them."
+              : "$1 is the keys (cast it: $1::" + key_type +
+                    "[]), $2.. the params fields (text[]); cast them.";
+}
+
 }  // namespace
 
 Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig& config,
                      const std::string& key_type)
-    : config_(config), per_item_(!config.item_sql.empty()) {
+    : config_(config),
+      per_item_(!config.item_sql.empty()),
+      many_keys_(config.keys == config::ItemKeys::kMany) {
+  // With keys: many, item_sql's $1 is the item's keys as an array.
+  const std::string key_param = many_keys_ ? key_type + "[]" : key_type;
   if (!per_item_) {
     // Prepared through the extended protocol (PQprepare), now rather than
     // lazily: the database parses and checks it without running any of it,
@@ -137,9 +156,10 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
   }
   // $1 the key's type, $2.. text: inside the function body they are its
   // arguments.
-  std::string args = key_type;
-  std::string call_args = "u.k";
-  std::string unnest = "unnest($1::text[]::" + key_type + "[]";
+  std::string args = key_param;
+  std::string call_args = many_keys_ ? "u.k::" + key_param : "u.k";
+  // The keys travel as text (one array literal per item with keys: many).
+  std::string unnest = many_keys_ ? "unnest($1::text[]" : "unnest($1::text[]::" + key_type + "[]";
   for (size_t i = 0; i < config.params.size(); ++i) {
     std::string n = std::to_string(i + 2);
     args += ", text";
@@ -160,7 +180,7 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
     pqxx::nontransaction tx(conn);
     try {
       tx.exec_params("PREPARE coexist_check_item_sql (" +
-                     ItemParameterTypes(key_type, config.params.size()) + ") AS " + body);
+                     ItemParameterTypes(key_param, config.params.size()) + ") AS " + body);
       tx.exec_params("DEALLOCATE coexist_check_item_sql");
       prepared = true;
     } catch (const pqxx::sql_error&) {
@@ -201,11 +221,8 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
           "none of it was run. Join the steps into one statement (WITH u AS (UPDATE ...) "
           "INSERT ...), or call a function that does them.");
     }
-    throw config::ConfigError(
-        at, key, std::string("the database rejects it: ") + e.what(),
-        per_item ? "$1 is the key (" + key_type + "), $2.. the params fields (text); cast them."
-                 : "$1 is the keys (cast it: $1::" + key_type +
-                       "[]), $2.. the params fields (text[]); cast them.");
+    throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
+                              KeysHint(op, key_type));
   }
 }
 
@@ -213,7 +230,7 @@ void Operation::Apply(pqxx::transaction_base& tx, const std::vector<Item>& items
   if (items.empty()) return;
   std::vector<RecordKey> keys;
   keys.reserve(items.size());
-  for (const auto& item : items) keys.push_back(item.key);
+  for (const auto& item : items) keys.push_back(many_keys_ ? ArrayLiteral(item.keys) : item.key);
   std::vector<std::string> params = {ArrayLiteral(keys)};
   if (!config_.params.empty()) {
     for (auto& array : FieldArrays(items, config_.params)) params.push_back(std::move(array));

@@ -24,7 +24,9 @@ class Operation {
   // one statement; CheckOperation reports that as a configuration error.
   // `key_type` is the target key column's type (QueueSql::key_type()):
   // item_sql's $1 has it; chunk_sql's $1 is a text array its SQL casts
-  // (`$1::bigint[]`, `$1::uuid[]`).
+  // (`$1::bigint[]`, `$1::uuid[]`). With `keys: many` item_sql's $1 is an
+  // array of that type (the item's keys, in lock order) and each element of
+  // chunk_sql's $1 is one item's keys as an array literal (`k::uuid[]`).
   Operation(pqxx::connection_base& conn, const config::OperationConfig& config,
             const std::string& key_type);
 
@@ -35,6 +37,7 @@ class Operation {
  private:
   const config::OperationConfig& config_;
   bool per_item_ = false;
+  bool many_keys_ = false;
 };
 
 // The start-up check of the operation (batch/runner.cpp): builds it on

@@ -1,5 +1,7 @@
 #include "batch/queue_sql.h"
 
+#include <algorithm>
+
 #include "db/failure.h"
 #include "db/sql_values.h"
 #include "db/target_table.h"
@@ -44,6 +46,16 @@ RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueS
   return facts;
 }
 
+policies::RecordFacts ItemFacts(const Item& item, const RowFacts& rows) {
+  policies::RecordFacts facts;
+  facts.row_locked = std::any_of(item.keys.begin(), item.keys.end(),
+                                 [&](const RecordKey& k) { return rows.row_locked.count(k) > 0; });
+  facts.owned_by_batch = std::all_of(item.keys.begin(), item.keys.end(), [&](const RecordKey& k) {
+    return rows.owned_by_batch.count(k) > 0;
+  });
+  return facts;
+}
+
 db::QueueJob QueueJobOf(const config::Config& config, const std::string& target) {
   return {config.batch.job,
           config.batch.max_attempts,
@@ -68,8 +80,11 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
   std::string keys = " = ANY ($1::text[]::" + key_type_ + "[])";
   std::string key_text = key + "::text";
 
+  // In the key column's order, the global lock order (SKIP LOCKED never
+  // waits, but the order costs a sort of one chunk's keys and keeps the rule
+  // simple: coexist takes row locks in key order).
   conn.prepare("lock_records", "SELECT " + key_text + " FROM " + table + " WHERE " + key + keys +
-                                   " FOR UPDATE SKIP LOCKED");
+                                   " ORDER BY " + key + " FOR UPDATE SKIP LOCKED");
   conn.prepare("lock_record", "SELECT 1 FROM " + table + " WHERE " + key +
                                   " = $1::text::" + key_type_ + " FOR UPDATE");
   conn.prepare("find_records", "SELECT " + key_text + " FROM " + table + " WHERE " + key + keys);
@@ -261,13 +276,16 @@ Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector
 
 namespace {
 
-// The items' ids and record keys, as the two arrays the takeover statements bind.
+// One (item id, record key) pair per record of the items, as the two
+// arrays the takeover statements bind.
 std::pair<std::vector<long long>, std::vector<RecordKey>> IdsAndKeys(
     const std::vector<Item>& items) {
   std::pair<std::vector<long long>, std::vector<RecordKey>> out;
   for (const auto& item : items) {
-    out.first.push_back(item.item_id);
-    out.second.push_back(item.key);
+    for (const auto& key : item.keys) {
+      out.first.push_back(item.item_id);
+      out.second.push_back(key);
+    }
   }
   return out;
 }

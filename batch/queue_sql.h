@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "db/array_literal.h"
 #include "db/queue_store.h"
+#include "policies/policy.h"
 
 namespace coexist::batch {
 
@@ -85,6 +86,11 @@ struct RowFacts {
   std::set<RecordKey> row_locked;      // existing rows another transaction holds
   std::set<RecordKey> owned_by_batch;  // of `locked`, those the owner column gives the batch
 };
+
+// What a policy is told about an item's records (Item::keys), an item
+// being one unit: row-locked when another transaction holds any of them,
+// the batch's when the owner column gives the batch every one of them.
+policies::RecordFacts ItemFacts(const Item& item, const RowFacts& rows);
 
 // The queue store's view of `config`'s job; `target` as QueueSql::target().
 db::QueueJob QueueJobOf(const config::Config& config, const std::string& target);

@@ -26,6 +26,7 @@ struct Worker::Outcome {
   std::vector<Item> apply;  // decided: apply in this chunk
   std::vector<long long> applied;
   std::vector<Failure> failures;
+  std::vector<Failure> refused;  // failed before any SQL ran: the item does not fit the operation
   std::vector<Deferral> deferrals;
   std::vector<Deferral> timeouts;  // timed out (or rolled back) again after the split: deferred
   long long dead = 0;
@@ -37,7 +38,7 @@ struct Worker::Outcome {
 
   long long deferred() const { return static_cast<long long>(deferrals.size() + timeouts.size()); }
   long long settled() const {
-    return static_cast<long long>(applied.size() + failures.size()) + deferred();
+    return static_cast<long long>(applied.size() + failures.size() + refused.size()) + deferred();
   }
 };
 
@@ -54,6 +55,23 @@ long long DeferTimeouts(db::QueueStore& queue, pqxx::transaction_base& tx, long 
     return std::binary_search(died.begin(), died.end(), d.item_id);
   });
   return static_cast<long long>(died.size());
+}
+
+// The live edit locks by record key.
+std::map<RecordKey, EditLock> EditLocksByKey(std::vector<EditLock> locks) {
+  std::map<RecordKey, EditLock> out;
+  for (auto& lock : locks) out.emplace(lock.key, std::move(lock));
+  return out;
+}
+
+// Those of `locks` on `item`'s records, in its key order.
+std::vector<EditLock> LocksOf(const Item& item, const std::map<RecordKey, EditLock>& locks) {
+  std::vector<EditLock> out;
+  for (const auto& key : item.keys) {
+    auto lock = locks.find(key);
+    if (lock != locks.end()) out.push_back(lock->second);
+  }
+  return out;
 }
 
 // Counts NOTIFY coexist_edit_lock_released on the aux connection.
@@ -89,10 +107,15 @@ std::vector<Item> KeysInFlight::Take(int worker, const std::vector<Item>& items)
   std::lock_guard lock(mutex_);
   std::vector<Item> taken;
   for (const auto& item : items) {
-    // A key this worker already took for this chunk is refused too: two
-    // items of one key never share a statement (the claim already orders
-    // them, docs/batch.md; this keeps the chunk's keys unique regardless).
-    if (holder_.try_emplace(item.key, worker).second) taken.push_back(item);
+    // An item is taken with all its keys or not at all. A key this worker
+    // already took for this chunk is refused too: two items sharing a key
+    // never share a statement (the claim already orders them, docs/batch.md;
+    // this keeps the chunk's keys unique regardless).
+    bool free = std::none_of(item.keys.begin(), item.keys.end(),
+                             [&](const RecordKey& key) { return holder_.count(key) > 0; });
+    if (!free) continue;
+    for (const auto& key : item.keys) holder_.emplace(key, worker);
+    taken.push_back(item);
   }
   return taken;
 }
@@ -217,6 +240,7 @@ bool Worker::RunChunk(long long& after, int size) {
       // for online writers) and the row locks go with this commit.
       db_->sql->TakeOver(tx, run_id_, out.apply);
       db_->queue->DeferItems(tx, run_id_, out.deferrals);
+      out.dead += db_->queue->FailItems(tx, run_id_, out.refused);
     } else {
       ApplyScanning(tx, out.apply, out);
       Finish(tx, out);
@@ -268,13 +292,23 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
 std::vector<const Item*> Worker::DecideOnEditLocks(pqxx::dbtransaction& tx,
                                                    const std::vector<Item>& items, Outcome& out) {
   std::vector<RecordKey> keys;
-  for (const auto& item : items) keys.push_back(item.key);
-  std::map<RecordKey, EditLock> locks;
-  for (auto& lock : db_->sql->LiveEditLocks(tx, keys)) locks[lock.key] = lock;
+  for (const auto& item : items) {
+    if (item.keys.size() > 1 && config_.operation.keys == config::ItemKeys::kOne) continue;
+    keys.insert(keys.end(), item.keys.begin(), item.keys.end());
+  }
+  auto locks = EditLocksByKey(db_->sql->LiveEditLocks(tx, keys));
   std::vector<const Item*> candidates;
   for (const auto& item : items) {
-    auto lock = locks.find(item.key);
-    if (lock == locks.end() || OnEditLock(tx, item, lock->second, out)) candidates.push_back(&item);
+    if (item.keys.size() > 1 && config_.operation.keys == config::ItemKeys::kOne) {
+      // Applying it to its first record only would be silently wrong.
+      out.refused.push_back(
+          {item.item_id, "the item names " + std::to_string(item.keys.size()) +
+                             " records but operation.keys is one: set operation.keys: many "
+                             "(then $1 is an array of the item's keys) and retry the item"});
+      continue;
+    }
+    auto held = LocksOf(item, locks);
+    if (held.empty() || OnEditLock(tx, item, held, out)) candidates.push_back(&item);
   }
   return candidates;
 }
@@ -283,13 +317,15 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
                           Outcome& out) {
   auto now = steady_clock::now();
   std::vector<RecordKey> candidate_keys;
-  for (const auto* item : candidates) candidate_keys.push_back(item->key);
+  for (const auto* item : candidates) {
+    candidate_keys.insert(candidate_keys.end(), item->keys.begin(), item->keys.end());
+  }
   auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
 
   for (const auto* item : candidates) {
-    policies::RecordFacts facts;
-    facts.row_locked = rows.row_locked.count(item->key) > 0;
-    facts.owned_by_batch = rows.owned_by_batch.count(item->key) > 0;
+    // An item is one unit: row-locked when any of its records is, the
+    // batch's when all of them are.
+    auto facts = ItemFacts(*item, rows);
     facts.deferrals = item->deferrals;
     facts.waited = Waited(item->item_id);
     auto d = policy_.Decide(facts);
@@ -306,9 +342,14 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
       case Action::kWaitEditLock:
         StartWaiting(item->item_id, now);
         break;
-      default:  // row-lock waits, cancel, terminate
-        WaitForRowLock(tx, *item, d, out);
+      default: {  // row-lock waits, cancel, terminate
+        std::vector<RecordKey> busy;
+        for (const auto& key : item->keys) {
+          if (rows.row_locked.count(key)) busy.push_back(key);
+        }
+        WaitForRowLocks(tx, *item, busy, d, out);
         break;
+      }
     }
   }
 }
@@ -320,18 +361,17 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
 // acquire_edit_lock share-locks the row first, so it waits for this chunk.
 void Worker::RecheckEditLocks(pqxx::dbtransaction& tx, Outcome& out) {
   std::vector<RecordKey> held;
-  for (const auto& item : out.apply) held.push_back(item.key);
-  std::map<RecordKey, EditLock> locks;
-  for (auto& lock : db_->sql->LiveEditLocks(tx, held)) locks[lock.key] = lock;
+  for (const auto& item : out.apply) held.insert(held.end(), item.keys.begin(), item.keys.end());
+  auto locks = EditLocksByKey(db_->sql->LiveEditLocks(tx, held));
   if (locks.empty()) return;
   std::erase_if(out.apply, [&](const Item& item) {
-    auto lock = locks.find(item.key);
-    return lock != locks.end() && !OnEditLock(tx, item, lock->second, out);
+    auto on_item = LocksOf(item, locks);
+    return !on_item.empty() && !OnEditLock(tx, item, on_item, out);
   });
 }
 
-bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLock& lock,
-                        Outcome& out) {
+bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item,
+                        const std::vector<EditLock>& locks, Outcome& out) {
   policies::RecordFacts facts;
   facts.edit_locked = true;
   facts.deferrals = item.deferrals;
@@ -340,22 +380,30 @@ bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLoc
   if (d.escalated) ++out.escalated;
   auto now = steady_clock::now();
   if (d.action == Action::kRevokeEditLock) {
-    auto owner = db_->sql->RevokeEditLock(tx, item.key, run_id_, item.item_id,
-                                          config_.policy.lock_wait_initial);
-    if (!owner) {  // its owner is saving right now; come back next chunk
-      StartWaiting(item.item_id, now);
-      return false;
-    }
-    if (!owner->empty()) {
-      ++out.revoked;
-      spdlog::info("edit lock revoked item_id={} key={} owner={}", item.item_id, item.key,
-                   log::Value(owner->substr(0, 200)));
+    // Every lock on the item's records, in key order; the item goes on
+    // only when all of them are gone.
+    for (const auto& lock : locks) {
+      auto owner = db_->sql->RevokeEditLock(tx, lock.key, run_id_, item.item_id,
+                                            config_.policy.lock_wait_initial);
+      if (!owner) {  // its owner is saving right now; come back next chunk
+        StartWaiting(item.item_id, now);
+        return false;
+      }
+      if (!owner->empty()) {
+        ++out.revoked;
+        spdlog::info("edit lock revoked item_id={} key={} owner={}", item.item_id, lock.key,
+                     log::Value(owner->substr(0, 200)));
+      }
     }
     return true;
   }
   if (d.action == Action::kWaitEditLock) {
+    // Until the last of them expires (a release NOTIFY wakes the worker
+    // sooner), within what the policy still lets the item wait.
+    milliseconds expires_in{0};
+    for (const auto& lock : locks) expires_in = std::max(expires_in, lock.expires_in);
     auto remaining = policy_.MaxWait() - facts.waited;
-    StartWaiting(item.item_id, now + std::min<milliseconds>(lock.expires_in + milliseconds(10),
+    StartWaiting(item.item_id, now + std::min<milliseconds>(expires_in + milliseconds(10),
                                                             std::max(remaining, milliseconds(0))));
     return false;
   }
@@ -364,9 +412,23 @@ bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLoc
   return false;
 }
 
-void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision d,
-                            Outcome& out) {
+// The item's row-locked records, one after the other in key order (the
+// global lock order): the item is applied only when the chunk holds all of
+// them, and waits or is deferred as a unit otherwise.
+void Worker::WaitForRowLocks(pqxx::dbtransaction& tx, const Item& item,
+                             const std::vector<RecordKey>& busy, policies::Decision d,
+                             Outcome& out) {
   StartWaiting(item.item_id, steady_clock::now());
+  for (const auto& key : busy) {
+    auto result = WaitForRowLock(tx, item, key, d, out);
+    if (result != RowWait::kLocked) return;
+  }
+  out.apply.push_back(item);
+  waiting_.erase(item.item_id);
+}
+
+Worker::RowWait Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item,
+                                       const RecordKey& key, policies::Decision& d, Outcome& out) {
   policies::RecordFacts facts;
   facts.row_locked = true;
   facts.deferrals = item.deferrals;
@@ -383,36 +445,31 @@ void Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies:
       // defers at the end of its wait, instead of failing the run.
       try {
         pqxx::nontransaction atx(*db_->aux);
-        auto n =
-            db_->aux_sql->SignalBlockers(atx, blockers, policy_.SignalPattern(), terminate, run_id_,
-                                         item.item_id, item.key, db_->conn->backendpid());
+        auto n = db_->aux_sql->SignalBlockers(atx, blockers, policy_.SignalPattern(), terminate,
+                                              run_id_, item.item_id, key, db_->conn->backendpid());
         out.signalled += n.cancelled + n.terminated;
         spdlog::info("online backends signalled item_id={} key={} cancelled={} terminated={}",
-                     item.item_id, item.key, n.cancelled, n.terminated);
+                     item.item_id, key, n.cancelled, n.terminated);
       } catch (const pqxx::sql_error& e) {
-        spdlog::warn("online backends not signalled item_id={} key={} error={}", item.item_id,
-                     item.key, log::Value(FirstLine(e.what())));
+        spdlog::warn("online backends not signalled item_id={} key={} error={}", item.item_id, key,
+                     log::Value(FirstLine(e.what())));
       }
       (terminate ? terminated : cancelled) = true;
     }
     auto step_started = steady_clock::now();
-    bool locked = LockStep(tx, item.key, d.step, facts, blockers);
+    bool locked = LockStep(tx, key, d.step, facts, blockers);
     out.lock_wait += std::chrono::duration_cast<milliseconds>(steady_clock::now() - step_started);
-    if (locked) {
-      out.apply.push_back(item);
-      waiting_.erase(item.item_id);
-      return;
-    }
+    if (locked) return RowWait::kLocked;
     facts.waited = Waited(item.item_id);
     d = policy_.Decide(facts);
     if (d.action == Action::kDefer) {
       out.deferrals.push_back({item.item_id, d.reason, d.escalated});
       waiting_.erase(item.item_id);
-      return;
+      return RowWait::kDeferred;
     }
     // One step per chunk unless the policy waits in the transaction: the
     // chunk's other rows are not held while the record stays locked.
-    if (!policy_.WaitsInTransaction() || stop_) return;
+    if (!policy_.WaitsInTransaction() || stop_) return RowWait::kLater;
   }
 }
 
@@ -521,6 +578,7 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
 void Worker::Finish(pqxx::dbtransaction& tx, Outcome& out) {
   db_->queue->CompleteItems(tx, run_id_, out.applied);
   out.dead += db_->queue->FailItems(tx, run_id_, out.failures);
+  out.dead += db_->queue->FailItems(tx, run_id_, out.refused);
   db_->queue->DeferItems(tx, run_id_, out.deferrals);
   out.dead += DeferTimeouts(*db_->queue, tx, run_id_, out.timeouts);
 }

@@ -139,12 +139,20 @@ class Worker {
                     Outcome& out);
   // Edit locks taken while the chunk waited for rows, honoured too.
   void RecheckEditLocks(pqxx::dbtransaction& tx, Outcome& out);
-  // What the policy does with `item`, whose record `lock` edit-locks: true
-  // when it revoked the lock and the item goes on; otherwise the item waits
-  // (for a later chunk) or is deferred.
-  bool OnEditLock(pqxx::dbtransaction& tx, const Item& item, const EditLock& lock, Outcome& out);
-  void WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, policies::Decision decision,
-                      Outcome& out);
+  // What the policy does with `item`, whose records `locks` edit-lock (in
+  // key order): true when it revoked them all and the item goes on;
+  // otherwise the item waits (for a later chunk) or is deferred.
+  bool OnEditLock(pqxx::dbtransaction& tx, const Item& item, const std::vector<EditLock>& locks,
+                  Outcome& out);
+  // Waits for `busy`, the item's records another transaction holds, in key
+  // order, as the policy's `decision` says; the item is applied only when
+  // the chunk holds them all.
+  void WaitForRowLocks(pqxx::dbtransaction& tx, const Item& item,
+                       const std::vector<db::RecordKey>& busy, policies::Decision decision,
+                       Outcome& out);
+  enum class RowWait { kLocked, kDeferred, kLater };
+  RowWait WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, const db::RecordKey& key,
+                         policies::Decision& decision, Outcome& out);
   bool LockStep(pqxx::dbtransaction& tx, const db::RecordKey& key, std::chrono::milliseconds step,
                 policies::RecordFacts& facts, std::vector<Blocker>& blockers);
   void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,

@@ -42,8 +42,13 @@ int Install(Context& context, const InstallFlags& flags) {
     }
     db::AddColumnAttempts how;
     how.lock_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
-    if (db::AddVersionColumn(*conn, target, how)) {
-      std::cout << "column " << target.version_column << " added to " << target.Name() << '\n';
+    // The target and the tables of `targets:`, each in its own transaction.
+    std::vector<config::TargetTable> tables = {target};
+    tables.insert(tables.end(), context.Config().targets.begin(), context.Config().targets.end());
+    for (const auto& table : tables) {
+      if (db::AddVersionColumn(*conn, table, how)) {
+        std::cout << "column " << table.version_column << " added to " << table.Name() << '\n';
+      }
     }
   }
   // With a configuration, its target must be fit (78, at the key) before

@@ -67,6 +67,23 @@ batch::EnqueueResult EnqueueFromFile(const std::string& conninfo, const std::str
   }
 }
 
+// Items of several records for a job whose operation takes one key each
+// would fail in the run: refused before anything is written.
+void RefuseSeveralKeys(Context& context, const std::vector<batch::EnqueueItem>& items) {
+  if (!context.HasConfigFile() || context.Config().operation.keys == config::ItemKeys::kMany) {
+    return;
+  }
+  for (const auto& item : items) {
+    if (item.keys.size() > 1) {
+      throw Error(ExitCode::kDataError,
+                  "the input holds items of several records (\"keys\") but operation.keys in " +
+                      context.Config().source + " is one",
+                  "nothing was enqueued. Set operation.keys: many (the operation's $1 then holds "
+                  "each item's keys as an array: docs/batch.md), or give one \"key\" per item.");
+    }
+  }
+}
+
 int Enqueue(Context& context, const EnqueueOptions& o) {
   if (!o.select.empty() && !o.file.empty()) {
     throw UsageError("give one of --select and --file, not both",
@@ -116,8 +133,9 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
   } else if (!o.select.empty()) {
     result = batch::EnqueueSelect(server.conninfo(), job, o.select, key_type);
   } else {
-    result = batch::EnqueueItems(server.conninfo(), job, ReadItems(o, db::IsIntegerType(key_type)),
-                                 key_type);
+    auto items = ReadItems(o, db::IsIntegerType(key_type));
+    RefuseSeveralKeys(context, items);
+    result = batch::EnqueueItems(server.conninfo(), job, items, key_type);
   }
   std::cout << "enqueued for job " << job << ": " << result.added << " added, " << result.duplicates
             << " duplicate" << (result.duplicates == 1 ? "" : "s") << "\n";

@@ -46,6 +46,40 @@ void ReadTarget(Section& s, const YAML::Node& node, TargetTable& out, Config::Ta
   s.Finish();
 }
 
+// `targets:`: a list of {table, key_column, version_column}, none of them
+// the target itself or given twice.
+void ReadMoreTargets(Section& top, const YAML::Node& list, const std::string& file,
+                     Config& config) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& node = list[i];
+    std::string path = "targets[" + std::to_string(i) + "]";
+    if (!node.IsMap() || !node["table"].IsDefined()) {
+      top.Fail(node, "targets", "entry [" + std::to_string(i) + "] is not a map with a table",
+               "each entry names a table the operation writes: {table: schema.table, "
+               "key_column: id, version_column: version}.");
+    }
+    Section s(node, path, file);
+    TargetTable t;
+    t.key_column = "id";
+    s.QualifiedName("table", t.schema, t.table);
+    s.Identifier("key_column", t.key_column);
+    s.Identifier("version_column", t.version_column);
+    Config::TargetMarks at{MarkOfKey(s, node, "table"),
+                           MarkOfKey(s, node, "key_column"),
+                           MarkOfKey(s, node, "version_column"),
+                           {}};
+    s.Finish();
+    bool repeated = t.Name() == config.target.Name();
+    for (const auto& other : config.targets) repeated = repeated || other.Name() == t.Name();
+    if (repeated) {
+      s.Fail(node["table"], "table", t.Name() + " is listed twice (target and targets)",
+             "list each table once; target is the table whose records items name.");
+    }
+    config.targets.push_back(t);
+    config.targets_at.push_back(at);
+  }
+}
+
 void ReadBatch(Section& s, BatchConfig& out) {
   s.String("job", out.job);
   out.job_given = s.node()["job"].IsDefined();
@@ -287,6 +321,7 @@ void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
     s.Fail(node["chunk_sql"], "chunk_sql", "item_sql and chunk_sql are both set",
            "keep one: chunk_sql (over arrays, the fastest) or item_sql (per record).");
   }
+  s.Enum("keys", out.keys, {{"one", ItemKeys::kOne}, {"many", ItemKeys::kMany}});
   if (auto list = s.Sequence("params")) {
     for (const auto& item : *list) {
       std::string field = s.ScalarText(item, "params");
@@ -404,6 +439,7 @@ Config Read(const YAML::Node& root, const std::string& name) {
   if (auto s = top.Map("database")) ReadDatabase(*s, root["database"], config.database);
   if (auto s = top.Map("log")) ReadLog(*s, config.log);
   if (auto s = top.Map("target")) ReadTarget(*s, root["target"], config.target, config.target_at);
+  if (auto list = top.Sequence("targets")) ReadMoreTargets(top, *list, name, config);
   if (auto s = top.Map("batch")) ReadBatch(*s, config.batch);
   if (auto s = top.Map("enqueue")) ReadEnqueue(*s, root["enqueue"], config.enqueue);
   if (auto s = top.Map("pacing")) ReadPacing(*s, root["pacing"], config.pacing);

@@ -156,16 +156,26 @@ struct OnlineConfig {
   milliseconds latency_limit = milliseconds(0);
 };
 
+// How many target records an item names (`operation.keys`).
+enum class ItemKeys {
+  kOne,   // one key per item; $1 is the key (item_sql) or the keys (chunk_sql)
+  kMany,  // items of several keys (an order's products); $1 carries arrays
+};
+
 // `operation:` — what the batch does per item. Exactly one of item_sql and
 // chunk_sql. Parameters are bound, never spliced.
 struct OperationConfig {
-  // Per-item SQL: $1 is the record key (bigint), $2.. the payload fields
-  // named in `params` (text; cast them). Run for a whole chunk in one
-  // statement through a session-local SQL function over unnest arrays.
+  // Per-item SQL: $1 is the record key (of the key column's type; with
+  // keys: many an array of them), $2.. the payload fields named in `params`
+  // (text; cast them). Run for a whole chunk in one statement through a
+  // session-local SQL function over unnest arrays.
   std::string item_sql;
-  // Chunk SQL: $1 is the chunk's keys as bigint[], $2.. arrays of the payload
-  // fields in `params` (text literals; cast them, e.g. $2::integer[]).
+  // Chunk SQL: $1 is the chunk's keys as text[] (cast it: $1::bigint[]; with
+  // keys: many one array literal per item, cast each: k::bigint[]), $2..
+  // arrays of the payload fields in `params` (text literals; cast them,
+  // e.g. $2::integer[]).
   std::string chunk_sql;
+  ItemKeys keys = ItemKeys::kOne;
   // Payload fields bound as $2, $3, ...; a missing field binds NULL.
   std::vector<std::string> params;
   // Where item_sql and chunk_sql are written, for the errors of checks only
@@ -321,6 +331,13 @@ struct Config {
   struct TargetMarks {
     Mark table, key_column, version_column, owner_column;
   } target_at;
+  // `targets:` — more tables the job's operation writes beside the target
+  // (an order's row beside its products' rows): checked like the target,
+  // and given the version and guard triggers (and the job's windows) by
+  // `db install` and every run. Items name records of `target` only. No
+  // owner column: only the target's rows are taken over.
+  std::vector<config::TargetTable> targets;
+  std::vector<TargetMarks> targets_at;
   BatchConfig batch;
   EnqueueConfig enqueue;
   PacingConfig pacing;

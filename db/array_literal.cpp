@@ -46,4 +46,26 @@ std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values) 
   return out + "}";
 }
 
+std::vector<std::string> ParseArrayLiteral(const std::string& literal) {
+  std::vector<std::string> out;
+  if (literal.size() < 2 || literal.front() != '{' || literal.back() != '}') return out;
+  size_t i = 1;
+  size_t end = literal.size() - 1;
+  while (i < end) {
+    std::string element;
+    if (literal[i] == '"') {
+      for (++i; i < end && literal[i] != '"'; ++i) {
+        if (literal[i] == '\\' && i + 1 < end) ++i;
+        element += literal[i];
+      }
+      ++i;  // the closing quote
+    } else {
+      for (; i < end && literal[i] != ','; ++i) element += literal[i];
+    }
+    out.push_back(std::move(element));
+    if (i < end && literal[i] == ',') ++i;
+  }
+  return out;
+}
+
 }  // namespace coexist::db

@@ -19,4 +19,9 @@ std::string ArrayLiteral(const std::vector<std::string>& values);
 // {"a","b\"c",NULL}: every element quoted, nullopt as NULL.
 std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values);
 
+// The elements of a one-dimensional array's text form as PostgreSQL prints
+// it (`{a,"b c","d\\"e"}`), as written; NULL elements are not expected (an
+// item's keys) and come back as the text NULL.
+std::vector<std::string> ParseArrayLiteral(const std::string& literal);
+
 }  // namespace coexist::db

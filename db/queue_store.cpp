@@ -16,30 +16,36 @@ std::string Hostname() {
   return name;
 }
 
+// Item::keys from the row's record_key and record_keys (NULL: one key).
+std::vector<RecordKey> KeysOf(const pqxx::field& record_key, const pqxx::field& record_keys) {
+  if (record_keys.is_null()) return {record_key.as<std::string>()};
+  return ParseArrayLiteral(record_keys.as<std::string>());
+}
+
+// Rows of item_id, record_key, payload, attempts, deferrals, record_keys.
 std::vector<Item> ItemsOf(const pqxx::result& result) {
   std::vector<Item> items;
   items.reserve(result.size());
   for (const auto& row : result) {
     items.push_back({row[0].as<long long>(), row[1].as<std::string>(), row[2].as<std::string>(),
-                     row[3].as<int>(), row[4].as<int>()});
+                     row[3].as<int>(), row[4].as<int>(), KeysOf(row[1], row[5])});
   }
   return items;
 }
 
-// Items behind an earlier pending item of their key wait for it (0007,
-// 0015): the claim, the dry run and the daemon's wake-up test share this.
+// Items behind an earlier pending item sharing one of their keys wait for
+// it (0007, 0015, 0019): the claim, the dry run and the daemon's wake-up
+// test share this.
 constexpr const char* kFirstOfKey = R"sql(
        (NOT q.follows_pending
-        OR NOT EXISTS (SELECT 1 FROM coexist.queue e
-                        WHERE e.job = q.job AND e.record_key = q.record_key
-                          AND e.item_id < q.item_id AND e.state IN ('queued', 'deferred'))))sql";
+        OR NOT coexist.follows_pending_item(q.job, q.item_id, q.record_key, q.record_keys)))sql";
 
 }  // namespace
 
 QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::move(job)) {
   // The two claims differ only in leaving out items with a takeover.
   const std::string claim = std::string(R"sql(
-    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
+    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals, q.record_keys::text
       FROM coexist.queue q
      WHERE q.job = $1 AND q.state IN ('queued', 'deferred') AND q.not_before <= now()
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2)
@@ -54,7 +60,7 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
        AND NOT EXISTS (SELECT 1 FROM coexist.takeovers t WHERE t.item_id = q.item_id))sql" +
                                           claim_end);
   conn.prepare("relock_items", R"sql(
-    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals
+    SELECT q.item_id, q.record_key, q.payload::text, q.attempts, q.deferrals, q.record_keys::text
       FROM coexist.queue q WHERE q.item_id = ANY ($1::bigint[]) AND q.state IN ('queued', 'deferred')
      ORDER BY q.item_id FOR UPDATE)sql");
   conn.prepare("find_claimable_items", R"sql(
@@ -313,14 +319,14 @@ std::vector<Item> ClaimableItems(pqxx::transaction_base& tx, const std::string& 
                                  long long after, int limit) {
   std::vector<Item> items;
   for (const auto& row : tx.exec_params(std::string(R"sql(
-    SELECT item_id, record_key, attempts, deferrals FROM coexist.queue q
+    SELECT item_id, record_key, attempts, deferrals, record_keys::text FROM coexist.queue q
      WHERE job = $1 AND state IN ('queued', 'deferred') AND not_before <= now() AND item_id > $2
        AND )sql") + kFirstOfKey + R"sql(
      ORDER BY item_id
      LIMIT $3)sql",
                                         job, after, limit)) {
-    items.push_back(
-        {row[0].as<long long>(), row[1].as<std::string>(), "", row[2].as<int>(), row[3].as<int>()});
+    items.push_back({row[0].as<long long>(), row[1].as<std::string>(), "", row[2].as<int>(),
+                     row[3].as<int>(), KeysOf(row[1], row[4])});
   }
   return items;
 }
@@ -337,24 +343,48 @@ ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& jo
   return {row[0].as<long long>(), row[1].as<long long>()};
 }
 
+std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_type) {
+  return "ARRAY(SELECT DISTINCT x FROM unnest((" + keys_expr + ")::text[]::" + key_type +
+         "[]) AS x ORDER BY x)::text[]";
+}
+
 long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
-                      const std::string& key_type, const std::vector<std::string>& keys,
+                      const std::string& key_type, const std::vector<std::vector<RecordKey>>& keys,
                       const std::vector<std::optional<std::string>>& payloads,
                       const std::vector<std::optional<std::string>>& idempotency_keys) {
+  // One-key items take the short way (one cast); several keys arrive as one
+  // array literal per item and are sorted in the key type's order.
+  std::vector<std::optional<std::string>> single;
+  std::vector<std::optional<std::string>> several;
+  for (const auto& item_keys : keys) {
+    if (item_keys.size() == 1) {
+      single.emplace_back(item_keys[0]);
+      several.emplace_back();
+    } else {
+      single.emplace_back();
+      several.emplace_back(ArrayLiteral(item_keys));
+    }
+  }
   // Through the key's type and back: one spelling per key ('42' for 042,
   // a uuid in lower case), so items of one record are seen as one key.
   return tx
       .exec_params1(R"sql(
-    WITH input AS (SELECT * FROM unnest($2::text[], $3::jsonb[], $4::text[]) AS i(k, p, ik)),
+    WITH input AS (SELECT * FROM unnest($2::text[], $3::jsonb[], $4::text[], $5::text[])
+                                   AS i(k, p, ik, ka)),
+    keyed AS (
+      SELECT CASE WHEN ka IS NULL THEN ARRAY[k::)sql" +
+                        key_type + R"sql(::text] ELSE )sql" + SortedKeysSql("ka", key_type) +
+                        R"sql( END AS ks, p, ik
+        FROM input),
     added AS (
-      INSERT INTO coexist.queue (job, record_key, payload, idempotency_key)
-      SELECT $1, k::)sql" +
-                        key_type + R"sql(::text, coalesce(p, '{}'), ik FROM input
+      INSERT INTO coexist.queue (job, record_key, record_keys, payload, idempotency_key)
+      SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 THEN ks END, coalesce(p, '{}'), ik
+        FROM keyed
       ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING 1)
     SELECT count(*) FROM added)sql",
-                    job, ArrayLiteral(keys), ArrayLiteral(payloads),
-                    ArrayLiteral(idempotency_keys))[0]
+                    job, ArrayLiteral(single), ArrayLiteral(payloads),
+                    ArrayLiteral(idempotency_keys), ArrayLiteral(several))[0]
       .as<long long>();
 }
 
@@ -362,8 +392,9 @@ SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job
                               const std::string& source) {
   auto row = tx.exec_params1(
       "WITH src AS (" + source +
-          "), added AS (INSERT INTO coexist.queue (job, record_key, payload, "
-          "idempotency_key) SELECT $1, k, p, ik FROM src ON CONFLICT (job, idempotency_key) "
+          "), added AS (INSERT INTO coexist.queue (job, record_key, record_keys, payload, "
+          "idempotency_key) SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 THEN ks END, p, ik "
+          "FROM src ON CONFLICT (job, idempotency_key) "
           "WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING 1) "
           "SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM added)",
       job);

@@ -37,10 +37,13 @@ using RecordKey = std::string;
 // One claimed queue item.
 struct Item {
   long long item_id = 0;
-  RecordKey key;
+  RecordKey key;        // its lead record: keys[0]
   std::string payload;  // jsonb as text; "" where only the ids were read
   int attempts = 0;
   int deferrals = 0;
+  // Every record the item names, distinct, in the key column's order (the
+  // order the batch locks them in); {key} for an item of one key.
+  std::vector<RecordKey> keys;
 };
 
 struct Deferral {
@@ -167,15 +170,21 @@ ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& jo
 // target key column's type, from KeyTypeOf; 22P02 when one is not a value
 // of it) and stored in its canonical text form (`payloads` and `idempotency_keys` as
 // long as `keys`; a missing payload is {}); an item whose idempotency key
-// the job already has is skipped. Returns how many were added.
+// the job already has is skipped. An element of `keys` with more than one
+// key is an item of several records (Item::keys): its keys are made
+// distinct and sorted in the key type's order. Returns how many were added.
 long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
-                      const std::string& key_type, const std::vector<RecordKey>& keys,
+                      const std::string& key_type, const std::vector<std::vector<RecordKey>>& keys,
                       const std::vector<std::optional<std::string>>& payloads,
                       const std::vector<std::optional<std::string>>& idempotency_keys);
 
-// Enqueues the rows of `source`, a SELECT returning the columns k (text, canonical),
-// p (jsonb) and ik (text), as InsertItems does. Returns the rows `source`
-// gave and how many of them were added.
+// The SQL expression of the distinct, sorted canonical keys of `keys_expr`
+// (an array expression of any element type) as text[]: an item's keys.
+std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_type);
+
+// Enqueues the rows of `source`, a SELECT returning the columns ks (text[],
+// SortedKeysSql's), p (jsonb) and ik (text), as InsertItems does. Returns
+// the rows `source` gave and how many of them were added.
 struct SelectedInsert {
   long long rows = 0;
   long long added = 0;

@@ -118,12 +118,14 @@ long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
       "  UPDATE coexist.queue SET state = 'queued', attempts = 0, timeouts = 0,"
       "         not_before = '-infinity',"
       "         updated_at = now()"
-      "   WHERE state = 'dead' AND ($1 = '' OR job = $1) RETURNING job, record_key, item_id),"
-      // Later pending items of those keys now follow a pending one: the
-      // claim lets them wait for it (0015's follows_pending).
+      "   WHERE state = 'dead' AND ($1 = '' OR job = $1)"
+      "  RETURNING job, coexist.item_keys(record_key, record_keys) AS keys, item_id),"
+      // Later pending items sharing a key with those now follow a pending
+      // one: the claim lets them wait for it (0015's follows_pending, 0019).
       " followers AS ("
       "  UPDATE coexist.queue f SET follows_pending = true FROM retried r"
-      "   WHERE f.job = r.job AND f.record_key = r.record_key AND f.item_id > r.item_id"
+      "   WHERE f.job = r.job AND f.item_id > r.item_id"
+      "     AND (f.record_key = ANY (r.keys) OR f.record_keys && r.keys)"
       "     AND f.state IN ('queued', 'deferred') AND NOT f.follows_pending),"
       " counted AS (SELECT job, count(*) AS n FROM retried GROUP BY job),"
       " audit AS ("
@@ -194,7 +196,9 @@ long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
                          const std::string& ledger) {
   return tx
       .exec_params1(
-          "WITH done AS (SELECT record_key, count(*) AS n FROM coexist.queue"
+          // Every record of an item of several records (0019) counts.
+          "WITH done AS (SELECT k AS record_key, count(*) AS n FROM coexist.queue,"
+          "                     unnest(coexist.item_keys(record_key, record_keys)) AS k"
           "               WHERE job = $1 AND state = 'done' GROUP BY 1),"
           "     ledger AS (SELECT record_key::text AS record_key, count(*) AS n FROM " +
               ledger +

@@ -362,9 +362,6 @@ TEST(Config, MissingFileIsAConfigError) {
   }
 }
 
-}  // namespace
-}  // namespace coexist::config
-
 namespace coexist::config {
 namespace {
 
@@ -641,5 +638,49 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
+}  // namespace
+}  // namespace coexist::config
+
+// `operation.keys` and `targets:` (items of several records, tables the
+// operation writes beside the target).
+TEST(Config, KeysAndMoreTargetsAreReadWithTheirPlaces) {
+  Config config = LoadString(
+      "target: {table: shop.products}\n"
+      "targets:\n"
+      "  - table: shop.orders\n"
+      "  - {table: ledger, key_column: code, version_column: rev}\n"
+      "operation: {keys: many}\n",
+      "k.yaml");
+  EXPECT_EQ(config.operation.keys, ItemKeys::kMany);
+  ASSERT_EQ(config.targets.size(), 2u);
+  EXPECT_EQ(config.targets[0].Name(), "shop.orders");
+  EXPECT_EQ(config.targets[0].key_column, "id");
+  EXPECT_EQ(config.targets[1].Name(), "public.ledger");
+  EXPECT_EQ(config.targets[1].version_column, "rev");
+  EXPECT_EQ(config.targets_at[1].key_column.ToString(), "k.yaml:4:33");
+  EXPECT_EQ(LoadString("", "e.yaml").operation.keys, ItemKeys::kOne);
+
+  auto error = [](const std::string& yaml) {
+    try {
+      LoadString(yaml, "k.yaml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what()) + " | " + e.hint();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("operation: {keys: several}\n"),
+            "k.yaml:1:19: operation.keys: unknown value 'several' | use one of: one, many.");
+  EXPECT_EQ(error("targets:\n  - shop.orders\n"),
+            "k.yaml:2:5: targets: entry [0] is not a map with a table | each entry names a table "
+            "the operation writes: {table: schema.table, key_column: id, version_column: "
+            "version}.");
+  EXPECT_EQ(error("target: {table: shop.products}\ntargets:\n  - {table: shop.products}\n"),
+            "k.yaml:3:13: targets[0].table: shop.products is listed twice (target and targets) | "
+            "list each table once; target is the table whose records items name.");
+  // Only the target's rows are taken over: no owner column here.
+  EXPECT_EQ(error("targets:\n  - {table: shop.orders, owner_column: holder}\n"),
+            "k.yaml:2:26: targets[0].owner_column: unknown key | known keys here: key_column, "
+            "table, version_column.");
+}
 }  // namespace
 }  // namespace coexist::config

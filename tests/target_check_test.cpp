@@ -343,5 +343,39 @@ TEST_F(TargetCheckTest, AddVersionColumnGivesUpOnALockedTableWithNothingChanged)
   EXPECT_EQ(Triggers("sales.orders"), 0);
 }
 
+// `targets:`: a table the operation writes beside the target is checked at
+// its own key, gets its version column from --add-version-column and its
+// triggers from db install, like the target.
+TEST_F(TargetCheckTest, MoreTargetsAreCheckedAtTheirKeysAndInstalledLikeTheTarget) {
+  QueryValue(std::string(kOrders) +
+             "ALTER TABLE sales.orders ADD COLUMN version bigint NOT NULL DEFAULT 0;"
+             "CREATE TABLE sales.invoices (invoice_no text PRIMARY KEY, total integer);"
+             "SELECT 1");
+  auto path = Write(std::string(kOrdersConfig) +
+                    "targets:\n"
+                    "  - {table: sales.invoices, key_column: invoice_no}\n");
+  auto check = Coexist({"config", "check", path, "--database"});
+  EXPECT_EQ(check.status, 78) << check.output;
+  EXPECT_EQ(check.output.substr(0, check.output.find('\n')),
+            "config error: " + path +
+                ":8:13: targets[0].version_column: table sales.invoices has no column \"version\"")
+      << check.output;
+  EXPECT_EQ(Triggers("sales.invoices"), 0);
+
+  auto install = Coexist({"--config", path, "db", "install", "--add-version-column"});
+  ASSERT_EQ(install.status, 0) << install.output;
+  EXPECT_NE(install.output.find("column version added to sales.invoices\n"), std::string::npos)
+      << install.output;
+  EXPECT_EQ(Triggers("sales.orders"), 2);    // version and guard
+  EXPECT_EQ(Triggers("sales.invoices"), 2);  // the same
+  QueryValue("INSERT INTO sales.invoices VALUES ('A-1', 0); UPDATE sales.invoices SET total = 1");
+  EXPECT_EQ(QueryValue("SELECT version FROM sales.invoices"), "1");
+
+  auto missing = Check(std::string(kOrdersConfig) + "targets:\n  - {table: sales.nothing}\n");
+  EXPECT_EQ(Printed(missing),
+            "job.yaml:8:13: targets[0].table: table sales.nothing does not exist\n"
+            "HINT: create it, or name an existing table (schema.table).");
+}
+
 }  // namespace
 }  // namespace coexist
