@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -166,6 +167,35 @@ TEST_F(CliTest, DatabaseErrorsExitWithWhatTheyMean) {
     EXPECT_EQ(out.status, status) << select << "\n" << out.err;
     EXPECT_EQ(out.err.find("internal error"), std::string::npos) << select << "\n" << out.err;
   }
+}
+
+// A real deadlock, not a raised SQLSTATE: the command's query locks row 1
+// and waits for row 2, which this test holds; the test then asks for row 1.
+// The command waited first, so its deadlock check fires first: it gets
+// 40P01 and exits 75 (retry later), with nothing enqueued.
+TEST_F(CliTest, ARealDeadlockEscapingACommandExits75) {
+  auto holder = Connect("deadlock test");
+  pqxx::nontransaction(*holder).exec("SET deadlock_timeout = '20s'");
+  pqxx::work hold(*holder);
+  hold.exec("SELECT 1 FROM public.products WHERE id = 2 FOR UPDATE");
+  auto command = std::async(std::launch::async, [this] {
+    return Run("--database-url " + Url() +
+               " enqueue --job j --select \"SELECT id FROM public.products WHERE id IN (1, 2) "
+               "ORDER BY id FOR UPDATE\"");
+  });
+  // Until the command waits for row 2 (holding row 1).
+  for (int i = 0; i < 300 && Count("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a "
+                                   "USING (pid) WHERE NOT l.granted AND a.application_name = "
+                                   "'coexist-enqueue'") == 0;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  hold.exec("SELECT 1 FROM public.products WHERE id = 1 FOR UPDATE");  // closes the cycle
+  auto out = command.get();
+  hold.commit();
+  EXPECT_EQ(out.status, 75) << out.err;
+  EXPECT_NE(out.err.find("deadlock detected"), std::string::npos) << out.err;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
 }
 
 // enqueue puts items into the job that --job or the configuration's
