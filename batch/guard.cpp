@@ -55,9 +55,8 @@ void EnsureVersionTrigger(pqxx::connection_base& conn, const config::TargetTable
   if (trigger != db::VersionTrigger::kCurrent) db::InstallVersionTrigger(conn, t);
 }
 
-// The guard trigger of `t` and the job's windows on it.
-void InstallGuardOn(pqxx::transaction_base& tx, const config::Config& config,
-                    const config::TargetTable& t, const std::vector<policies::Window>& windows) {
+// The guard trigger of `t`.
+void InstallGuardOn(pqxx::transaction_base& tx, const config::TargetTable& t) {
   std::string table = tx.quote_name(t.schema) + "." + tx.quote_name(t.table);
   if (t.owner_column) {
     tx.exec_params("SELECT coexist.install_guard_trigger($1::regclass, $2, $3)", table,
@@ -65,35 +64,48 @@ void InstallGuardOn(pqxx::transaction_base& tx, const config::Config& config,
   } else {
     tx.exec_params("SELECT coexist.install_guard_trigger($1::regclass, $2)", table, t.key_column);
   }
-  int position = 0;
-  for (const auto& w : windows) {
-    std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
-    tx.exec_params(
-        "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
-        " end_time, mode) VALUES ($1, $2::regclass, $3, $4, $5::integer[], $6::time, $7::time,"
-        " $8)",
-        config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
-        Clock(w.end), policies::ToString(w.mode));
-  }
 }
 
 void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config) {
   EnsureVersionTrigger(conn, config.target);
   for (const auto& t : config.targets) EnsureVersionTrigger(conn, t);
-  auto windows = policies::Create(config.policy)->Windows();
   pqxx::work tx(conn);
   // Creating the guard trigger the first time needs a table lock: wait for
   // it a bounded time rather than camping in the lock queue.
   tx.exec("SET LOCAL lock_timeout = '5s'");
-  // The job's windows are what the configuration says now: those of tables
-  // no longer listed go too.
-  tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
-  InstallGuardOn(tx, config, config.target, windows);
-  for (const auto& t : config.targets) InstallGuardOn(tx, config, t, windows);
+  InstallGuardOn(tx, config.target);
+  for (const auto& t : config.targets) InstallGuardOn(tx, t);
+  WriteWindows(tx, config);
   tx.commit();
-  spdlog::info("guard trigger installed target={} more_targets={} windows={}", config.target.Name(),
-               config.targets.size(), windows.size());
+  spdlog::info("guard trigger installed target={} more_targets={}", config.target.Name(),
+               config.targets.size());
 }
 
 }  // namespace
+
+void WriteWindows(pqxx::transaction_base& tx, const config::Config& config) {
+  // What the configuration says now: those of tables no longer listed go too.
+  tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
+  auto windows = policies::Create(config.policy)->Windows();
+  std::vector<config::TargetTable> tables = {config.target};
+  tables.insert(tables.end(), config.targets.begin(), config.targets.end());
+  for (const auto& t : tables) {
+    std::string table = tx.quote_name(t.schema) + "." + tx.quote_name(t.table);
+    int position = 0;
+    for (const auto& w : windows) {
+      std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
+      tx.exec_params(
+          "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
+          " end_time, mode) VALUES ($1, $2::regclass, $3, $4, $5::integer[], $6::time, $7::time,"
+          " $8)",
+          config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
+          Clock(w.end), policies::ToString(w.mode));
+    }
+  }
+}
+
+long long ReleaseWindows(pqxx::transaction_base& tx, const std::string& job) {
+  return tx.exec_params("DELETE FROM coexist.windows WHERE job = $1 AND mode = 'read_only'", job)
+      .affected_rows();
+}
 }  // namespace coexist::batch

@@ -13,10 +13,22 @@
 
 namespace pqxx {
 class connection_base;
-}
+class transaction_base;
+}  // namespace pqxx
 
 namespace coexist::batch {
 
 void InstallGuard(pqxx::connection_base& conn, const config::Config& config);
+
+// The job's windows as the configuration says now, on the target and the
+// tables of `targets:` (rows of coexist.windows, no DDL): InstallGuard
+// writes them, and so does every run's start, so that a window a drained
+// run released (ReleaseWindows) holds again while the next run works.
+void WriteWindows(pqxx::transaction_base& tx, const config::Config& config);
+
+// Ends the job's read_only windows for online writers now (the batch has
+// drained its queue; policy time_window's release_when_done). Returns how
+// many window rows it removed.
+long long ReleaseWindows(pqxx::transaction_base& tx, const std::string& job);
 
 }  // namespace coexist::batch

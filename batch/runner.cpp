@@ -119,6 +119,9 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
                               {"adaptive", config.pacing.adaptive},
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
     summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
+    // Windows a drained run released (release_when_done) hold again while
+    // this run works; rows only, no DDL, so also for a run without install.
+    if (!policy.Windows().empty()) WriteWindows(tx, config);
     tx.commit();
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
@@ -211,7 +214,8 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
 
 // Step 4: the run's row says how it ended; what a failed worker took over
 // is handed back; a refused claim leaves an event.
-void FinishRun(Control& c, RunSummary& summary, bool failed) {
+void FinishRun(Control& c, const config::Config& config, const policies::Policy& policy,
+               RunSummary& summary, bool failed) {
   pqxx::work tx(*c.conn);
   summary.queued_left = c.queue->CountQueued(tx);
   summary.outcome = failed ? "failed" : Outcome(summary);
@@ -222,6 +226,16 @@ void FinishRun(Control& c, RunSummary& summary, bool failed) {
   if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
     c.queue->AddEvent(tx, "claim_refused", summary.run_id,
                       nlohmann::json{{"reason", summary.stop_reason}}.dump());
+  }
+  // The batch is done: online users need not wait for the window's end.
+  if (!failed && summary.stop_reason == "drained" && policy.ReleasesWindowsWhenDone()) {
+    auto released = ReleaseWindows(tx, config.batch.job);
+    if (released > 0) {
+      c.queue->AddEvent(tx, "windows_released", summary.run_id,
+                        nlohmann::json{{"windows", released}}.dump());
+      spdlog::info("read-only windows released run_id={} job={} windows={}", summary.run_id,
+                   config.batch.job, released);
+    }
   }
   tx.commit();
 }
@@ -264,7 +278,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   summary.items_per_second = summary.seconds > 0 ? summary.counts.done / summary.seconds : 0;
   summary.latency = pacer.Latency();
-  FinishRun(control, summary, end.error != nullptr);
+  FinishRun(control, config, *policy, summary, end.error != nullptr);
   if (end.error) std::rethrow_exception(end.error);
   spdlog::info("run finished run_id={} outcome={} done={} deferred={} dead={} queued_left={}",
                summary.run_id, summary.outcome, summary.counts.done, summary.counts.deferred,

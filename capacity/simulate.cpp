@@ -86,7 +86,9 @@ void CreateOnlineRole(const std::string& conninfo, const std::string& role) {
 }
 
 // A time_window batch writes its windows when it starts; the simulation's
-// window ends when the batch does (see config/scenarios/demo.yaml).
+// window ends when the batch does (see config/scenarios/demo.yaml). A batch
+// that drained released them already (release_when_done); this closes them
+// for one stopped at the window's end or with release_when_done: false.
 void CloseWindows(const std::string& conninfo) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::work tx(*conn);

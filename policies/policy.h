@@ -133,6 +133,10 @@ class Policy {
   // The windows the database enforces while they are active (coexist.windows,
   // written when a run starts). Default: none.
   virtual std::vector<Window> Windows() const { return {}; }
+  // Whether a run that drained its queue lifts its read_only windows for
+  // online users (until the next run starts) instead of keeping them to
+  // their clock end. Default: no.
+  virtual bool ReleasesWindowsWhenDone() const { return false; }
 };
 
 // The policy named by config.name (policies/registry.h), the default one

@@ -101,6 +101,7 @@ TimeWindow::Options TimeWindow::ReadOptions(config::Section& s, const ReadContex
   s.Enum("mode", mode, {{"read_only", WindowMode::kReadOnly}, {"allow", WindowMode::kAllow}});
   for (auto& window : out.windows) window.mode = mode;
   s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
+  s.Bool("release_when_done", out.release_when_done);
   return out;
 }
 

@@ -31,6 +31,10 @@ class TimeWindow : public Policy {
     milliseconds drain_margin = std::chrono::minutes(5);
     // How long a row lock is waited for before the record is deferred. 0s..24h
     milliseconds max_wait = std::chrono::seconds(30);
+    // A run that drained the queue ends its read_only windows for online
+    // users at once, not at their clock end; the next run's start sets them
+    // again.
+    bool release_when_done = true;
   };
   static Options ReadOptions(config::Section& s, const ReadContext& context);
 
@@ -41,6 +45,7 @@ class TimeWindow : public Policy {
   ClaimGate MayClaim(std::chrono::system_clock::time_point now) const override;
   milliseconds MaxWait() const override { return options_.max_wait; }
   std::vector<Window> Windows() const override { return options_.windows; }
+  bool ReleasesWindowsWhenDone() const override { return options_.release_when_done; }
 
  private:
   config::PolicyConfig config_;

@@ -101,10 +101,11 @@ class BatchPoliciesTest : public testing::DatabaseTest {
   }
 };
 
-std::string WindowAroundNow(const std::string& mode) {
+std::string WindowAroundNow(const std::string& mode, bool release_when_done = false) {
   // start == end: 24 hours, every day, so it is active whenever the test runs.
   return "  name: time_window\n  mode: " + mode +
-         "\n  drain_margin: 0s\n  windows:\n"
+         "\n  drain_margin: 0s\n  release_when_done: " + (release_when_done ? "true" : "false") +
+         "\n  windows:\n"
          "    - {time_zone: Asia/Tokyo, start: \"00:00\", end: \"00:00\"}\n";
 }
 
@@ -122,6 +123,44 @@ TEST_F(BatchPoliciesTest, TimeWindowRefusesOnlineWritesWhileActiveAndBatchWrites
   // mode allow: the same window lets online writes through.
   batch::Run(conninfo(), Config(WindowAroundNow("allow")));
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 1"), "");
+}
+
+// release_when_done (the default): online writes are refused while the run
+// works, and pass as soon as it has drained the queue, though the window's
+// clock runs on; the next run's start closes it again.
+TEST_F(BatchPoliciesTest, TimeWindowReleasesItsReadOnlyWindowWhenTheBatchIsDone) {
+  EnqueueAll();
+  auto config = Config(WindowAroundNow("read_only", true), 10);
+  config.operation.chunk_sql =
+      "WITH s AS (SELECT pg_sleep(0.05)), u AS (UPDATE products SET stock = stock + 1 WHERE id = "
+      "ANY ($1::bigint[]) AND (SELECT true FROM s) RETURNING id) "
+      "INSERT INTO ledger (key) SELECT unnest($1::bigint[])";
+  auto online = Connect("coexist-online");
+  std::atomic<int> refused_while_running{0};
+  std::atomic<bool> running{true};
+  std::jthread probe([&] {
+    auto conn = Connect("coexist-online probe");
+    while (running) {
+      if (testing::SqlStateOf(*conn, "UPDATE products SET stock = stock WHERE id = 1") ==
+          db::sqlstate::kWindowRefused) {
+        ++refused_while_running;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  auto summary = batch::Run(conninfo(), config);
+  running = false;
+  probe.join();
+  EXPECT_EQ(summary.counts.done, 100);
+  EXPECT_GT(refused_while_running.load(), 0) << "the window did not hold while the run worked";
+  EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = stock WHERE id = 1"), "");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'windows_released'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.windows"), 0);
+  // The next run's start writes the window again (and releases it when done).
+  auto again = Config(WindowAroundNow("read_only", false));
+  batch::Run(conninfo(), again, {.install = false});
+  EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 1"),
+            db::sqlstate::kWindowRefused);
 }
 
 TEST_F(BatchPoliciesTest, TimeWindowClaimsNothingOutsideItsWindow) {

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -103,7 +103,8 @@ class SeveralKeysTest : public testing::DatabaseTest {
             // each item's keys.
             ? "  chunk_sql: |\n"
               "    WITH i AS (SELECT k::uuid[] AS keys, qty::int AS qty, uid\n"
-              "                 FROM unnest($1::text[], $2::text[], $3::text[]) AS i(k, qty, uid)),\n"
+              "                 FROM unnest($1::text[], $2::text[], $3::text[]) AS i(k, qty, "
+              "uid)),\n"
               "    u AS (UPDATE app.products p SET stock = p.stock - x.qty\n"
               "            FROM (SELECT unnest(keys) AS id, qty FROM i) AS x\n"
               "           WHERE p.id = x.id RETURNING x.id)\n"
@@ -189,11 +190,11 @@ TEST_F(SeveralKeysTest, JsonLinesTakeKeysArrays) {
 }
 
 TEST_F(SeveralKeysTest, SelectWithAnArrayColumnEnqueuesItemsOfSeveralKeys) {
-  auto result = EnqueueSelect(
-      conninfo(), "orders",
-      "SELECT ARRAY(SELECT id FROM app.products ORDER BY id DESC LIMIT 2 OFFSET g), "
-      "jsonb_build_object('qty', 1) FROM generate_series(0, 4) g",
-      "uuid");
+  auto result =
+      EnqueueSelect(conninfo(), "orders",
+                    "SELECT ARRAY(SELECT id FROM app.products ORDER BY id DESC LIMIT 2 OFFSET g), "
+                    "jsonb_build_object('qty', 1) FROM generate_series(0, 4) g",
+                    "uuid");
   EXPECT_EQ(result.added, 5);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE cardinality(record_keys) = 2 "
                   "AND record_keys[1]::uuid < record_keys[2]::uuid"),
@@ -250,9 +251,8 @@ TEST_F(SeveralKeysTest, ARowLockedOnlineDefersTheWholeItemAndItsFollowersWait) {
   pqxx::work hold(*online);
   hold.exec("SELECT 1 FROM app.products WHERE id = '" + products[0] + "' FOR UPDATE");
   auto summary = batch::Run(conninfo(), JobConfig(kPolicies[0]));
-  long long naming = Count(
-      "SELECT count(*) FROM coexist.queue WHERE '" + products[0] +
-      "' = ANY (coexist.item_keys(record_key, record_keys))");
+  long long naming = Count("SELECT count(*) FROM coexist.queue WHERE '" + products[0] +
+                           "' = ANY (coexist.item_keys(record_key, record_keys))");
   ASSERT_GT(naming, 0);
   // The first item naming the held row is deferred; the later ones wait
   // behind it (they share its key), none of them applied in part.
@@ -336,7 +336,8 @@ TEST_F(SeveralKeysTest, OnlineWritersLockingInKeyOrderNeverDeadlockWithTheBatch)
           std::this_thread::sleep_for(std::chrono::milliseconds(3));
           tx.exec_params(
               "WITH u AS (UPDATE app.products SET stock = stock - 1 "
-              "WHERE id = ANY ($1::uuid[]) RETURNING id) INSERT INTO app.online_log SELECT id FROM u",
+              "WHERE id = ANY ($1::uuid[]) RETURNING id) INSERT INTO app.online_log SELECT id FROM "
+              "u",
               keys);
           tx.commit();
           ++committed;
@@ -377,9 +378,10 @@ std::string ReadSource(const std::string& relative) {
 // text, delta). Errors are counted by kind, never swallowed.
 class OnlineWriters {
  public:
-  OnlineWriters(testing::DatabaseTest& test, std::function<std::unique_ptr<pqxx::connection>()> connect,
-                std::string table, std::string column, std::vector<std::string> keys,
-                std::string key_type, int rows, long long delta)
+  OnlineWriters(testing::DatabaseTest& test,
+                std::function<std::unique_ptr<pqxx::connection>()> connect, std::string table,
+                std::string column, std::vector<std::string> keys, std::string key_type, int rows,
+                long long delta)
       : keys_(std::move(keys)) {
     for (int w = 0; w < 3; ++w) {
       threads_.emplace_back([=, this] {
@@ -395,11 +397,12 @@ class OnlineWriters {
                                "[]) ORDER BY id FOR UPDATE",
                            picked);
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
-            tx.exec_params("WITH u AS (UPDATE " + table + " SET " + column + " = " + column +
-                               " + $2 WHERE id = ANY ($1::" + key_type +
-                               "[]) RETURNING id) INSERT INTO public.online_log SELECT id::text, $2 "
-                               "FROM u",
-                           picked, delta);
+            tx.exec_params(
+                "WITH u AS (UPDATE " + table + " SET " + column + " = " + column +
+                    " + $2 WHERE id = ANY ($1::" + key_type +
+                    "[]) RETURNING id) INSERT INTO public.online_log SELECT id::text, $2 "
+                    "FROM u",
+                picked, delta);
             tx.commit();
             ++committed_;
           } catch (const pqxx::deadlock_detected&) {
@@ -455,8 +458,8 @@ TEST_F(ExampleJobTest, OrderSettlementSettlesEveryOrderOnceWithAllItsLines) {
       "INSERT INTO shop.order_lines (order_id, product_id, qty)"
       "  SELECT md5('o' || g)::uuid, md5('p' || (1 + (g * 7 + l * 11) % 30))::uuid, 1 + (g + l) % 4"
       "    FROM generate_series(1, 300) g, generate_series(1, 2 + g % 4) l");
-  auto config = config::LoadFile(std::string(COEXIST_SOURCE_DIR) +
-                                 "/config/examples/order-settlement.yaml");
+  auto config =
+      config::LoadFile(std::string(COEXIST_SOURCE_DIR) + "/config/examples/order-settlement.yaml");
   config.batch.chunk_size = 20;  // many chunks while the online users work
   auto enqueued = EnqueueSelect(conninfo(), config.batch.job, config.enqueue.select, "uuid");
   EXPECT_EQ(enqueued.added, 300);
