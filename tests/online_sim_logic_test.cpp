@@ -286,6 +286,13 @@ TEST(Backoff, IsCappedExponentialWithFullJitter) {
   EXPECT_EQ(Backoff(0ms, 100ms, 5, random).count(), 0);
 }
 
+TEST(Kinds, TheBuiltInKindsAreTheConfigurationsInItsOrder) {
+  ASSERT_EQ(static_cast<size_t>(kKindCount), config::kBuiltinKinds.size());
+  for (int k = 0; k < kKindCount; ++k) {
+    EXPECT_EQ(KindName(static_cast<Kind>(k)), config::kBuiltinKinds[static_cast<size_t>(k)]);
+  }
+}
+
 TEST(LatencyHistogram, PercentilesWithinOnePercent) {
   LatencyHistogram h;
   for (int i = 1; i <= 1000; ++i) h.Add(std::chrono::microseconds(i * 100));  // 0.1..100 ms
