@@ -504,12 +504,15 @@ std::vector<std::vector<int>> AddCustomStatements(Catalog& c,
                                                   const std::vector<config::CustomKind>& kinds) {
   std::vector<std::vector<int>> ids;
   for (const config::CustomKind& kind : kinds) {
+    // Named by the kind's position, not its name: a long name would make
+    // statement names that PostgreSQL cuts at 63 bytes, and collide.
+    std::string prefix = "custom_" + std::to_string(ids.size()) + "_";
     auto& lines = ids.emplace_back();
     for (size_t line = 0; line < kind.script.size(); ++line) {
       const config::ScriptStep& step = kind.script[line];
       lines.push_back(step.type != config::ScriptStep::Type::kSql
                           ? -1
-                          : c.Add("custom_" + kind.name + "_" + std::to_string(line + 1), step.sql,
+                          : c.Add(prefix + std::to_string(line + 1), step.sql,
                                   static_cast<int>(step.params.size())));
     }
   }

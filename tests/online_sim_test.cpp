@@ -537,6 +537,22 @@ TEST_F(OnlineSimTest, CustomKindRunsItsScript) {
   EXPECT_EQ(report.lost_check.skipped, "custom kinds ran");
 }
 
+// A kind's name may take all 63 bytes of a name; its statements' names on
+// the server must still differ (PostgreSQL cuts them at 63 bytes).
+TEST_F(OnlineSimTest, CustomKindWithTheLongestNameRunsEveryLine) {
+  std::string name(63, 'k');
+  auto config = FromYaml(
+      "  users: 2\n  pool_size: 2\n  records: 3\n  mix: {view: 0, "
+      "optimistic_edit: 0, pessimistic_edit: 0, offline_edit: 0, "
+      "atomic_decrement: 0, " +
+      name + ": 1}\n  custom_kinds:\n    " + name +
+      ":\n      script:\n        - \\set key random_key\n"
+      "        - SELECT stock FROM products WHERE id = :key\n"
+      "        - SELECT version FROM products WHERE id = :key\n");
+  Report report = Run(config, 5);
+  EXPECT_EQ(Outcome(report, name, "ok"), 10) << ReportJson(report);
+}
+
 // A custom kind's failures are counted like the built-in kinds': a row
 // lock held elsewhere is lock_timeout, a SQL error other by its SQLSTATE,
 // and a script that leaves its transaction open is rolled back and counted.
