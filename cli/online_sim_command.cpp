@@ -131,7 +131,8 @@ void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* sim = app.add_subcommand(
       "online-sim",
       "Run virtual online users against the target (the online: section of --config): "
-      "views, optimistic, pessimistic, offline and atomic edits; prints a progress line each "
+      "views, optimistic, pessimistic, offline, atomic and multi-record edits, and custom kinds "
+      "written in SQL; prints a progress line each "
       "second and a final table");
   sim->add_option("--duration", flags.duration, "how long to run (default 60s)");
   sim->add_option("--json", flags.json, "also write every figure as JSON to this file");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "config/custom_kinds.h"
 #include "config/duration.h"
 #include "config/yaml_reader.h"
 #include "policies/policy.h"
@@ -103,13 +104,16 @@ void ReadEnqueue(Section& s, const YAML::Node& node, EnqueueConfig& out) {
   }
 }
 
-void ReadMix(Section& s, OnlineMix& out) {
+// Reads after online.custom_kinds: a custom kind's weight is one more key.
+void ReadMix(Section& s, std::vector<CustomKind>& custom_kinds, OnlineMix& out) {
   s.Double("view", out.view, 0, 1e6);
   s.Double("optimistic_edit", out.optimistic_edit, 0, 1e6);
   s.Double("pessimistic_edit", out.pessimistic_edit, 0, 1e6);
   s.Double("offline_edit", out.offline_edit, 0, 1e6);
   s.Double("atomic_decrement", out.atomic_decrement, 0, 1e6);
   s.Double("nolock", out.nolock, 0, 1e6);
+  s.Double("multi_edit", out.multi_edit, 0, 1e6);
+  for (CustomKind& kind : custom_kinds) s.Double(kind.name, kind.weight, 0, 1e6);
   s.Finish();  // an unknown kind fails here, naming the known ones
 }
 
@@ -133,16 +137,19 @@ void ReadOnline(Section& s, const YAML::Node& node, OnlineConfig& out) {
   s.Double("hot_traffic", out.hot_traffic, 0, 1);
   s.Double("hot_keys", out.hot_keys, 1e-9, 1);
   s.Int64("records", out.records, 0, 100'000'000);
+  if (auto kinds = s.Map("custom_kinds")) ReadCustomKinds(*kinds, out.custom_kinds);
   if (auto mix = s.Map("mix")) {
-    ReadMix(*mix, out.mix);
+    ReadMix(*mix, out.custom_kinds, out.mix);
     const OnlineMix& m = out.mix;
-    if (m.view + m.optimistic_edit + m.pessimistic_edit + m.offline_edit + m.atomic_decrement +
-            m.nolock <=
-        0) {
+    double total = m.view + m.optimistic_edit + m.pessimistic_edit + m.offline_edit +
+                   m.atomic_decrement + m.nolock + m.multi_edit;
+    for (const CustomKind& kind : out.custom_kinds) total += kind.weight;
+    if (total <= 0) {
       s.Fail(node["mix"], "mix", "every weight is zero, so no transaction would run",
              "give at least one kind a positive weight, e.g. view: 1.");
     }
   }
+  s.Int("multi_edit_keys", out.multi_edit_keys, 2, 1000);
   s.Int("max_retries", out.max_retries, 0, 1000);
   s.Duration("backoff_base", out.backoff_base, milliseconds(0), seconds(60));
   s.Duration("backoff_cap", out.backoff_cap, milliseconds(0), seconds(600));

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config_error.h"
@@ -87,6 +89,50 @@ struct OnlineMix {
   double offline_edit = 5;       // edit lock held across a human think time
   double atomic_decrement = 10;  // one UPDATE with a delta and a separate floor
   double nolock = 0;             // read, app work, blind write: shows lost updates
+  double multi_edit = 0;         // read multi_edit_keys records, work, update all of them or none
+  // The custom kinds' weights are written here too, under their names, and
+  // kept in CustomKind::weight.
+};
+
+// The built-in kinds as the mix names them (custom kinds may not take these
+// names); online-sim's Kind enum is in this order.
+inline constexpr std::array<std::string_view, 7> kBuiltinKinds = {
+    "view",   "optimistic_edit", "pessimistic_edit", "offline_edit", "atomic_decrement",
+    "nolock", "multi_edit"};
+
+// One line of a custom kind's script (docs/online-sim.md, "Custom kinds").
+struct ScriptStep {
+  enum class Type {
+    kSql,        // a SQL statement, sent as a prepared statement of its own
+    kSetKey,     // \set NAME random_key: a key drawn like the built-in kinds' keys
+    kSetRandom,  // \set NAME random(MIN, MAX): a uniform integer, both inclusive
+    kSleep,      // \sleep DURATION: app work, the connection kept
+  };
+  Type type = Type::kSql;
+  // kSql: the line with each :name placeholder replaced by $1, $2, ... in
+  // order of first use, and the variable (an index into
+  // CustomKind::variables) each $n is bound to, as a text parameter.
+  std::string sql;
+  std::vector<int> params;
+  int variable = -1;                   // kSetKey, kSetRandom: the variable set
+  long long min = 0, max = 0;          // kSetRandom
+  std::chrono::microseconds sleep{0};  // kSleep. 0..60s
+  Mark at;                             // where the line is written
+};
+
+// `online.custom_kinds.NAME` — a transaction kind written as a script, run
+// like the built-in kinds (picked by its weight in the mix, counted by
+// outcome and latency under its name).
+struct CustomKind {
+  std::string name;  // letters, digits, _; not a built-in kind's name
+  // Its weight, written in online.mix under its name; 0 when the mix leaves
+  // it out (defined, never run). 0..1e6
+  double weight = 0;
+  // The names \set gives values to, in order of their first \set.
+  std::vector<std::string> variables;
+  // In order; at least one kSql step. At most 16 placeholders a statement.
+  std::vector<ScriptStep> script;
+  Mark at;  // the name's place
 };
 
 // The YAML values of online.model, online.think_distribution,
@@ -121,7 +167,11 @@ struct OnlineConfig {
   // The first `records` keys of the target (in key order); 0: all of them.
   long long records = 0;
   OnlineMix mix;
-  // Optimistic retries after the first attempt before giving up. 0..1000
+  // multi_edit: how many distinct records one transaction edits. 2..1000
+  int multi_edit_keys = 4;
+  // Transaction kinds written as SQL scripts, in file order.
+  std::vector<CustomKind> custom_kinds;
+  // Optimistic and multi_edit retries after the first attempt before giving up. 0..1000
   int max_retries = 5;
   // Capped exponential backoff with full jitter between optimistic retries:
   // a random wait in [0, min(cap, base * 2^attempt)]. base 0 retries at once.

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,18 +28,31 @@ struct StatementIds {
   int write_checked, write_blind, decrement_floor, save_checked;
   int acquire_edit_lock, renew_edit_lock, check_edit_lock, release_edit_lock;
   int set_lock_timeout;
+  int read_records, lock_records, lock_records_nowait, write_records;  // multi_edit
 };
 
-// Fills the catalog with the statements for this target and value column.
+// Fills the catalog with the statements for this target, value column and
+// key type (format_type of the key column, for the casts of key arrays).
 StatementIds AddStatements(Catalog& catalog, const config::TargetTable& target,
-                           const std::string& value_column);
+                           const std::string& value_column, const std::string& key_type);
+
+// Adds every SQL line of the custom kinds to the catalog: per kind, per
+// script line, its statement id (-1 for \set and \sleep lines).
+std::vector<std::vector<int>> AddCustomStatements(Catalog& catalog,
+                                                  const std::vector<config::CustomKind>& kinds);
 
 // "a"."b" quoting for validated identifiers.
 std::string QuoteIdentifier(const std::string& name);
 
+// A PostgreSQL array literal of text elements, each double-quoted with `"`
+// and `\` escaped: {"1","2"}; cast to the element type in the statement.
+std::string ArrayLiteral(std::span<const std::string> elements);
+
 struct Engine {
   Engine(const config::OnlineConfig& online_config, const config::TargetTable& target_table)
-      : config(online_config), target(target_table) {}
+      : config(online_config),
+        target(target_table),
+        stats(kKindCount + online_config.custom_kinds.size()) {}
 
   const config::OnlineConfig& config;
   const config::TargetTable& target;
@@ -46,9 +61,16 @@ struct Engine {
   asio::io_context io{1};
   Catalog catalog;
   StatementIds sql{};
+  std::vector<std::vector<int>> custom_sql;  // AddCustomStatements
   Stats stats;
   std::unique_ptr<Pool> pool;
-  std::vector<long long> keys;            // the records users pick from
+  // The records users pick from, in the key column's order (ORDER BY key):
+  // each key as PostgreSQL's text output of the column's type, bound as a
+  // text parameter whose type the server infers (or that a statement casts
+  // to key_type), so any supported key type works alike.
+  std::vector<std::string> keys;
+  std::string key_type;                   // format_type of the key column: "bigint", "uuid"
+  std::unique_ptr<KeyChooser> chooser;    // draws key indexes by online.key_distribution
   std::vector<long long> expected_delta;  // per key index: what saved edits added
   std::vector<char> in_doubt;             // per key index: a write's outcome unknown
   bool stopping = false;
@@ -64,9 +86,11 @@ struct User {
   std::chrono::microseconds human_time{0};
 };
 
-// Runs one transaction of `kind` on record index `key`, counts its outcome
-// and its latency from `start` (the scheduled start in the open model).
-Awaitable<> RunTransaction(Engine& engine, User& user, Kind kind, size_t key,
+// Runs one transaction of kind index `kind` (a Kind, or kKindCount + i for
+// the i-th custom kind) on record index `key` (multi_edit's first record;
+// custom kinds draw their own), counts its outcome and its latency from
+// `start` (the scheduled start in the open model).
+Awaitable<> RunTransaction(Engine& engine, User& user, size_t kind, size_t key,
                            Clock::time_point start);
 
 }  // namespace coexist::online_sim

@@ -74,6 +74,8 @@ void PrintReport(std::ostream& out, const Report& r) {
         "actual_change=%lld lost=%lld\n",
         c.keys_checked, c.keys_in_doubt, c.keys_mismatched, c.expected_change, c.actual_change,
         c.lost);
+  } else if (!c.skipped.empty()) {
+    out << "lost-update check: not performed (" << c.skipped << ")\n";
   }
 }
 
@@ -110,6 +112,7 @@ std::string ReportJson(const Report& r) {
                         {"reconnects", r.reconnects},
                         {"lost_check",
                          {{"performed", c.performed},
+                          {"skipped", c.skipped},
                           {"keys_checked", c.keys_checked},
                           {"keys_in_doubt", c.keys_in_doubt},
                           {"keys_mismatched", c.keys_mismatched},

@@ -2,13 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <list>
 #include <pqxx/pqxx>
+#include <regex>
 #include <unordered_map>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "config/config_error.h"
 #include "db/connection.h"
 #include "db/target_table.h"
 #include "online-sim/engine.h"
@@ -25,9 +28,26 @@ LatencyFigures Figures(const LatencyHistogram& histogram) {
   return {s.count, s.mean_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms};
 }
 
-std::array<double, kKindCount> Weights(const config::OnlineMix& mix) {
-  return {mix.view,         mix.optimistic_edit,  mix.pessimistic_edit,
-          mix.offline_edit, mix.atomic_decrement, mix.nolock};
+// By kind index: the built-in kinds, then the custom kinds in file order.
+std::vector<double> Weights(const config::OnlineConfig& config) {
+  const config::OnlineMix& mix = config.mix;
+  std::vector<double> weights{mix.view,         mix.optimistic_edit,  mix.pessimistic_edit,
+                              mix.offline_edit, mix.atomic_decrement, mix.nolock,
+                              mix.multi_edit};
+  for (const config::CustomKind& kind : config.custom_kinds) weights.push_back(kind.weight);
+  return weights;
+}
+
+std::string KindNameOf(const config::OnlineConfig& config, size_t index) {
+  if (index < static_cast<size_t>(kKindCount)) return KindName(static_cast<Kind>(index));
+  return config.custom_kinds[index - static_cast<size_t>(kKindCount)].name;
+}
+
+// Custom kinds write what the simulator cannot follow, so the lost-update
+// check cannot say what their changes should have been.
+bool CustomKindsRun(const config::OnlineConfig& config) {
+  return std::any_of(config.custom_kinds.begin(), config.custom_kinds.end(),
+                     [](const config::CustomKind& kind) { return kind.weight > 0; });
 }
 
 }  // namespace
@@ -49,8 +69,7 @@ struct Simulator::State {
   RunOptions options;
   Engine engine;
   std::vector<long long> initial_values;
-  std::unique_ptr<KeyChooser> keys;
-  std::discrete_distribution<int> mix;
+  std::discrete_distribution<size_t> mix;
   asio::steady_timer deadline;
   asio::steady_timer ticker;
   std::list<asio::steady_timer*> sleepers;  // cancelled when the run stops
@@ -107,8 +126,8 @@ Awaitable<> Simulator::State::ClosedUser(int id) {
   // Users arrive spread over one think time, not all in the first instant.
   co_await Nap(think.Next(user.random) / 2);
   for (long long done = 0; !engine.stopping;) {
-    Kind kind = static_cast<Kind>(mix(user.random));
-    size_t key = keys->Next(user.random);
+    size_t kind = mix(user.random);
+    size_t key = engine.chooser->Next(user.random);
     co_await RunTransaction(engine, user, kind, key, Clock::now());
     if (options.transactions_per_user && ++done >= *options.transactions_per_user) break;
     co_await Nap(think.Next(user.random));
@@ -148,8 +167,8 @@ Awaitable<> Simulator::State::OpenWorker(int id) {
     Clock::time_point scheduled = arrivals.front();
     arrivals.pop_front();
     engine.stats.schedule_lag.Add(Clock::now() - scheduled);
-    Kind kind = static_cast<Kind>(mix(user.random));
-    size_t key = keys->Next(user.random);
+    size_t kind = mix(user.random);
+    size_t key = engine.chooser->Next(user.random);
     co_await RunTransaction(engine, user, kind, key, scheduled);
   }
   UserDone();
@@ -167,10 +186,7 @@ Awaitable<> Simulator::State::Progress() {
     const Stats& s = engine.stats;
     long long total = s.total();
     long long errors = 0;
-    for (int k = 0; k < kKindCount; ++k) {
-      const auto& outcomes = s.kind(static_cast<Kind>(k)).outcomes;
-      errors += s.kind(static_cast<Kind>(k)).total() - outcomes[0];
-    }
+    for (size_t k = 0; k < s.kinds(); ++k) errors += s.kind(k).total() - s.kind(k).outcomes[0];
     LatencySummary recent = s.recent.Summarize();
     Tick tick;
     tick.seconds = std::chrono::duration<double>(now - started).count();
@@ -233,7 +249,7 @@ void Simulator::State::ReadTarget(pqxx::connection_base& conn) {
     throw UnavailableError("target table " + target.Name() + " does not exist",
                            "create it, or run 'coexist db seed' for the demo table.");
   }
-  for (const std::string& column : {target.key_column, config.value_column}) {
+  auto type_of = [&](const std::string& column) {
     auto type = tx.exec_params(
         "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = $1::regclass "
         "AND attname = $2 AND NOT attisdropped",
@@ -242,12 +258,19 @@ void Simulator::State::ReadTarget(pqxx::connection_base& conn) {
       throw UnavailableError("target table " + target.Name() + " has no column " + column,
                              "set target.key_column and online.value_column to its columns.");
     }
-    std::string name = type[0][0].as<std::string>();
-    if (name != "bigint" && name != "integer" && name != "smallint") {
-      throw UnavailableError(
-          "column " + column + " of " + target.Name() + " is " + name + ", not an integer type",
-          "the simulator edits an integer column (online.value_column).");
-    }
+    return type[0][0].as<std::string>();
+  };
+  engine.key_type = type_of(target.key_column);
+  if (!db::IsSupportedKeyType(engine.key_type)) {
+    throw UnavailableError("column " + target.key_column + " of " + target.Name() + " is " +
+                               engine.key_type + ", not a supported key type",
+                           "the key must be smallint, integer, bigint, text, varchar or uuid.");
+  }
+  std::string value_type = type_of(config.value_column);
+  if (!db::IsIntegerType(value_type)) {
+    throw UnavailableError("column " + config.value_column + " of " + target.Name() + " is " +
+                               value_type + ", not an integer type",
+                           "the simulator edits an integer column (online.value_column).");
   }
   auto rows = tx.exec_params("SELECT " + tx.quote_name(target.key_column) + ", " +
                                  tx.quote_name(config.value_column) + " FROM " + table +
@@ -258,7 +281,7 @@ void Simulator::State::ReadTarget(pqxx::connection_base& conn) {
                            "the simulator edits existing records; seed some first.");
   }
   for (const auto& row : rows) {
-    engine.keys.push_back(row[0].as<long long>());
+    engine.keys.push_back(row[0].as<std::string>());
     initial_values.push_back(row[1].is_null() ? 0 : row[1].as<long long>());
   }
   engine.target_regclass = table;
@@ -278,7 +301,7 @@ Awaitable<> Simulator::State::OpenPool(std::string& error) {
   // refusal (a guard trigger) is fine, the caches are warm all the same.
   std::vector<Lease> leases;
   for (int i = 0; i < engine.pool->size(); ++i) leases.push_back(co_await engine.pool->Acquire());
-  std::string id = std::to_string(engine.keys.empty() ? 0 : engine.keys.front());
+  std::string id = engine.keys.front();  // ReadTarget found at least one
   std::vector<Statement> write{
       {engine.sql.begin, {}}, {engine.sql.write_blind, {id, "0"}}, {engine.sql.rollback, {}}};
   std::vector<Statement> rollback{{engine.sql.rollback, {}}};
@@ -290,6 +313,35 @@ Awaitable<> Simulator::State::OpenPool(std::string& error) {
   engine.stats.pool_wait = LatencyHistogram();  // the warm-up's leases are not load
 }
 
+// Each custom statement that SQL's PREPARE takes (SELECT, INSERT, UPDATE,
+// DELETE, MERGE, VALUES, WITH) is prepared once before any load, so a typo
+// is a located configuration error (78) instead of a run of failures.
+void CheckCustomStatements(pqxx::connection_base& conn, const config::OnlineConfig& config) {
+  static const std::regex kPreparable(R"(^\s*(select|insert|update|delete|merge|values|with)\b)",
+                                      std::regex::icase);
+  int count = 0;
+  for (const config::CustomKind& kind : config.custom_kinds) {
+    for (const config::ScriptStep& step : kind.script) {
+      if (step.type != config::ScriptStep::Type::kSql) continue;
+      if (!std::regex_search(step.sql, kPreparable)) continue;
+      try {
+        pqxx::nontransaction tx(conn);
+        std::string name = "coexist_check_" + std::to_string(++count);
+        tx.exec("PREPARE " + name + " AS " + step.sql);
+        tx.exec("DEALLOCATE " + name);
+      } catch (const pqxx::sql_error& e) {
+        std::string message = e.what();
+        message = message.substr(0, message.find('\n'));
+        if (message.starts_with("ERROR:  ")) message.erase(0, 8);
+        throw config::ConfigError(step.at, "online.custom_kinds." + kind.name + ".script",
+                                  "the statement does not prepare: " + message,
+                                  "fix the statement; it is prepared against the target "
+                                  "database as written, :name placeholders as $1, $2, ...");
+      }
+    }
+  }
+}
+
 void Simulator::Prepare() {
   State& s = *state_;
   auto conn = db::Connect(s.conninfo, s.config.application_name);
@@ -298,10 +350,20 @@ void Simulator::Prepare() {
   Engine& engine = s.engine;
   engine.expected_delta.assign(engine.keys.size(), 0);
   engine.in_doubt.assign(engine.keys.size(), 0);
-  s.keys = std::make_unique<KeyChooser>(s.config, engine.keys.size());
-  auto weights = Weights(s.config.mix);
-  s.mix = std::discrete_distribution<int>(weights.begin(), weights.end());
-  engine.sql = AddStatements(engine.catalog, s.target, s.config.value_column);
+  engine.chooser = std::make_unique<KeyChooser>(s.config, engine.keys.size());
+  auto weights = Weights(s.config);
+  s.mix = std::discrete_distribution<size_t>(weights.begin(), weights.end());
+  if (s.config.mix.multi_edit > 0 &&
+      engine.keys.size() < static_cast<size_t>(s.config.multi_edit_keys)) {
+    throw UnavailableError("multi_edit edits " + std::to_string(s.config.multi_edit_keys) +
+                               " records at a time but the simulator has " +
+                               std::to_string(engine.keys.size()),
+                           "lower online.multi_edit_keys, or raise online.records (or --records) "
+                           "or the target's rows.");
+  }
+  CheckCustomStatements(*conn, s.config);
+  engine.sql = AddStatements(engine.catalog, s.target, s.config.value_column, engine.key_type);
+  engine.custom_sql = AddCustomStatements(engine.catalog, s.config.custom_kinds);
   std::vector<Statement> setup{
       {engine.sql.set_lock_timeout, {Milliseconds(s.config.lock_timeout)}}};
   engine.pool =
@@ -344,7 +406,11 @@ Report Simulator::Run() {
   engine.io.run();
   if (failure) std::rethrow_exception(failure);
   Report report = s.Build();
-  if (s.options.check_lost_updates) report.lost_check = s.CheckLostUpdates();
+  if (s.options.check_lost_updates && CustomKindsRun(s.config)) {
+    report.lost_check.skipped = "custom kinds ran";
+  } else if (s.options.check_lost_updates) {
+    report.lost_check = s.CheckLostUpdates();
+  }
   return report;
 }
 
@@ -352,18 +418,14 @@ LostUpdateCheck Simulator::State::CheckLostUpdates() {
   LostUpdateCheck check;
   auto conn = db::Connect(conninfo, config.application_name);
   pqxx::read_transaction tx(*conn);
-  std::string array = "{";
-  for (size_t i = 0; i < engine.keys.size(); ++i) {
-    array += (i ? "," : "") + std::to_string(engine.keys[i]);
-  }
-  array += "}";
   std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
   std::string key = tx.quote_name(target.key_column);
-  auto rows = tx.exec_params("SELECT " + key + ", " + tx.quote_name(config.value_column) +
-                                 " FROM " + table + " WHERE " + key + " = ANY($1::bigint[])",
-                             array);
-  std::unordered_map<long long, long long> now;
-  for (const auto& row : rows) now[row[0].as<long long>()] = row[1].as<long long>(0);
+  auto rows =
+      tx.exec_params("SELECT " + key + ", " + tx.quote_name(config.value_column) + " FROM " +
+                         table + " WHERE " + key + " = ANY($1::" + engine.key_type + "[])",
+                     ArrayLiteral(engine.keys));
+  std::unordered_map<std::string, long long> now;
+  for (const auto& row : rows) now[row[0].as<std::string>()] = row[1].as<long long>(0);
   check.performed = true;
   for (size_t i = 0; i < engine.keys.size(); ++i) {
     if (engine.in_doubt[i]) {
@@ -391,13 +453,13 @@ Report Simulator::State::Build() const {
   r.seed = config.seed;
   r.interrupted = interrupted;
   r.elapsed_seconds = std::chrono::duration<double>(finished - started).count();
-  auto weights = Weights(config.mix);
+  auto weights = Weights(config);
   const Stats& stats = engine.stats;
-  for (int k = 0; k < kKindCount; ++k) {
-    const KindStats& ks = stats.kind(static_cast<Kind>(k));
+  for (size_t k = 0; k < stats.kinds(); ++k) {
+    const KindStats& ks = stats.kind(k);
     KindReport kr;
-    kr.kind = KindName(static_cast<Kind>(k));
-    kr.weight = weights[static_cast<size_t>(k)];
+    kr.kind = KindNameOf(config, k);
+    kr.weight = weights[k];
     kr.transactions = ks.total();
     for (int o = 0; o < kOutcomeCount; ++o) {
       long long n = ks.outcomes[static_cast<size_t>(o)];

@@ -44,7 +44,8 @@ struct RunOptions {
   // Where the once-a-tick progress line goes; null: nowhere.
   std::ostream* progress = nullptr;
   // Skip the end-of-run lost-update check (e.g. when another writer such as
-  // the batch changes the value column at the same time).
+  // the batch changes the value column at the same time). A run whose custom
+  // kinds have weight skips it too (LostUpdateCheck::skipped says so).
   bool check_lost_updates = true;
 };
 
@@ -69,6 +70,9 @@ struct KindReport {
 // lost during COMMIT) are left out and counted in `keys_in_doubt`.
 struct LostUpdateCheck {
   bool performed = false;
+  // Why it was not performed though asked for; empty otherwise. Custom kinds
+  // change the value column in ways the simulator cannot follow.
+  std::string skipped;
   long long keys_checked = 0;
   long long keys_in_doubt = 0;
   long long keys_mismatched = 0;

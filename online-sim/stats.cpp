@@ -31,6 +31,8 @@ const char* KindName(Kind kind) {
       return "atomic_decrement";
     case Kind::kNolock:
       return "nolock";
+    case Kind::kMultiEdit:
+      return "multi_edit";
   }
   return "unknown";
 }

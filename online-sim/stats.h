@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace coexist::online_sim {
 
@@ -20,15 +21,18 @@ enum class Kind {
   kPessimisticEdit,
   kOfflineEdit,
   kAtomicDecrement,
-  kNolock
+  kNolock,
+  kMultiEdit
 };
-inline constexpr int kKindCount = 6;
+// The built-in kinds; a run's custom kinds (online.custom_kinds) follow
+// them, kind index kKindCount + i for the i-th.
+inline constexpr int kKindCount = 7;
 const char* KindName(Kind kind);  // the YAML mix key: "optimistic_edit"
 
 // How a transaction ended. Each transaction gets exactly one.
 enum class Outcome {
   kOk,                 // done (a view read its row; an edit saved)
-  kGaveUp,             // optimistic: still conflicting after max_retries retries
+  kGaveUp,             // optimistic, multi_edit: still conflicting after max_retries retries
   kConflict,           // offline edit: the version changed under the edit lock
   kFloor,              // atomic decrement refused: the floor would be crossed
   kLockTimeout,        // 55P03 after lock_timeout
@@ -87,9 +91,9 @@ class LatencyHistogram {
 struct KindStats {
   std::array<long long, kOutcomeCount> outcomes{};
   std::map<std::string, long long> other_sqlstates;  // kOther and kConnectionLost by code
-  long long conflicts = 0;                           // optimistic UPDATEs that matched 0 rows
-  long long retried = 0;                             // transactions that needed at least one retry
-  long long renewals = 0;                            // offline edit-lock renewals
+  long long conflicts = 0;  // optimistic UPDATEs that matched 0 rows; multi_edit: fewer than all
+  long long retried = 0;    // transactions that needed at least one retry
+  long long renewals = 0;   // offline edit-lock renewals
   LatencyHistogram latency;
 
   long long total() const;
@@ -97,8 +101,15 @@ struct KindStats {
 
 class Stats {
  public:
+  // `kinds`: the built-in kinds and the run's custom kinds.
+  explicit Stats(size_t kinds = kKindCount) : kinds_(kinds) {}
+
   KindStats& kind(Kind k) { return kinds_[static_cast<size_t>(k)]; }
   const KindStats& kind(Kind k) const { return kinds_[static_cast<size_t>(k)]; }
+  // By kind index: a built-in Kind's value, or kKindCount + i for a custom kind.
+  KindStats& kind(size_t index) { return kinds_.at(index); }
+  const KindStats& kind(size_t index) const { return kinds_.at(index); }
+  size_t kinds() const { return kinds_.size(); }
   long long total() const;
 
   LatencyHistogram all;            // every kind's latency
@@ -110,7 +121,7 @@ class Stats {
   long long arrivals_dropped = 0;  // open model: arrivals not started at stop
 
  private:
-  std::array<KindStats, kKindCount> kinds_;
+  std::vector<KindStats> kinds_;
 };
 
 }  // namespace coexist::online_sim

@@ -3,6 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
+#include <random>
+
 #include "common/log.h"
 #include "db/sqlstate.h"
 #include "online-sim/engine.h"
@@ -45,7 +49,7 @@ End MissingRow(const std::string& what) {
 
 Awaitable<End> View(Engine& engine, User&, size_t key) {
   Lease lease = co_await engine.pool->Acquire();
-  std::vector<Statement> read{{engine.sql.read_record, {Text(engine.keys[key])}}};
+  std::vector<Statement> read{{engine.sql.read_record, {engine.keys[key]}}};
   RoundTrip trip = co_await lease->Run(std::move(read));
   if (!trip.ok()) co_return co_await Failed(engine, lease, trip, key);
   if (trip.results[0].rows() != 1) co_return MissingRow("view");
@@ -59,7 +63,7 @@ Awaitable<End> View(Engine& engine, User&, size_t key) {
 Awaitable<End> OptimisticEdit(Engine& engine, User& user, size_t key) {
   const auto& config = engine.config;
   KindStats& stats = engine.stats.kind(Kind::kOptimisticEdit);
-  std::string id = Text(engine.keys[key]);
+  const std::string& id = engine.keys[key];
   Lease lease = co_await engine.pool->Acquire();
   bool reread = true;
   long long value = 0;
@@ -102,7 +106,7 @@ Awaitable<End> OptimisticEdit(Engine& engine, User& user, size_t key) {
 // held for one round trip plus the work, not three.
 Awaitable<End> PessimisticEdit(Engine& engine, User&, size_t key) {
   bool nowait = engine.config.lock_mode == config::LockMode::kNowait;
-  std::string id = Text(engine.keys[key]);
+  const std::string& id = engine.keys[key];
   Lease lease = co_await engine.pool->Acquire();
   std::vector<Statement> lock{
       {engine.sql.begin, {}},
@@ -143,8 +147,8 @@ Awaitable<End> HoldEditLock(Engine& engine, User& user, size_t key, const std::s
     if (step.count() <= 0 && remaining.count() > 0) {
       step = std::chrono::duration_cast<std::chrono::microseconds>(config.offline_ttl) / 2;
       Lease lease = co_await engine.pool->Acquire();
-      std::vector<Statement> renew{{engine.sql.renew_edit_lock,
-                                    {engine.target_regclass, Text(engine.keys[key]), token, ttl}}};
+      std::vector<Statement> renew{
+          {engine.sql.renew_edit_lock, {engine.target_regclass, engine.keys[key], token, ttl}}};
       RoundTrip trip = co_await lease->Run(std::move(renew));
       if (!trip.ok()) co_return co_await Failed(engine, lease, trip, key);
       ++engine.stats.kind(Kind::kOfflineEdit).renewals;
@@ -158,7 +162,7 @@ Awaitable<End> HoldEditLock(Engine& engine, User& user, size_t key, const std::s
 // lock inside the transaction, UPDATE on the version read, COMMIT, release.
 Awaitable<End> OfflineEdit(Engine& engine, User& user, size_t key) {
   const auto& config = engine.config;
-  std::string id = Text(engine.keys[key]);
+  const std::string& id = engine.keys[key];
   std::string ttl = Text(config.offline_ttl.count()) + " milliseconds";
   std::string token;
   long long value = 0;
@@ -205,7 +209,7 @@ Awaitable<End> AtomicDecrement(Engine& engine, User&, size_t key) {
     Lease lease = co_await engine.pool->Acquire();
     std::vector<Statement> decrement{
         {engine.sql.decrement_floor,
-         {Text(engine.keys[key]), Text(config.atomic_delta), Text(config.atomic_floor)}}};
+         {engine.keys[key], Text(config.atomic_delta), Text(config.atomic_floor)}}};
     RoundTrip trip = co_await lease->Run(std::move(decrement));
     if (!trip.ok()) co_return co_await Failed(engine, lease, trip, key, false, true);
     if (trip.results[0].rows() == 1) {
@@ -221,7 +225,7 @@ Awaitable<End> AtomicDecrement(Engine& engine, User&, size_t key) {
 // Seed 001's "no lock": read, work, write back what was read minus one.
 // Concurrent users overwrite each other: the lost-update check shows it.
 Awaitable<End> Nolock(Engine& engine, User&, size_t key) {
-  std::string id = Text(engine.keys[key]);
+  const std::string& id = engine.keys[key];
   Lease lease = co_await engine.pool->Acquire();
   std::vector<Statement> read{{engine.sql.begin, {}}, {engine.sql.read_record, {id}}};
   RoundTrip trip = co_await lease->Run(std::move(read));
@@ -241,8 +245,162 @@ Awaitable<End> Nolock(Engine& engine, User&, size_t key) {
   co_return Ok();
 }
 
-Awaitable<End> Dispatch(Engine& engine, User& user, Kind kind, size_t key) {
-  switch (kind) {
+// multi_edit's records: `first` and count - 1 more drawn like any key, all
+// distinct, in ascending index order, which is the key column's order (the
+// batch's ORDER BY key): every multi_edit locks in one global order.
+std::vector<size_t> DistinctKeys(Engine& engine, User& user, size_t first, size_t count) {
+  std::vector<size_t> picked{first};
+  for (size_t draws = 0; picked.size() < count && draws < 1000 * count; ++draws) {
+    size_t next = engine.chooser->Next(user.random);
+    if (std::find(picked.begin(), picked.end(), next) == picked.end()) picked.push_back(next);
+  }
+  // A skewed distribution over few records may keep drawing the same ones:
+  // the lowest unused indexes fill up.
+  for (size_t i = 0; picked.size() < count && i < engine.keys.size(); ++i) {
+    if (std::find(picked.begin(), picked.end(), i) == picked.end()) picked.push_back(i);
+  }
+  std::sort(picked.begin(), picked.end());
+  return picked;
+}
+
+// The values and versions of `keys` from a result of K, V, Ver rows in key
+// order; false when a record is missing.
+bool ReadRecords(const Result& result, const std::vector<std::string>& keys,
+                 std::vector<long long>& values, std::vector<long long>& versions) {
+  if (result.rows() != static_cast<int>(keys.size())) return false;
+  for (int row = 0; row < result.rows(); ++row) {
+    if (result.Text(row, 0) != keys[static_cast<size_t>(row)]) return false;
+    values[static_cast<size_t>(row)] = result.Int(row, 1);
+    versions[static_cast<size_t>(row)] = result.Int(row, 2);
+  }
+  return true;
+}
+
+std::string IntArray(const std::vector<long long>& numbers, long long add = 0) {
+  std::string out = "{";
+  for (long long n : numbers) out += (out.size() > 1 ? "," : "") + Text(n + add);
+  return out + "}";
+}
+
+// multi_edit's records as one transaction sees them.
+struct Records {
+  std::vector<size_t> picked;     // indexes into engine.keys, ascending
+  std::vector<std::string> keys;  // their keys
+  std::string ids;                // the keys as an array literal
+  std::vector<long long> values, versions;
+};
+
+// One save of multi_edit: lock the records in key order and update each
+// whose version is unchanged; commit only when all were, else roll back
+// and take the rows the lock returned for the next try. nullopt: saved or
+// conflicting (`saved` says which); an End: failed.
+Awaitable<std::optional<End>> SaveAll(Engine& engine, Lease& lease, Records& records, bool& saved) {
+  bool nowait = engine.config.lock_mode == config::LockMode::kNowait;
+  size_t first = records.picked.front();
+  std::vector<Statement> write{
+      {engine.sql.begin, {}},
+      {nowait ? engine.sql.lock_records_nowait : engine.sql.lock_records, {records.ids}},
+      {engine.sql.write_records,
+       {records.ids, IntArray(records.versions), IntArray(records.values, -1)}}};
+  RoundTrip trip = co_await lease->Run(std::move(write));
+  if (!trip.ok())
+    co_return co_await Failed(engine, lease, trip, first, nowait && trip.failed_statement == 1);
+  // Nothing is committed yet: all or nothing is decided here.
+  saved = trip.results[2].affected() == static_cast<int>(records.keys.size());
+  std::vector<Statement> end{{saved ? engine.sql.commit : engine.sql.rollback, {}}};
+  RoundTrip done = co_await lease->Run(std::move(end));
+  if (!done.ok()) {
+    if (saved && done.connection_lost) {
+      for (size_t i : records.picked) engine.in_doubt[i] = 1;
+    }
+    co_return co_await Failed(engine, lease, done, first);
+  }
+  if (!saved && !ReadRecords(trip.results[1], records.keys, records.values, records.versions)) {
+    co_return MissingRow("multi edit");
+  }
+  co_return std::nullopt;
+}
+
+// An application's form over several records: read them with their
+// versions, work, then in one transaction lock them in key order and
+// update each only if its version is unchanged. All are saved or none: on
+// any conflict the transaction rolls back and retries, after a backoff,
+// with the rows the lock returned (optimistic_edit's policy).
+Awaitable<End> MultiEdit(Engine& engine, User& user, size_t first) {
+  const auto& config = engine.config;
+  KindStats& stats = engine.stats.kind(Kind::kMultiEdit);
+  Records records;
+  records.picked = DistinctKeys(engine, user, first, static_cast<size_t>(config.multi_edit_keys));
+  for (size_t i : records.picked) records.keys.push_back(engine.keys[i]);
+  records.ids = ArrayLiteral(records.keys);
+  records.values.resize(records.keys.size());
+  records.versions.resize(records.keys.size());
+  Lease lease = co_await engine.pool->Acquire();
+  std::vector<Statement> read{{engine.sql.read_records, {records.ids}}};
+  RoundTrip trip = co_await lease->Run(std::move(read));
+  if (!trip.ok()) co_return co_await Failed(engine, lease, trip, first);
+  if (!ReadRecords(trip.results[0], records.keys, records.values, records.versions)) {
+    co_return MissingRow("multi edit");
+  }
+  for (int attempt = 0;; ++attempt) {
+    co_await Sleep(config.app_work);
+    bool saved = false;
+    std::optional<End> failed = co_await SaveAll(engine, lease, records, saved);
+    if (failed) co_return *failed;
+    if (saved) {
+      for (size_t i : records.picked) engine.expected_delta[i] -= 1;
+    } else {
+      ++stats.conflicts;
+    }
+    if (attempt > 0 && (saved || attempt >= config.max_retries)) ++stats.retried;
+    if (saved) co_return Ok(attempt > 0);
+    if (attempt >= config.max_retries) co_return End{Outcome::kGaveUp, ""};
+    co_await Sleep(Backoff(config.backoff_base, config.backoff_cap, attempt, user.random));
+  }
+}
+
+// A custom kind (online.custom_kinds): its script line by line on one
+// connection, each statement a round trip of its own, as an application
+// that waits for each answer sends it. An error rolls back what is open
+// and is counted like the built-in kinds'; a script that ends inside a
+// transaction is rolled back and counted other (open_transaction).
+Awaitable<End> Custom(Engine& engine, User& user, size_t index) {
+  using Type = config::ScriptStep::Type;
+  const config::CustomKind& kind = engine.config.custom_kinds[index];
+  const std::vector<int>& ids = engine.custom_sql[index];
+  std::vector<std::string> values(kind.variables.size());
+  Lease lease = co_await engine.pool->Acquire();
+  for (size_t line = 0; line < kind.script.size(); ++line) {
+    const config::ScriptStep& step = kind.script[line];
+    if (step.type == Type::kSetKey) {
+      values[static_cast<size_t>(step.variable)] = engine.keys[engine.chooser->Next(user.random)];
+    } else if (step.type == Type::kSetRandom) {
+      values[static_cast<size_t>(step.variable)] =
+          Text(std::uniform_int_distribution<long long>(step.min, step.max)(user.random));
+    } else if (step.type == Type::kSleep) {
+      co_await Sleep(step.sleep);
+    } else {
+      std::vector<std::string> params;
+      for (int variable : step.params) params.push_back(values[static_cast<size_t>(variable)]);
+      std::vector<Statement> statement{{ids[line], std::move(params)}};
+      RoundTrip trip = co_await lease->Run(std::move(statement));
+      if (!trip.ok()) co_return co_await Failed(engine, lease, trip, 0);
+    }
+  }
+  if (lease->in_transaction()) {
+    std::vector<Statement> rollback{{engine.sql.rollback, {}}};
+    RoundTrip undone = co_await lease->Run(std::move(rollback));
+    if (!undone.ok()) lease->Close();
+    co_return End{Outcome::kOther, "open_transaction"};
+  }
+  co_return Ok();
+}
+
+Awaitable<End> Dispatch(Engine& engine, User& user, size_t index, size_t key) {
+  if (index >= static_cast<size_t>(kKindCount)) {
+    return Custom(engine, user, index - static_cast<size_t>(kKindCount));
+  }
+  switch (static_cast<Kind>(index)) {
     case Kind::kView:
       return View(engine, user, key);
     case Kind::kOptimisticEdit:
@@ -253,6 +411,8 @@ Awaitable<End> Dispatch(Engine& engine, User& user, Kind kind, size_t key) {
       return OfflineEdit(engine, user, key);
     case Kind::kAtomicDecrement:
       return AtomicDecrement(engine, user, key);
+    case Kind::kMultiEdit:
+      return MultiEdit(engine, user, key);
     case Kind::kNolock:
       break;
   }
@@ -267,8 +427,22 @@ std::string QuoteIdentifier(const std::string& name) {
   return out + "\"";
 }
 
-StatementIds AddStatements(Catalog& c, const config::TargetTable& target,
-                           const std::string& value) {
+std::string ArrayLiteral(std::span<const std::string> elements) {
+  std::string out = "{";
+  for (const std::string& element : elements) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : element) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+StatementIds AddStatements(Catalog& c, const config::TargetTable& target, const std::string& value,
+                           const std::string& key_type) {
   std::string table = QuoteIdentifier(target.schema) + "." + QuoteIdentifier(target.table);
   std::string k = QuoteIdentifier(target.key_column);
   std::string v = QuoteIdentifier(value);
@@ -309,10 +483,43 @@ StatementIds AddStatements(Catalog& c, const config::TargetTable& target,
       c.Add("release_edit_lock", "SELECT coexist.release_edit_lock($1::regclass, $2, $3)", 3);
   ids.set_lock_timeout =
       c.Add("set_lock_timeout", "SELECT set_config('lock_timeout', $1, false)", 1);
+  // multi_edit: $1 the records' keys in key order, $2 the versions read,
+  // $3 the new values. The lock's ORDER BY takes the row locks in key order.
+  std::string any =
+      " FROM " + table + " WHERE " + k + " = ANY($1::" + key_type + "[]) ORDER BY " + k;
+  std::string records = "SELECT " + k + ", " + v + ", " + ver + any;
+  ids.read_records = c.Add("read_records", records, 1);
+  ids.lock_records = c.Add("lock_records", records + " FOR UPDATE", 1);
+  ids.lock_records_nowait = c.Add("lock_records_nowait", records + " FOR UPDATE NOWAIT", 1);
+  ids.write_records =
+      c.Add("write_records",
+            "UPDATE " + table + " AS t SET " + v + " = e.v FROM unnest($1::" + key_type +
+                "[], $2::bigint[], $3::bigint[]) AS e(k, ver, v) WHERE t." + k + " = e.k AND t." +
+                ver + " = e.ver",
+            3);
   return ids;
 }
 
-Awaitable<> RunTransaction(Engine& engine, User& user, Kind kind, size_t key,
+std::vector<std::vector<int>> AddCustomStatements(Catalog& c,
+                                                  const std::vector<config::CustomKind>& kinds) {
+  std::vector<std::vector<int>> ids;
+  for (const config::CustomKind& kind : kinds) {
+    // Named by the kind's position, not its name: a long name would make
+    // statement names that PostgreSQL cuts at 63 bytes, and collide.
+    std::string prefix = "custom_" + std::to_string(ids.size()) + "_";
+    auto& lines = ids.emplace_back();
+    for (size_t line = 0; line < kind.script.size(); ++line) {
+      const config::ScriptStep& step = kind.script[line];
+      lines.push_back(step.type != config::ScriptStep::Type::kSql
+                          ? -1
+                          : c.Add(prefix + std::to_string(line + 1), step.sql,
+                                  static_cast<int>(step.params.size())));
+    }
+  }
+  return ids;
+}
+
+Awaitable<> RunTransaction(Engine& engine, User& user, size_t kind, size_t key,
                            Clock::time_point start) {
   End end = co_await Dispatch(engine, user, kind, key);
   KindStats& stats = engine.stats.kind(kind);

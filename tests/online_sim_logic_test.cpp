@@ -52,6 +52,52 @@ online:
   EXPECT_EQ(o.seed, 7);
 }
 
+// A custom kind's script: \set lines, placeholders numbered in order of
+// first use (the same name, the same number), and what is quoted,
+// commented or a :: cast left alone.
+TEST(OnlineConfig, ReadsCustomKinds) {
+  auto config = config::LoadString(R"(
+online:
+  mix: {view: 1, multi_edit: 2, settle: 3}
+  multi_edit_keys: 5
+  custom_kinds:
+    settle:
+      script:
+        - \set key random_key
+        - \set qty random(-2, 5)
+        - \sleep 2 ms
+        - "UPDATE t SET s = s - :qty, n = ':qty' || \":key\" WHERE id = :key::bigint AND :qty > 0;"
+        - SELECT :key -- :qty
+    idle:
+      script: [SELECT 1]
+)",
+                                   "online.yaml");
+  const auto& o = config.online;
+  EXPECT_EQ(o.mix.multi_edit, 2);
+  EXPECT_EQ(o.multi_edit_keys, 5);
+  ASSERT_EQ(o.custom_kinds.size(), 2u);
+  const auto& settle = o.custom_kinds[0];
+  EXPECT_EQ(settle.name, "settle");
+  EXPECT_EQ(settle.weight, 3);
+  EXPECT_EQ(o.custom_kinds[1].weight, 0);  // not in the mix: defined, never run
+  EXPECT_EQ(settle.variables, (std::vector<std::string>{"key", "qty"}));
+  ASSERT_EQ(settle.script.size(), 5u);
+  using Type = config::ScriptStep::Type;
+  EXPECT_EQ(settle.script[0].type, Type::kSetKey);
+  EXPECT_EQ(settle.script[1].type, Type::kSetRandom);
+  EXPECT_EQ(settle.script[1].min, -2);
+  EXPECT_EQ(settle.script[1].max, 5);
+  EXPECT_EQ(settle.script[1].variable, 1);
+  EXPECT_EQ(settle.script[2].type, Type::kSleep);
+  EXPECT_EQ(settle.script[2].sleep, 2ms);
+  EXPECT_EQ(settle.script[3].sql,
+            "UPDATE t SET s = s - $1, n = ':qty' || \":key\" WHERE id = $2::bigint AND $1 > 0");
+  EXPECT_EQ(settle.script[3].params, (std::vector<int>{1, 0}));
+  EXPECT_EQ(settle.script[3].at.ToString(), "online.yaml:11:11");
+  EXPECT_EQ(settle.script[4].sql, "SELECT $1 -- :qty");
+  EXPECT_EQ(settle.script[4].params, (std::vector<int>{0}));
+}
+
 struct Bad {
   const char* name;
   const char* yaml;
@@ -93,7 +139,77 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadOnlineConfig, ::testing::Values(
       "sim.yaml:2:17: online.value_column: 'version' is the target's version column",
       "the database bumps the version"},
   Bad{"unknown_distribution", "online:\n  key_distribution: pareto\n",
-      "sim.yaml:2:21: online.key_distribution: unknown value 'pareto'", "uniform, zipf, hot_set"}
+      "sim.yaml:2:21: online.key_distribution: unknown value 'pareto'", "uniform, zipf, hot_set"},
+  Bad{"multi_edit_one_key", "online:\n  multi_edit_keys: 1\n",
+      "sim.yaml:2:20: online.multi_edit_keys: '1' is out of range", "2 to 1000"},
+  Bad{"all_zero_with_custom", "online:\n  mix: {view: 0, optimistic_edit: 0, pessimistic_edit: 0,"
+                              " offline_edit: 0, atomic_decrement: 0, mine: 0}\n"
+                              "  custom_kinds:\n    mine:\n      script: [SELECT 1]\n",
+      "sim.yaml:2:8: online.mix: every weight is zero, so no transaction would run",
+      "give at least one kind a positive weight"},
+  Bad{"mix_names_an_undefined_kind", "online:\n  mix: {settle: 1}\n",
+      "sim.yaml:2:9: online.mix.settle: unknown key", "multi_edit"},
+  Bad{"custom_named_like_a_builtin", "online:\n  custom_kinds:\n    view:\n      script: [SELECT 1]\n",
+      "sim.yaml:3:5: online.custom_kinds.view: 'view' is a built-in kind",
+      "the built-in kinds are view, optimistic_edit, pessimistic_edit, offline_edit, "
+      "atomic_decrement, nolock, multi_edit."},
+  Bad{"custom_bad_name", "online:\n  custom_kinds:\n    settle-order:\n      script: [SELECT 1]\n",
+      "sim.yaml:3:5: online.custom_kinds.settle-order: 'settle-order' is not a kind name",
+      "letters, digits and _"},
+  Bad{"custom_without_script", "online:\n  custom_kinds:\n    settle:\n      scirpt: [SELECT 1]\n",
+      "sim.yaml:4:7: online.custom_kinds.settle.scirpt: unknown key", "did you mean 'script'?"},
+  Bad{"custom_null", "online:\n  custom_kinds:\n    settle:\n",
+      "sim.yaml:3:5: online.custom_kinds.settle: a custom kind needs a script", "under script:"},
+  Bad{"custom_empty_script", "online:\n  custom_kinds:\n    settle:\n      script: []\n",
+      "sim.yaml:4:15: online.custom_kinds.settle.script: the script is empty", "under script:"},
+  Bad{"custom_no_sql", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\set key random_key\n        - \\sleep 1ms\n",
+      "sim.yaml:5:9: online.custom_kinds.settle.script: the script has no SQL statement",
+      "\\set and \\sleep lines only prepare it"},
+  Bad{"custom_unknown_placeholder", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\set key random_key\n"
+                       "        - UPDATE t SET s = s - :qty WHERE id = :key\n",
+      "sim.yaml:6:11: online.custom_kinds.settle.script: ':qty' is not set on an earlier line",
+      "set it first with \\set qty ... (set so far: key)."},
+  Bad{"custom_placeholder_set_later", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - SELECT :key\n        - \\set key random_key\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: ':key' is not set on an earlier line",
+      "(nothing is set so far)"},
+  Bad{"custom_bad_set", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\set qty rand(1, 5)\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: '\\set qty rand(1, 5)' is not a \\set "
+      "this script understands", "\\set NAME random(MIN, MAX)"},
+  Bad{"custom_set_without_value", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\set qty\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: '\\set qty' is not a \\set this script "
+      "understands", "\\set NAME random_key"},
+  Bad{"custom_bad_variable", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\set 2x random_key\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: '2x' is not a variable name",
+      "letters, digits and _"},
+  Bad{"custom_random_backwards", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\set qty random(5, 1)\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: 'random(5, 1)': MIN is larger than MAX",
+      "random(1, 5)"},
+  Bad{"custom_unknown_command", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\gset\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: '\\gset' is not a script command",
+      "\\sleep DURATION"},
+  Bad{"custom_bad_sleep", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - \\sleep 2 parsecs\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: '\\sleep 2 parsecs': '2 parsecs' is not "
+      "a duration", "from 0 to 60s"},
+  Bad{"custom_positional_parameter", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - SELECT $1\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: '$1': a script binds its values as "
+      ":name placeholders", "coexist numbers the parameters"},
+  Bad{"custom_two_statements", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - SELECT 1; SELECT 2\n",
+      "sim.yaml:5:11: online.custom_kinds.settle.script: two statements on one line",
+      "split it at ';'"},
+  Bad{"custom_empty_line", "online:\n  custom_kinds:\n    settle:\n      script:\n"
+                       "        - SELECT 1\n        - ''\n",
+      "sim.yaml:6:11: online.custom_kinds.settle.script: line 2 is empty", "remove it"}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
@@ -168,6 +284,13 @@ TEST(Backoff, IsCappedExponentialWithFullJitter) {
     }
   }
   EXPECT_EQ(Backoff(0ms, 100ms, 5, random).count(), 0);
+}
+
+TEST(Kinds, TheBuiltInKindsAreTheConfigurationsInItsOrder) {
+  ASSERT_EQ(static_cast<size_t>(kKindCount), config::kBuiltinKinds.size());
+  for (int k = 0; k < kKindCount; ++k) {
+    EXPECT_EQ(KindName(static_cast<Kind>(k)), config::kBuiltinKinds[static_cast<size_t>(k)]);
+  }
 }
 
 TEST(LatencyHistogram, PercentilesWithinOnePercent) {

@@ -14,6 +14,8 @@
 
 #include "common/error.h"
 #include "common/subprocess.h"
+#include "config/config_error.h"
+#include "db/target_table.h"
 #include "online-sim/reserve.h"
 #include "online-sim/simulator.h"
 #include "tests/support/database_test.h"
@@ -35,6 +37,7 @@ config::OnlineConfig OnlyKind(const std::string& kind, int users) {
   if (kind == "offline_edit") c.mix.offline_edit = 1;
   if (kind == "atomic_decrement") c.mix.atomic_decrement = 1;
   if (kind == "nolock") c.mix.nolock = 1;
+  if (kind == "multi_edit") c.mix.multi_edit = 1;
   c.users = users;
   c.pool_size = users;
   c.think_time = 0ms;
@@ -61,13 +64,18 @@ long long Outcome(const Report& report, const std::string& kind, const std::stri
 class OnlineSimTest : public testing::DatabaseTest {
  protected:
   Report Run(const config::OnlineConfig& config, long long per_user,
-             milliseconds duration = std::chrono::seconds(60)) {
+             milliseconds duration = std::chrono::seconds(60),
+             const config::TargetTable& target = {}) {
     RunOptions options;
     options.duration = duration;
     options.transactions_per_user = per_user;
-    Simulator simulator(conninfo(), config::TargetTable{}, config, options);
+    Simulator simulator(conninfo(), target, config, options);
     simulator.Prepare();
     return simulator.Run();
+  }
+  // What the first `records` products lost of their initial 1000 stock.
+  long long StockTaken(int records) {
+    return Count("SELECT sum(1000 - stock) FROM products WHERE id <= " + std::to_string(records));
   }
   long long Stock(int id) {
     return std::stoll(QueryValue("SELECT stock FROM products WHERE id = " + std::to_string(id)));
@@ -340,6 +348,290 @@ TEST_F(OnlineSimTest, ReserveReproducesSeed001AtOneItem) {
   EXPECT_EQ(keys, (std::vector<std::string>{"conflicts", "gaveup", "items", "lost", "method", "ok",
                                             "seconds", "stock_decreased"}));
   EXPECT_EQ(QueryValue("SELECT to_regnamespace('coexist_reserve') IS NULL"), "t");
+}
+
+// Many users editing 4 of 6 records each: every save is all or nothing (the
+// stock fell by exactly 4 per saved edit), and since every multi_edit
+// locks its records in key order, none deadlocks another. lock_timeout 0
+// waits forever, so a lock cycle could only end as a deadlock.
+TEST_F(OnlineSimTest, MultiEditSavesAllOrNothingAndNeverDeadlocks) {
+  auto config = OnlyKind("multi_edit", 16);
+  config.records = 6;
+  config.multi_edit_keys = 4;
+  config.app_work = 1ms;
+  config.lock_timeout = 0ms;
+  config.max_retries = 50;
+  config.backoff_base = 1ms;
+  config.backoff_cap = 10ms;
+  Report report = Run(config, 10);
+  long long ok = Outcome(report, "multi_edit", "ok");
+  EXPECT_EQ(Outcome(report, "multi_edit", "deadlock"), 0) << ReportJson(report);
+  EXPECT_EQ(ok + Outcome(report, "multi_edit", "gave_up"), 160) << ReportJson(report);
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(KindOf(report, "multi_edit").conflicts, 0) << "no contention: the test shows nothing";
+  EXPECT_EQ(StockTaken(6), 4 * ok);
+  EXPECT_EQ(report.lost_check.lost, 0);
+  EXPECT_EQ(report.lost_check.expected_change, -4 * ok);
+}
+
+// Two users read the same 4 records and work 200 ms: the second save finds
+// the versions changed, rolls back (nothing of it is saved), and succeeds
+// on its retry with the rows its lock returned.
+TEST_F(OnlineSimTest, MultiEditConflictRollsBackAndRetries) {
+  auto config = OnlyKind("multi_edit", 2);
+  config.records = 4;
+  config.multi_edit_keys = 4;
+  config.app_work = 200ms;
+  config.backoff_base = 0ms;
+  Report report = Run(config, 1);
+  const auto& kind = KindOf(report, "multi_edit");
+  EXPECT_EQ(kind.conflicts, 1);
+  EXPECT_EQ(kind.retried, 1);
+  EXPECT_EQ(Outcome(report, "multi_edit", "ok"), 2);
+  EXPECT_EQ(QueryValue("SELECT string_agg(stock || '/' || version, ' ' ORDER BY id) FROM products "
+                       "WHERE id <= 4"),
+            "998/2 998/2 998/2 998/2");
+}
+
+TEST_F(OnlineSimTest, MultiEditGivesUpAfterMaxRetries) {
+  auto config = OnlyKind("multi_edit", 8);
+  config.records = 3;
+  config.multi_edit_keys = 3;
+  config.app_work = 20ms;
+  config.max_retries = 0;
+  config.backoff_base = 0ms;
+  Report report = Run(config, 5);
+  long long gave_up = Outcome(report, "multi_edit", "gave_up");
+  EXPECT_GT(gave_up, 0);
+  EXPECT_EQ(gave_up, KindOf(report, "multi_edit").conflicts);
+  EXPECT_EQ(gave_up + Outcome(report, "multi_edit", "ok"), 40);
+  EXPECT_EQ(StockTaken(3), 3 * Outcome(report, "multi_edit", "ok"));
+}
+
+// Beside the other kinds on the same few records: nothing lost, no deadlock.
+TEST_F(OnlineSimTest, MultiEditAmongTheOtherKindsLosesNothing) {
+  auto config = OnlyKind("multi_edit", 12);
+  config.mix.optimistic_edit = 1;
+  config.mix.pessimistic_edit = 1;
+  config.mix.atomic_decrement = 1;
+  config.mix.view = 1;
+  config.records = 5;
+  config.multi_edit_keys = 3;
+  config.app_work = 1ms;
+  config.lock_timeout = 0ms;
+  config.max_retries = 50;
+  config.backoff_base = 1ms;
+  config.backoff_cap = 10ms;
+  Report report = Run(config, 15);
+  EXPECT_EQ(report.transactions, 180);
+  EXPECT_EQ(report.outcomes.count("deadlock"), 0u) << ReportJson(report);
+  EXPECT_GT(Outcome(report, "multi_edit", "ok"), 0);
+  EXPECT_EQ(report.lost_check.lost, 0) << ReportJson(report);
+  EXPECT_EQ(StockTaken(5), -report.lost_check.expected_change);
+}
+
+TEST_F(OnlineSimTest, MultiEditNeedsAsManyRecordsAsItEdits) {
+  auto config = OnlyKind("multi_edit", 1);
+  config.records = 3;
+  config.multi_edit_keys = 4;
+  Simulator simulator(conninfo(), config::TargetTable{}, config, RunOptions{});
+  try {
+    simulator.Prepare();
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUnavailable);
+    EXPECT_EQ(std::string(e.what()),
+              "multi_edit edits 4 records at a time but the simulator has 3");
+  }
+}
+
+// Keys that are not integers: every kind (edit locks and multi_edit's key
+// arrays included) works on a uuid key and on a text key whose values need
+// quoting in an array literal.
+class OtherKeyTypes : public OnlineSimTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(OtherKeyTypes, EveryKindWorksAndLosesNothing) {
+  std::string type = GetParam();
+  std::string keys = type == std::string("uuid")
+                         ? "SELECT gen_random_uuid() FROM generate_series(1, 6)"
+                         : R"(VALUES ('a"b'), ('c\d'), ('e,f'), ('g h'), ('{i}'), ('NULL'))";
+  QueryValue("CREATE TABLE public.notes (id " + type +
+             " PRIMARY KEY, stock integer NOT NULL, version bigint NOT NULL DEFAULT 0); "
+             "INSERT INTO public.notes (id, stock) SELECT k, 1000 FROM (" +
+             keys + ") AS s(k); SELECT 1");
+  config::TargetTable target;
+  target.table = "notes";
+  {
+    auto conn = Connect();
+    db::InstallSchema(*conn, target);
+  }
+  auto config = OnlyKind("multi_edit", 8);
+  config.mix.view = 1;
+  config.mix.optimistic_edit = 1;
+  config.mix.pessimistic_edit = 1;
+  config.mix.offline_edit = 1;
+  config.mix.atomic_decrement = 1;
+  config.offline_hold = 5ms;
+  config.offline_abandon = 0;
+  config.records = 0;
+  config.multi_edit_keys = 3;
+  config.lock_timeout = 0ms;
+  config.max_retries = 50;
+  config.backoff_base = 1ms;
+  Report report = Run(config, 12, std::chrono::seconds(60), target);
+  EXPECT_EQ(report.transactions, 96);
+  for (const char* kind :
+       {"view", "optimistic_edit", "pessimistic_edit", "atomic_decrement", "multi_edit"}) {
+    EXPECT_EQ(Outcome(report, kind, "ok") + Outcome(report, kind, "gave_up"),
+              KindOf(report, kind).transactions)
+        << kind << ": " << ReportJson(report);
+  }
+  EXPECT_GT(Outcome(report, "offline_edit", "ok"), 0) << ReportJson(report);
+  EXPECT_EQ(report.lost_check.keys_checked, 6);
+  EXPECT_EQ(report.lost_check.lost, 0);
+  EXPECT_EQ(Count("SELECT sum(1000 - stock) FROM notes"), -report.lost_check.expected_change);
+}
+
+INSTANTIATE_TEST_SUITE_P(Keys, OtherKeyTypes, ::testing::Values("uuid", "text"),
+                         [](const auto& test_case) { return std::string(test_case.param); });
+
+config::OnlineConfig FromYaml(const std::string& online_section) {
+  auto config = config::LoadString("online:\n" + online_section, "sim.yaml").online;
+  config.think_time = 0ms;
+  config.think_distribution = config::ThinkDistribution::kFixed;
+  config.app_work = 0ms;
+  config.application_name = kApp;
+  return config;
+}
+
+// A custom kind: its statements run with their placeholders bound, in its
+// transaction, and the report counts it under its name. Every sale it
+// records matches what the stock lost.
+TEST_F(OnlineSimTest, CustomKindRunsItsScript) {
+  QueryValue("CREATE TABLE sales (product bigint NOT NULL, qty integer NOT NULL); SELECT 1");
+  auto config = FromYaml(R"(  users: 8
+  pool_size: 8
+  records: 5
+  mix: {view: 0, optimistic_edit: 0, pessimistic_edit: 0, offline_edit: 0,
+        atomic_decrement: 0, settle_order: 1}
+  custom_kinds:
+    settle_order:
+      script:
+        - \set key random_key
+        - \set qty random(1, 3)
+        - BEGIN
+        - SELECT stock FROM public.products WHERE id = :key FOR UPDATE
+        - UPDATE public.products SET stock = stock - :qty WHERE id = :key
+        - \sleep 1ms
+        - INSERT INTO sales (product, qty) VALUES (:key, :qty)
+        - COMMIT
+)");
+  Report report = Run(config, 10);
+  EXPECT_EQ(Outcome(report, "settle_order", "ok"), 80) << ReportJson(report);
+  EXPECT_EQ(KindOf(report, "settle_order").weight, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM sales"), 80);
+  EXPECT_EQ(Count("SELECT count(DISTINCT qty) FROM sales"), 3);
+  EXPECT_EQ(Count("SELECT sum(qty) FROM sales"), StockTaken(5));
+  EXPECT_EQ(Count("SELECT count(*) FROM sales WHERE product > 5"), 0);
+  EXPECT_FALSE(report.lost_check.performed);
+  EXPECT_EQ(report.lost_check.skipped, "custom kinds ran");
+}
+
+// A kind's name may take all 63 bytes of a name; its statements' names on
+// the server must still differ (PostgreSQL cuts them at 63 bytes).
+TEST_F(OnlineSimTest, CustomKindWithTheLongestNameRunsEveryLine) {
+  std::string name(63, 'k');
+  auto config = FromYaml(
+      "  users: 2\n  pool_size: 2\n  records: 3\n  mix: {view: 0, "
+      "optimistic_edit: 0, pessimistic_edit: 0, offline_edit: 0, "
+      "atomic_decrement: 0, " +
+      name + ": 1}\n  custom_kinds:\n    " + name +
+      ":\n      script:\n        - \\set key random_key\n"
+      "        - SELECT stock FROM products WHERE id = :key\n"
+      "        - SELECT version FROM products WHERE id = :key\n");
+  Report report = Run(config, 5);
+  EXPECT_EQ(Outcome(report, name, "ok"), 10) << ReportJson(report);
+}
+
+// A custom kind's failures are counted like the built-in kinds': a row
+// lock held elsewhere is lock_timeout, a SQL error other by its SQLSTATE,
+// and a script that leaves its transaction open is rolled back and counted.
+TEST_F(OnlineSimTest, CustomKindFailuresAreCountedByOutcome) {
+  auto holder = Connect();
+  pqxx::work lock(*holder);
+  lock.exec("SELECT 1 FROM products WHERE id = 1 FOR UPDATE");
+  auto config = FromYaml(R"(  users: 1
+  pool_size: 1
+  records: 1
+  lock_timeout: 100ms
+  mix: {view: 0, optimistic_edit: 0, pessimistic_edit: 0, offline_edit: 0,
+        atomic_decrement: 0, locks: 1, divides: 1, forgets: 1}
+  custom_kinds:
+    locks:
+      script:
+        - UPDATE products SET stock = stock - 1 WHERE id = 1
+    divides:
+      script:
+        - \set n random(7, 7)
+        - SELECT 1 / (:n::int - 7)
+    forgets:
+      script:
+        - \set key random_key
+        - BEGIN
+        - UPDATE products SET note = 'forgotten' WHERE id = :key + 1
+)");
+  Report report = Run(config, 30);
+  EXPECT_EQ(Outcome(report, "locks", "lock_timeout"), KindOf(report, "locks").transactions);
+  EXPECT_EQ(Outcome(report, "divides", "other"), KindOf(report, "divides").transactions);
+  EXPECT_EQ(KindOf(report, "divides").other_sqlstates.at("22012"),
+            KindOf(report, "divides").transactions);
+  EXPECT_EQ(KindOf(report, "forgets").other_sqlstates.at("open_transaction"),
+            KindOf(report, "forgets").transactions);
+  EXPECT_GT(KindOf(report, "forgets").transactions, 0);
+  lock.abort();
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE note = 'forgotten'"), 0);
+  EXPECT_EQ(Stock(1), 1000);
+}
+
+// A statement that does not prepare is a located configuration error before
+// any load, not a run of failures.
+TEST_F(OnlineSimTest, CustomStatementThatDoesNotPrepareIsAConfigError) {
+  auto config = FromYaml(R"(  custom_kinds:
+    typo:
+      script:
+        - \set key random_key
+        - UPDATE public.prodcts SET stock = stock - 1 WHERE id = :key
+)");
+  Simulator simulator(conninfo(), config::TargetTable{}, config, RunOptions{});
+  try {
+    simulator.Prepare();
+    FAIL() << "accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "sim.yaml:6:11: online.custom_kinds.typo.script: the statement does not prepare: "
+              "relation \"public.prodcts\" does not exist");
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+  }
+}
+
+// The examples load, and the one with a custom kind runs on the demo table.
+TEST_F(OnlineSimTest, ExamplesLoadAndTheCustomOneRuns) {
+  std::string examples = std::string(COEXIST_SOURCE_DIR) + "/config/examples/";
+  for (const char* name : {"online-sim", "online-sim-open"}) {
+    EXPECT_NO_THROW(config::LoadFile(examples + name + ".yaml")) << name;
+  }
+  auto file = config::LoadFile(examples + "online-sim-custom.yaml");
+  auto config = file.online;
+  config.users = 8;
+  config.pool_size = 8;
+  config.think_time = 1ms;
+  config.application_name = kApp;
+  Report report = Run(config, 10, std::chrono::seconds(60), file.target);
+  EXPECT_EQ(report.transactions, 80);
+  EXPECT_GT(Outcome(report, "settle_order", "ok"), 0) << ReportJson(report);
+  EXPECT_GT(Outcome(report, "multi_edit", "ok"), 0) << ReportJson(report);
+  EXPECT_EQ(report.outcomes.count("other"), 0u) << ReportJson(report);
+  EXPECT_EQ(report.outcomes.count("deadlock"), 0u) << ReportJson(report);
 }
 
 // The command: bad input gets its own exit status before any load.
