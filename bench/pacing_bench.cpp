@@ -339,12 +339,18 @@ StepResult RunStepCell(const std::string& conninfo, const Options& o) {
   std::chrono::steady_clock::time_point step_end_steady;
   std::jthread stepper([&](std::stop_token token) {
     auto conn = db::Connect(conninfo, "pacing-bench-step");
-    // The cell empties coexist.events first; the baseline event marks the
-    // end of learning, when the first chunk may run.
+    // The end of learning, when the first chunk may run, read from this
+    // run's control socket: the previous cell's latency_baseline event is
+    // still in coexist.events while this cell prepares its data and warms
+    // up, and reading it there stepped the load before the batch started.
     auto learned = [&] {
-      pqxx::nontransaction tx(*conn);
-      return tx.exec("SELECT count(*) FROM coexist.events WHERE kind = 'latency_baseline'")[0][0]
-                 .as<long long>() > 0;
+      try {
+        auto status = nlohmann::json::parse(pacing::SendControlCommand(LatencySocket(), "status"));
+        auto state = status["online_latency"].value("state", "");
+        return state == "within" || state == "over";
+      } catch (const std::exception&) {
+        return false;  // no run serves the socket yet
+      }
     };
     while (!token.stop_requested() && !learned()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
