@@ -31,7 +31,7 @@
 //
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
-//                            [--objective 1.25] [--latency-chunk-time 20ms]
+//                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
 //                            [--step-at 3s] [--step-for 5s]
 
 #include <spdlog/spdlog.h>
@@ -78,6 +78,8 @@ struct Options {
   // too few for online edits to queue behind in their p99; the duty cycle
   // holds the CPU the batch takes.
   std::string latency_chunk_time = "20ms";
+  // online_latency.tolerance; empty: the default (500us).
+  std::string tolerance;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
 };
@@ -158,7 +160,8 @@ std::string LatencyPacing(const Options& o) {
          "  max_load: {}\n"
          "  critical_load: {}\n"
          "  online_latency: {objective: " +
-         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s}\n";
+         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s" +
+         (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) + "}\n";
 }
 
 capacity::CellResult RunCell(const std::string& conninfo, const std::string& yaml,
@@ -314,7 +317,8 @@ struct StepResult {
 };
 
 // How long after `at` the duty first moved past its value just before `at`
-// (down when `down`, else up); nullopt when it never did.
+// (down when `down`, else up); nullopt when it never did, or could not (at
+// the bench's min_duty, 0.05, or at 1).
 std::optional<double> DutyMovedAfter(const std::vector<DutyPoint>& points, double at, bool down) {
   std::optional<double> before;
   for (const auto& p : points) {
@@ -322,7 +326,8 @@ std::optional<double> DutyMovedAfter(const std::vector<DutyPoint>& points, doubl
       if (p.state != "learning") before = p.duty;
       continue;
     }
-    if (!before) return std::nullopt;
+    // Already at the floor or at full duty: there was nowhere to move.
+    if (!before || (down ? *before <= 0.05 : *before >= 1.0)) return std::nullopt;
     if (down ? p.duty < *before : p.duty > *before) return p.at - at;
   }
   return std::nullopt;
@@ -416,6 +421,7 @@ Options Parse(int argc, char** argv) {
     if (key == "--max-load") o.max_load = std::stoi(value);
     if (key == "--objective") o.objective = value;
     if (key == "--latency-chunk-time") o.latency_chunk_time = value;
+    if (key == "--tolerance") o.tolerance = value;
     if (key == "--step-at") o.step_at = std::stod(value);
     if (key == "--step-for") o.step_for = std::stod(value);
   }
@@ -431,9 +437,11 @@ int main(int argc, char** argv) {
   std::string conninfo = cluster->ConnectionString();
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
-      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx\n",
+      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx, "
+      "tolerance %s\n",
       o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load,
-      o.latency_chunk_time.c_str(), o.objective.c_str());
+      o.latency_chunk_time.c_str(), o.objective.c_str(),
+      o.tolerance.empty() ? "500us (default)" : o.tolerance.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;
@@ -488,8 +496,9 @@ int main(int argc, char** argv) {
       std::printf(
           "  step: online load x2 after %.1f s of batch for %.1f s (%lld slowdowns before); "
           "events: slowdown %s after it began, recovered %s after it ended\n"
-          "        duty: cut %s after it began, raised %s after it ended; mean duty 3 s before "
-          "%.2f, during (after its first 2 s) %.2f, 2-5 s after %.2f\n",
+          "        duty (never: did not move, or was at its floor or 1): cut %s after it "
+          "began, raised %s after it ended; mean duty 3 s before %.2f, during (after its first 2 "
+          "s) %.2f, 2-5 s after %.2f\n",
           o.step_at, o.step_for, step.slowdowns_before, Seconds(step.slowed_after).c_str(),
           Seconds(step.sped_after).c_str(), Seconds(slowed).c_str(), Seconds(sped).c_str(),
           mean(s0 - 3, s0), mean(s0 + 2, s1), mean(s1 + 2, s1 + 5));
