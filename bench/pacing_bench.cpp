@@ -7,7 +7,7 @@
 //   unpaced: fixed chunks of batch.chunk_size, no health throttle;
 //   paced:   chunks sized to pacing.chunk_time, throttled on lock waiters
 //            (the count signals);
-//   latency: chunks sized to pacing.chunk_time, duty cycle held to
+//   latency: chunks sized to --latency-chunk-time, duty cycle held to
 //            pacing.online_latency (objective --objective x the learned
 //            baseline), no count signals.
 // Each cell measures the online p99 alone (warmup) and during its batch, so
@@ -23,16 +23,28 @@
 // the step began (the first latency_slowdown) and to speed up after it
 // ended (the first latency_recovered), target 2 s each.
 //
+// The events mark state changes only (within <-> over), so the latency
+// cells also serve pacing.control_socket and the bench reads the duty cycle
+// from `status` every 100 ms: it prints the duty and the probe's ratio
+// second by second, and the step's reactions as the first cut of the duty
+// after the step began and its first raise after it ended.
+//
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
-//                            [--objective 1.25] [--step-at 3s] [--step-for 5s]
+//                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
+//                            [--step-at 3s] [--step-for 5s]
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -40,10 +52,12 @@
 #include <vector>
 
 #include "capacity/simulate.h"
+#include "common/error.h"
 #include "config/scenario.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "online-sim/simulator.h"
+#include "pacing/control_socket.h"
 
 namespace {
 
@@ -58,6 +72,14 @@ struct Options {
   std::string chunk_time = "5ms";
   int max_load = 3;  // lock waiters; 0: no throttle
   std::string objective = "1.25";
+  // The latency cells' chunk_time. Chunks of 5 ms hold 10 items (min_chunk):
+  // their fixed cost caps the batch near 0.3x the unpaced rate whatever the
+  // duty cycle. 20 ms chunks hold about 70 rows of 50,000 locked at a time,
+  // too few for online edits to queue behind in their p99; the duty cycle
+  // holds the CPU the batch takes.
+  std::string latency_chunk_time = "20ms";
+  // online_latency.tolerance; empty: the default (500us).
+  std::string tolerance;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
 };
@@ -118,16 +140,28 @@ std::string PacedPacing(const Options& o) {
          "  critical_load: {}\n";
 }
 
+// The latency cells' control socket: the bench reads the controller's duty
+// cycle from its `status` while the batch runs.
+std::string LatencySocket() {
+  return (std::filesystem::temp_directory_path() /
+          ("pacing-bench-" + std::to_string(::getpid()) + ".sock"))
+      .string();
+}
+
 std::string LatencyPacing(const Options& o) {
   return "  adaptive: true\n"
+         "  control_socket: " +
+         LatencySocket() +
+         "\n"
          "  chunk_time: " +
-         o.chunk_time +
+         o.latency_chunk_time +
          "\n"
          "  min_chunk: 10\n"
          "  max_load: {}\n"
          "  critical_load: {}\n"
          "  online_latency: {objective: " +
-         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s}\n";
+         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s" +
+         (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) + "}\n";
 }
 
 capacity::CellResult RunCell(const std::string& conninfo, const std::string& yaml,
@@ -156,6 +190,100 @@ void PrintCell(const char* label, const capacity::CellResult& c) {
   std::printf("  (* = during the batch)\n");
 }
 
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The controller's state, read from the run's control socket.
+struct DutyPoint {
+  double at = 0;  // SteadySeconds()
+  double duty = 1;
+  double ratio = 0;
+  std::string state;
+};
+
+// Reads `status` from the latency cell's control socket every 100 ms while
+// a run serves it (between runs nothing listens: skipped).
+class DutyTrace {
+ public:
+  DutyTrace() : thread_([this](std::stop_token token) { Poll(token); }) {}
+
+  std::vector<DutyPoint> Points() {
+    std::lock_guard lock(mutex_);
+    return points_;
+  }
+
+ private:
+  void Poll(std::stop_token token) {
+    auto socket = LatencySocket();
+    while (!token.stop_requested()) {
+      try {
+        auto status = nlohmann::json::parse(pacing::SendControlCommand(socket, "status"));
+        auto latency = status["online_latency"];
+        if (latency.is_object() && latency.contains("duty")) {
+          DutyPoint p{.at = SteadySeconds(),
+                      .duty = latency["duty"].get<double>(),
+                      .ratio = latency.value("ratio", 0.0),
+                      .state = latency["state"].get<std::string>()};
+          std::lock_guard lock(mutex_);
+          points_.push_back(std::move(p));
+        }
+      } catch (const std::exception&) {
+        // No run serves the socket (yet, or any more).
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<DutyPoint> points_;
+  std::jthread thread_;  // last: starts after the members it uses
+};
+
+// The mean duty of the points in [from, to); nullopt without one.
+std::optional<double> MeanDuty(const std::vector<DutyPoint>& points, double from, double to) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& p : points) {
+    if (p.at >= from && p.at < to && p.state != "learning") {
+      sum += p.duty;
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+// The duty cycle and the batch's items/s second by second, and the mean
+// duty: where the controller held the batch.
+void PrintTrace(const std::vector<DutyPoint>& points, const capacity::CellResult& c) {
+  if (points.empty()) return;
+  double first = points.front().at;
+  double last = points.back().at;
+  std::printf("           duty per second:");
+  for (double at = first; at < last; at += 1) {
+    if (auto d = MeanDuty(points, at, at + 1)) std::printf(" %.2f", *d);
+  }
+  std::printf("  (mean %.2f)\n", MeanDuty(points, first, last + 1).value_or(0));
+  // The ratio of the controller's last decision (its percentile / baseline).
+  std::printf("           probe ratio per second:");
+  for (double at = first; at < last; at += 1) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& p : points) {
+      if (p.at >= at && p.at < at + 1 && p.state != "learning") sum += p.ratio, ++n;
+    }
+    if (n > 0) std::printf(" %.2f", sum / n);
+  }
+  std::printf("\n");
+  std::map<long long, long long> per_second;
+  for (const auto& chunk : c.chunks)
+    per_second[static_cast<long long>(chunk.at_seconds)] += chunk.items;
+  std::printf("           batch items/s per second:");
+  for (const auto& [second, items] : per_second) std::printf(" %lld", items);
+  std::printf("\n");
+}
+
 // Seconds since the epoch on the server's clock, which also stamps the
 // events, so that the step and the controller's reactions share one clock.
 double ServerNow(pqxx::connection& conn) {
@@ -181,7 +309,29 @@ struct StepResult {
   std::optional<double> slowed_after;  // s from the step's start to the first slowdown
   std::optional<double> sped_after;    // s from the step's end to the first recovery
   long long slowdowns_before = 0;      // slowdowns under the steady load, before the step
+  // From the control socket: the step's span on the steady clock, and the
+  // controller's duty cycle around it.
+  double step_start_steady = 0;
+  double step_end_steady = 0;
+  std::vector<DutyPoint> trace;
 };
+
+// How long after `at` the duty first moved past its value just before `at`
+// (down when `down`, else up); nullopt when it never did, or could not (at
+// the bench's min_duty, 0.05, or at 1).
+std::optional<double> DutyMovedAfter(const std::vector<DutyPoint>& points, double at, bool down) {
+  std::optional<double> before;
+  for (const auto& p : points) {
+    if (p.at < at) {
+      if (p.state != "learning") before = p.duty;
+      continue;
+    }
+    // Already at the floor or at full duty: there was nowhere to move.
+    if (!before || (down ? *before <= 0.05 : *before >= 1.0)) return std::nullopt;
+    if (down ? p.duty < *before : p.duty > *before) return p.at - at;
+  }
+  return std::nullopt;
+}
 
 StepResult RunStepCell(const std::string& conninfo, const Options& o) {
   auto yaml = ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o));
@@ -194,12 +344,18 @@ StepResult RunStepCell(const std::string& conninfo, const Options& o) {
   std::chrono::steady_clock::time_point step_end_steady;
   std::jthread stepper([&](std::stop_token token) {
     auto conn = db::Connect(conninfo, "pacing-bench-step");
-    // The cell empties coexist.events first; the baseline event marks the
-    // end of learning, when the first chunk may run.
+    // The end of learning, when the first chunk may run, read from this
+    // run's control socket: the previous cell's latency_baseline event is
+    // still in coexist.events while this cell prepares its data and warms
+    // up, and reading it there stepped the load before the batch started.
     auto learned = [&] {
-      pqxx::nontransaction tx(*conn);
-      return tx.exec("SELECT count(*) FROM coexist.events WHERE kind = 'latency_baseline'")[0][0]
-                 .as<long long>() > 0;
+      try {
+        auto status = nlohmann::json::parse(pacing::SendControlCommand(LatencySocket(), "status"));
+        auto state = status["online_latency"].value("state", "");
+        return state == "within" || state == "over";
+      } catch (const std::exception&) {
+        return false;  // no run serves the socket yet
+      }
     };
     while (!token.stop_requested() && !learned()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -218,12 +374,18 @@ StepResult RunStepCell(const std::string& conninfo, const Options& o) {
                                                            static_cast<long>(o.step_for * 1000)),
                                                        .check_lost_updates = false});
     extra.Prepare();
+    result.step_start_steady = SteadySeconds();
     extra.Run();
+    result.step_end_steady = SteadySeconds();
     step_end = ServerNow(*conn);
     step_end_steady = std::chrono::steady_clock::now();
   });
   auto called = std::chrono::steady_clock::now();
-  result.cell = RunCell(conninfo, yaml, "latency-step");
+  {
+    DutyTrace trace;
+    result.cell = RunCell(conninfo, yaml, "latency-step");
+    result.trace = trace.Points();
+  }
   stepper.request_stop();
   stepper.join();
   if (step_end == 0) return result;
@@ -258,6 +420,8 @@ Options Parse(int argc, char** argv) {
     if (key == "--chunk-time") o.chunk_time = value;
     if (key == "--max-load") o.max_load = std::stoi(value);
     if (key == "--objective") o.objective = value;
+    if (key == "--latency-chunk-time") o.latency_chunk_time = value;
+    if (key == "--tolerance") o.tolerance = value;
     if (key == "--step-at") o.step_at = std::stod(value);
     if (key == "--step-for") o.step_for = std::stod(value);
   }
@@ -273,9 +437,11 @@ int main(int argc, char** argv) {
   std::string conninfo = cluster->ConnectionString();
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
-      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx\n",
-      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load, o.chunk_time.c_str(),
-      o.objective.c_str());
+      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx, "
+      "tolerance %s\n",
+      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load,
+      o.latency_chunk_time.c_str(), o.objective.c_str(),
+      o.tolerance.empty() ? "500us (default)" : o.tolerance.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;
@@ -283,15 +449,21 @@ int main(int argc, char** argv) {
   std::vector<double> latency_rate_ratios;
   std::vector<double> slow_reactions;
   std::vector<double> fast_reactions;
+  std::vector<double> duty_cuts;
+  std::vector<double> duty_raises;
   for (int round = 1; round <= o.rounds; ++round) {
     std::printf("round %d\n", round);
     auto unpaced = RunCell(conninfo, ScenarioYaml(o, o.chunk, UnpacedPacing()), "unpaced");
     PrintCell("unpaced", unpaced);
     auto paced = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
     PrintCell("paced", paced);
-    auto latency =
-        RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o)), "latency");
-    PrintCell("latency", latency);
+    capacity::CellResult latency;
+    {
+      DutyTrace trace;
+      latency = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o)), "latency");
+      PrintCell("latency", latency);
+      PrintTrace(trace.Points(), latency);
+    }
     // "Without the batch": the online load alone, in every cell of the round.
     double alone = (unpaced.before.p99_ms + paced.before.p99_ms + latency.before.p99_ms) / 3;
     p99_ratios.push_back(paced.during.p99_ms / alone);
@@ -306,16 +478,34 @@ int main(int argc, char** argv) {
 
     auto step = RunStepCell(conninfo, o);
     PrintCell("step", step.cell);
+    PrintTrace(step.trace, step.cell);
     if (!step.stepped) {
       std::printf("  step: the batch ended before the doubled load did; use more --items\n");
     } else {
+      // The events mark state changes (within <-> over) only: a batch
+      // already over when the load doubles is cut without a new event. The
+      // duty read from the control socket shows every cut and raise.
+      auto slowed = DutyMovedAfter(step.trace, step.step_start_steady, true);
+      auto sped = DutyMovedAfter(step.trace, step.step_end_steady, false);
+      auto mean = [&](double from, double to) {
+        auto d = MeanDuty(step.trace, from, to);
+        return d ? *d : -1.0;
+      };
+      double s0 = step.step_start_steady;
+      double s1 = step.step_end_steady;
       std::printf(
           "  step: online load x2 after %.1f s of batch for %.1f s (%lld slowdowns before); "
-          "slowed %s after it began, recovered %s after it ended\n",
+          "events: slowdown %s after it began, recovered %s after it ended\n"
+          "        duty (never: did not move, or was at its floor or 1): cut %s after it "
+          "began, raised %s after it ended; mean duty 3 s before %.2f, during (after its first 2 "
+          "s) %.2f, 2-5 s after %.2f\n",
           o.step_at, o.step_for, step.slowdowns_before, Seconds(step.slowed_after).c_str(),
-          Seconds(step.sped_after).c_str());
+          Seconds(step.sped_after).c_str(), Seconds(slowed).c_str(), Seconds(sped).c_str(),
+          mean(s0 - 3, s0), mean(s0 + 2, s1), mean(s1 + 2, s1 + 5));
       if (step.slowed_after) slow_reactions.push_back(*step.slowed_after);
       if (step.sped_after) fast_reactions.push_back(*step.sped_after);
+      if (slowed) duty_cuts.push_back(*slowed);
+      if (sped) duty_raises.push_back(*sped);
     }
   }
   auto median = [](std::vector<double> v) {
@@ -328,11 +518,19 @@ int main(int argc, char** argv) {
       o.rounds, median(p99_ratios), median(rate_ratios));
   if (!slow_reactions.empty() || !fast_reactions.empty()) {
     std::printf(
-        "step: slowed within %s of the online load doubling, sped up within %s of it ending "
-        "(medians of %zu / %zu rounds; target 2 s)\n",
+        "step, events: slowed within %s of the online load doubling, sped up within %s of it "
+        "ending (medians of %zu / %zu rounds; target 2 s)\n",
         slow_reactions.empty() ? "-" : Seconds(median(slow_reactions)).c_str(),
         fast_reactions.empty() ? "-" : Seconds(median(fast_reactions)).c_str(),
         slow_reactions.size(), fast_reactions.size());
+  }
+  if (!duty_cuts.empty() || !duty_raises.empty()) {
+    std::printf(
+        "step, duty: cut within %s of the online load doubling, raised within %s of it ending "
+        "(medians of %zu / %zu rounds; target 2 s)\n",
+        duty_cuts.empty() ? "-" : Seconds(median(duty_cuts)).c_str(),
+        duty_raises.empty() ? "-" : Seconds(median(duty_raises)).c_str(), duty_cuts.size(),
+        duty_raises.size());
   }
   std::printf("latency objective: online p99 %.2fx without batch, batch rate %.2fx unpaced\n",
               median(latency_p99_ratios), median(latency_rate_ratios));

@@ -277,10 +277,11 @@ struct OnlineLatencyConfig {
   // The smallest share of time the batch keeps working, however slow online
   // is (the count signals and critical_load still pause it). 0.01..1
   double min_duty = 0.05;
-  // A measured baseline is learned again this often: the batch pauses for
-  // learn_time, so that a host that got busier (or quieter) for reasons of
-  // its own does not read as the batch's doing. 0: only while paused anyway.
-  // 0..24h
+  // A measured baseline is learned again when the batch has run below full
+  // duty this long since the last one: the batch pauses for learn_time, so
+  // that a host that got busier for reasons of its own does not hold a slowed
+  // batch down. A batch at full duty is not held. 0: only while paused
+  // anyway. 0..24h
   milliseconds relearn_every = std::chrono::seconds(30);
   // Latencies within baseline + tolerance always meet the objective: the
   // probe's own jitter on a busy host is of this order. 0..1m

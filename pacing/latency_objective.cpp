@@ -88,10 +88,10 @@ void LatencyObjective::SetBatchActive(Clock::time_point now, bool active) {
 
 bool LatencyObjective::RelearnDue(Clock::time_point now) const {
   if (options_.baseline || options_.relearn_every.count() <= 0) return false;
-  if (state_ == LatencyState::kLearning) return false;
+  if (state_ == LatencyState::kLearning || duty_ >= 1.0) return false;
   // A probe that measures nothing while the batch stands still (a server too
   // busy to answer) must not hold the batch forever: give up this time.
-  auto since = now - baseline_at_;
+  auto since = now - std::max(baseline_at_, full_duty_at_);
   auto give_up = options_.relearn_every + 2 * options_.learn_time + std::chrono::seconds(5);
   return since >= options_.relearn_every && since < give_up;
 }
@@ -136,8 +136,11 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
   auto p = PercentileSince(std::max(now - options_.window, last_change_));
   if (!p) return;
   latency_ = *p;
-  if (latency_ > Limit(options_.objective)) {
-    duty_ = std::max(options_.min_duty, duty_ / 2.0);
+  if (duty_ >= 1.0) full_duty_at_ = now;
+  auto limit = Limit(options_.objective);
+  if (latency_ > limit) {
+    double excess = static_cast<double>(limit.count()) / static_cast<double>(latency_.count());
+    duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
     last_change_ = now;
     if (state_ != LatencyState::kOver) {
       state_ = LatencyState::kOver;
@@ -145,10 +148,12 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
     }
     return;
   }
-  bool raise = latency_ <= Limit(1.0 + (options_.objective - 1.0) / 2.0) && duty_ < 1.0;
-  if (raise) {
-    duty_ = std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1));
+  if (duty_ < 1.0) {
+    bool headroom = latency_ <= Limit(1.0 + (options_.objective - 1.0) / 2.0);
+    duty_ = headroom ? std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1))
+                     : std::min(1.0, duty_ + kCreep);
     last_change_ = now;
+    if (duty_ >= 1.0) full_duty_at_ = now;
   }
   if (state_ == LatencyState::kOver) {
     state_ = LatencyState::kWithin;

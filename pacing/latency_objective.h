@@ -23,8 +23,9 @@ struct LatencyObjectiveOptions {
   std::chrono::milliseconds window{2000};             // probes one decision may look at
   std::chrono::milliseconds learn_time{2000};         // baseline measurement before the first chunk
   double min_duty = 0.05;                             // the duty cycle never drops below
-  // A measured baseline is due again this long after it was last learned;
-  // zero: never (only when the batch happens to be idle).
+  // A measured baseline is due again when the duty has been below 1 this
+  // long since it was last learned (RelearnDue); zero: never (only when the
+  // batch happens to be idle).
   std::chrono::milliseconds relearn_every{0};
   // Latencies within baseline + tolerance always meet the objective: the
   // probe's own jitter on a busy host is of this order, and no user sees it.
@@ -49,25 +50,41 @@ struct LatencyEvent {
 //   learning --learn_time over, >= kMinSamples probes--> within  (baseline learned;
 //                                                                 skipped when configured)
 //   each decision: p = the percentile of the probes since max(now - window, last change),
-//   once there are >= kMinSamples of them; limit(r) = max(r x baseline, baseline + tolerance):
-//     within/over --p > limit(objective)--> over     duty := max(min_duty, duty / 2)
-//     over        --p <= limit(objective)--> within
-//     within/over --p <= limit(headroom)--> within   duty := min(1, max(duty x 2, duty + 0.1))
-//   where headroom = 1 + (objective - 1) / 2: between headroom and objective the duty holds.
+//   once there are >= kMinSamples of them; limit(r) = max(r x baseline, baseline + tolerance);
+//   headroom = 1 + (objective - 1) / 2:
+//     within/over --p > limit(objective)--> over
+//         duty := max(min_duty, duty x clamp(limit(objective) / p, kDeepestCut, kMildestCut))
+//     over        --p <= limit(objective)--> within, and then:
+//     within, duty < 1 --p <= limit(headroom)--> duty := min(1, max(duty x 2, duty + 0.1))
+//     within, duty < 1 --limit(headroom) < p <= limit(objective)--> duty := min(1, duty + kCreep)
+//   every cut or raise is a change: the next decision waits for kMinSamples newer probes.
 //   batch idle (paused, throttled) for learn_time with a measured baseline:
 //     baseline := learned again from the idle probes (latency_baseline "refreshed")
-//   relearn_every after the last baseline: RelearnDue() holds the batch idle until then
+//   duty < 1 for relearn_every since the baseline was learned and since the duty was
+//   last 1: RelearnDue() holds the batch idle until the idle probes refresh it
 //
 // The baseline is the statistic a decision uses, measured without the batch:
 // the median of the percentiles of consecutive groups of kMinSamples probes.
 //
+// A cut is in proportion to the excess: a percentile just over the limit
+// (the host's own jitter, most often) takes kMildestCut (x0.8), one twice
+// the limit or more halves the duty. A raise is fast with headroom (x2) and
+// a creep without it, so the duty settles just under the objective instead
+// of being halved on noise and held below. At 50 ms probes a decision takes
+// 500 ms: a doubled online load is cut within about a second, and a load
+// that stops is given back x2 per 500 ms (0.05 to 1 in 2 s).
+//
 // Counting only the probes after the last change means each step is judged
-// on what the previous one did: a cut is followed by at least kMinSamples
-// fresh probes before the next.
+// on what the previous one did.
 class LatencyObjective {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr int kMinSamples = 10;
+  // The bounds of a cut's factor: at most half the duty, at least a fifth.
+  static constexpr double kDeepestCut = 0.5;
+  static constexpr double kMildestCut = 0.8;
+  // The raise between the headroom and the objective.
+  static constexpr double kCreep = 0.05;
   // The longest rest after one chunk, however low the duty cycle.
   static constexpr std::chrono::milliseconds kMaxRest{30'000};
 
@@ -79,8 +96,9 @@ class LatencyObjective {
   // signals): the probes of a long enough idle period refresh the baseline.
   void SetBatchActive(Clock::time_point now, bool active);
   // Whether the batch should stand still now so that the baseline is learned
-  // again (relearn_every passed since the last one); the idle probes then
-  // refresh it as above, and this turns false.
+  // again: relearn_every passed since the last one and since the duty was
+  // last 1 (a batch at full speed has nothing to be given back). The idle
+  // probes then refresh it as above, and this turns false.
   bool RelearnDue(Clock::time_point now) const;
 
   LatencyState state() const { return state_; }
@@ -121,6 +139,7 @@ class LatencyObjective {
   Clock::time_point last_change_{};
   std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
   Clock::time_point baseline_at_{};              // when the baseline was last learned
+  Clock::time_point full_duty_at_{};             // when the duty was last 1
 };
 
 }  // namespace coexist::pacing

@@ -83,22 +83,63 @@ TEST(LatencyObjective, AConfiguredBaselineSkipsLearning) {
   EXPECT_EQ(c.RestAfter(100ms), 0ms);
 }
 
-TEST(LatencyObjective, OverTheObjectiveHalvesTheDutyUntilTheFloor) {
+TEST(LatencyObjective, FarOverTheObjectiveHalvesTheDutyUntilTheFloor) {
   Clock::time_point t{};
   LatencyObjective c(Measured(), t);
   Feed(c, t, 1000ms, 1000us);
-  EXPECT_TRUE(Feed(c, t, kDecision - 50ms, 1300us).empty()) << "9 probes decide nothing";
-  EXPECT_EQ(Feed(c, t, 50ms, 1300us), std::vector<std::string>{"latency_slowdown"});
+  EXPECT_TRUE(Feed(c, t, kDecision - 50ms, 3000us).empty()) << "9 probes decide nothing";
+  EXPECT_EQ(Feed(c, t, 50ms, 3000us), std::vector<std::string>{"latency_slowdown"});
   EXPECT_EQ(c.state(), LatencyState::kOver);
-  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
-  EXPECT_NEAR(c.ratio(), 1.3, 1e-9);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5) << "2.4x the 1.25 ms limit: the deepest cut";
+  EXPECT_NEAR(c.ratio(), 3.0, 1e-9);
   // Each later cut is judged on 10 fresh probes: 0.25, 0.125, 0.0625, then the floor.
-  EXPECT_TRUE(Feed(c, t, kDecision, 1300us).empty()) << "one event per excursion";
+  EXPECT_TRUE(Feed(c, t, kDecision, 3000us).empty()) << "one event per excursion";
   EXPECT_DOUBLE_EQ(c.duty(), 0.25);
-  Feed(c, t, 3 * kDecision, 1300us);
+  Feed(c, t, 3 * kDecision, 3000us);
   EXPECT_DOUBLE_EQ(c.duty(), 0.05);
   Feed(c, t, 2 * kDecision, 5000us);
   EXPECT_DOUBLE_EQ(c.duty(), 0.05) << "never below min_duty";
+}
+
+TEST(LatencyObjective, JustOverTheObjectiveCutsMildly) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  Feed(c, t, 1000ms, 1000us);
+  // 1.3 ms against a 1.25 ms limit (x0.96): the mildest cut, x0.8.
+  EXPECT_EQ(Feed(c, t, kDecision, 1300us), std::vector<std::string>{"latency_slowdown"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.8);
+  Feed(c, t, kDecision, 1300us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.64);
+  // 2 ms (x0.625): in between, in proportion.
+  Feed(c, t, kDecision, 2000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.64 * 0.625);
+}
+
+// The online load doubles while the batch runs at some duty, then stops
+// again: scripted probe latencies at 50 ms, the 2 s targets of simulated time.
+TEST(LatencyObjective, SlowsWithinTwoSecondsOfALoadDoublingAndSpeedsUpWithinTwoOfItsEnd) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  Feed(c, t, 1000ms, 1000us);
+  Feed(c, t, kDecision, 1300us);  // a mild cut under the steady load
+  Feed(c, t, 3 * kDecision, 1150us);
+  double steady = c.duty();
+  ASSERT_LT(steady, 1.0);
+  ASSERT_GT(steady, 0.8);
+
+  auto doubled = t;
+  while (c.duty() >= steady && t - doubled < 5s) Feed(c, t, 50ms, 2600us);
+  EXPECT_LE(t - doubled, 2s) << "the first cut after the load doubled";
+  while (c.duty() > 0.25 && t - doubled < 10s) Feed(c, t, 50ms, 2600us);
+  EXPECT_LE(t - doubled, 2s) << "down to a quarter within 2 s";
+  Feed(c, t, 3s, 2600us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.05) << "held low while the load lasts";
+
+  auto ended = t;
+  while (c.duty() <= 0.05 && t - ended < 5s) Feed(c, t, 50ms, 1000us);
+  EXPECT_LE(t - ended, 2s) << "the first raise after the load stopped";
+  while (c.duty() < 1.0 && t - ended < 10s) Feed(c, t, 50ms, 1000us);
+  EXPECT_LE(t - ended, 2s) << "full speed within 2 s";
 }
 
 TEST(LatencyObjective, RecoversAndTakesBackFullSpeedWithinTwoSeconds) {
@@ -118,16 +159,17 @@ TEST(LatencyObjective, RecoversAndTakesBackFullSpeedWithinTwoSeconds) {
   EXPECT_LE(t - start, 2s);
 }
 
-TEST(LatencyObjective, TheDeadBandHoldsTheDuty) {
+TEST(LatencyObjective, BetweenHeadroomAndObjectiveTheDutyCreepsUp) {
   Clock::time_point t{};
   LatencyObjective c(Measured(), t);
   Feed(c, t, 1000ms, 1000us);
-  Feed(c, t, kDecision, 2000us);
+  Feed(c, t, kDecision, 3000us);
   ASSERT_DOUBLE_EQ(c.duty(), 0.5);
   // 1.2x: under the objective (1.25x) but above the headroom (1.125x).
   EXPECT_EQ(Feed(c, t, kDecision, 1200us), std::vector<std::string>{"latency_recovered"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.55);
   Feed(c, t, 4 * kDecision, 1200us);
-  EXPECT_DOUBLE_EQ(c.duty(), 0.5) << "neither cut nor raised between headroom and objective";
+  EXPECT_NEAR(c.duty(), 0.75, 1e-9) << "+kCreep per decision, not x2";
 }
 
 TEST(LatencyObjective, TheToleranceAbsorbsJitterBelowIt) {
@@ -153,10 +195,10 @@ TEST(LatencyObjective, RestAfterAChunkFollowsTheDutyCycle) {
   Clock::time_point t{};
   LatencyObjective c(Configured(1000us), t);
   EXPECT_EQ(c.RestAfter(200ms), 0ms);
-  Feed(c, t, kDecision, 2000us);
+  Feed(c, t, kDecision, 3000us);
   ASSERT_DOUBLE_EQ(c.duty(), 0.5);
   EXPECT_EQ(c.RestAfter(200ms), 200ms);  // works half the time
-  Feed(c, t, 5 * kDecision, 2000us);
+  Feed(c, t, 5 * kDecision, 3000us);
   ASSERT_DOUBLE_EQ(c.duty(), 0.05);
   EXPECT_EQ(c.RestAfter(200ms), 3800ms);
   EXPECT_EQ(c.RestAfter(10s), LatencyObjective::kMaxRest);
@@ -177,7 +219,7 @@ TEST(LatencyObjective, AnIdleBatchRefreshesAMeasuredBaseline) {
   EXPECT_TRUE(Feed(c, t, 2 * kDecision, 1600us).empty()) << "1.07x the refreshed baseline";
 }
 
-TEST(LatencyObjective, AMeasuredBaselineFallsDueAgainAfterRelearnEvery) {
+TEST(LatencyObjective, ASlowedBatchRelearnsItsBaselineAfterRelearnEvery) {
   Clock::time_point t{};
   auto options = Measured();
   options.relearn_every = 5000ms;
@@ -185,20 +227,24 @@ TEST(LatencyObjective, AMeasuredBaselineFallsDueAgainAfterRelearnEvery) {
   EXPECT_FALSE(c.RelearnDue(t)) << "never while learning";
   Feed(c, t, 1000ms, 1000us);
   ASSERT_EQ(c.baseline(), 1000us);
-  auto learned = t;
+  Feed(c, t, 6000ms, 1000us);
+  EXPECT_FALSE(c.RelearnDue(t)) << "at full speed nothing is to be given back";
   // The host got busier on its own: the batch, slowed for it, sits at a
   // low duty that a stale baseline would never give back.
-  Feed(c, t, 4 * kDecision, 2000us);
+  while (c.duty() >= 1.0) Feed(c, t, 50ms, 3000us);
+  auto full = t;  // the decision that cut: the duty was 1 until then
+  ASSERT_DOUBLE_EQ(c.duty(), 0.5);
+  Feed(c, t, 4 * kDecision, 3000us);
   EXPECT_LT(c.duty(), 0.1);
-  EXPECT_FALSE(c.RelearnDue(learned + 4999ms));
-  EXPECT_TRUE(c.RelearnDue(learned + 5000ms));
-  t = learned + 5000ms;
+  EXPECT_FALSE(c.RelearnDue(full + 4999ms));
+  EXPECT_TRUE(c.RelearnDue(full + 5000ms)) << "relearn_every since the duty was last 1";
+  t = full + 5000ms;
   c.SetBatchActive(t, false);  // the pacer holds the batch
-  EXPECT_EQ(Feed(c, t, 1000ms, 2000us), std::vector<std::string>{"latency_baseline"});
-  EXPECT_EQ(c.baseline(), 2000us);
+  EXPECT_EQ(Feed(c, t, 1000ms, 3000us), std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.baseline(), 3000us);
   EXPECT_FALSE(c.RelearnDue(t));
   c.SetBatchActive(t, true);
-  Feed(c, t, 5 * kDecision, 2000us);
+  Feed(c, t, 5 * kDecision, 3000us);
   EXPECT_EQ(c.duty(), 1.0) << "speed comes back against the new baseline";
   EXPECT_EQ(c.state(), LatencyState::kWithin);
 }
@@ -209,10 +255,11 @@ TEST(LatencyObjective, ARelearnThatMeasuresNothingIsGivenUp) {
   options.relearn_every = 5000ms;
   LatencyObjective c(options, t);
   Feed(c, t, 1000ms, 1000us);
-  auto learned = t;
+  while (c.duty() >= 1.0) Feed(c, t, 50ms, 3000us);
+  auto full = t;  // the decision that cut: the duty was 1 until then
   // No probe answers: due for learn_time x 2 + 5 s, then the batch goes on.
-  EXPECT_TRUE(c.RelearnDue(learned + 5000ms + 6999ms));
-  EXPECT_FALSE(c.RelearnDue(learned + 5000ms + 7000ms));
+  EXPECT_TRUE(c.RelearnDue(full + 5000ms + 6999ms));
+  EXPECT_FALSE(c.RelearnDue(full + 5000ms + 7000ms));
 }
 
 TEST(LatencyObjective, AConfiguredBaselineIsNeverDue) {
