@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "common/sql_text.h"
 #include "config/config_error.h"
 #include "db/target_table.h"
 
@@ -53,63 +54,22 @@ std::vector<std::string> FieldArrays(const std::vector<Item>& items,
 // second statement (see Operation), whatever this count says.
 int CountStatements(const std::string& sql) {
   int count = 0;
-  bool content = false;  // the current statement has more than blanks
-  size_t i = 0;
-  auto skip_quoted = [&](char quote, bool backslash_escapes) {
-    for (++i; i < sql.size(); ++i) {
-      if (backslash_escapes && sql[i] == '\\') {
-        ++i;
-      } else if (sql[i] == quote) {
-        if (i + 1 < sql.size() && sql[i + 1] == quote) {
-          ++i;
-        } else {
-          return;
-        }
-      }
+  bool content = false;  // the current statement has more than blanks and comments
+  for (size_t i = 0; i < sql.size();) {
+    size_t end = i;
+    auto skipped = sql_text::Skip(sql, i, end);
+    if (skipped != sql_text::NotCode::kNone) {
+      content = content || skipped == sql_text::NotCode::kQuoted;
+      i = end;
+      continue;
     }
-  };
-  for (; i < sql.size(); ++i) {
-    char c = sql[i];
-    if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
-      i = sql.find('\n', i);
-      if (i == std::string::npos) break;
-    } else if (c == '/' && i + 1 < sql.size() && sql[i + 1] == '*') {
-      int depth = 1;
-      for (i += 2; i < sql.size() && depth > 0; ++i) {
-        if (sql.compare(i, 2, "/*") == 0)
-          ++depth, ++i;
-        else if (sql.compare(i, 2, "*/") == 0)
-          --depth, ++i;
-      }
-      --i;
-    } else if (c == ';') {
+    if (sql[i] == ';') {
       if (content) ++count;
       content = false;
-    } else if (std::isspace(static_cast<unsigned char>(c))) {
-      continue;
-    } else {
+    } else if (!std::isspace(static_cast<unsigned char>(sql[i]))) {
       content = true;
-      if (c == '\'') {
-        bool escape = i > 0 && (sql[i - 1] == 'E' || sql[i - 1] == 'e');
-        skip_quoted('\'', escape);
-      } else if (c == '"') {
-        skip_quoted('"', false);
-      } else if (c == '$') {
-        // $tag$ or $$ opens a dollar quote; $1 is a parameter.
-        size_t close = sql.find('$', i + 1);
-        if (close == std::string::npos) continue;
-        std::string tag = sql.substr(i, close - i + 1);
-        bool is_tag = std::all_of(tag.begin() + 1, tag.end() - 1,
-                                  [](char t) {
-                                    return std::isalnum(static_cast<unsigned char>(t)) || t == '_';
-                                  }) &&
-                      !(tag.size() > 2 && std::isdigit(static_cast<unsigned char>(tag[1])));
-        if (is_tag) {
-          size_t end = sql.find(tag, close + 1);
-          i = end == std::string::npos ? sql.size() : end + tag.size() - 1;
-        }
-      }
     }
+    ++i;
   }
   return count + (content ? 1 : 0);
 }

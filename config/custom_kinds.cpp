@@ -4,6 +4,7 @@
 #include <charconv>
 #include <regex>
 
+#include "common/sql_text.h"
 #include "config/duration.h"
 
 namespace coexist::config {
@@ -15,8 +16,8 @@ const char* const kScriptHint =
     "write the kind's lines as a list under script:, e.g. - \\set key random_key, then - "
     "UPDATE ... WHERE id = :key.";
 
-bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool IsNameChar(char c) { return IsNameStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
+using sql_text::IsNameChar;
+using sql_text::IsNameStart;
 
 bool IsName(const std::string& text) {
   return !text.empty() && text.size() <= 63 && IsNameStart(text[0]) &&
@@ -35,59 +36,6 @@ std::string Joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// Where a quoted part of a statement that starts at `i` (on its opening
-// quote) ends: just past its closing quote, or the end of the text. A
-// doubled quote stands for itself; `backslash` (E'...') escapes one char.
-size_t SkipQuoted(const std::string& text, size_t i, char quote, bool backslash) {
-  for (++i; i < text.size(); ++i) {
-    if (backslash && text[i] == '\\') {
-      ++i;
-    } else if (text[i] == quote) {
-      if (i + 1 < text.size() && text[i + 1] == quote) {
-        ++i;
-      } else {
-        return i + 1;
-      }
-    }
-  }
-  return text.size();
-}
-
-// The end of a comment or dollar-quoted string starting at `i`, or i when
-// none starts there.
-size_t SkipCommentOrDollarQuote(const std::string& text, size_t i) {
-  if (text.compare(i, 2, "--") == 0) {
-    size_t end = text.find('\n', i);
-    return end == std::string::npos ? text.size() : end;
-  }
-  if (text.compare(i, 2, "/*") == 0) {
-    int depth = 0;
-    for (; i < text.size(); ++i) {
-      if (text.compare(i, 2, "/*") == 0) {
-        ++depth;
-        ++i;
-      } else if (text.compare(i, 2, "*/") == 0) {
-        if (--depth == 0) return i + 2;
-        ++i;
-      }
-    }
-    return text.size();
-  }
-  if (text[i] == '$') {
-    size_t close = i + 1;
-    while (close < text.size() && IsNameChar(text[close]) &&
-           (close > i + 1 || IsNameStart(text[close]))) {
-      ++close;
-    }
-    if (close < text.size() && text[close] == '$') {
-      std::string tag = text.substr(i, close - i + 1);
-      size_t end = text.find(tag, close + 1);
-      return end == std::string::npos ? text.size() : end + tag.size();
-    }
-  }
-  return i;
-}
-
 // One SQL line: each :name becomes $n (the same name, the same n); quoted
 // strings and identifiers, comments, dollar quotes and :: casts are left as
 // they are.
@@ -96,16 +44,10 @@ void ReadStatement(Section& s, const YAML::Node& item, const std::string& text,
   std::string& out = step.sql;
   for (size_t i = 0; i < text.size();) {
     char c = text[i];
-    size_t skipped = SkipCommentOrDollarQuote(text, i);
-    if (skipped != i) {
+    size_t skipped = i;
+    if (sql_text::Skip(text, i, skipped) != sql_text::NotCode::kNone) {
       out.append(text, i, skipped - i);
       i = skipped;
-    } else if (c == '\'' || c == '"') {
-      bool escapes = c == '\'' && i > 0 && (text[i - 1] == 'E' || text[i - 1] == 'e') &&
-                     (i == 1 || !IsNameChar(text[i - 2]));
-      size_t end = SkipQuoted(text, i, c, escapes);
-      out.append(text, i, end - i);
-      i = end;
     } else if (c == '$' && i + 1 < text.size() &&
                std::isdigit(static_cast<unsigned char>(text[i + 1]))) {
       s.Fail(item, "script",
