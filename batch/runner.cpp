@@ -84,6 +84,7 @@ struct Control {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<QueueSql> sql;
   std::unique_ptr<db::QueueStore> queue;
+  bool installed = false;  // InstallGuard ran, the job's windows with it
 };
 
 // Step 1: connect, install when asked, check what only the database can
@@ -97,6 +98,7 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
   if (install) db::InstallMigrations(*c.conn);
   CheckConfig(*c.conn, config);
   if (install) InstallGuard(*c.conn, config);
+  c.installed = install;
   c.sql = std::make_unique<QueueSql>(*c.conn, config);
   c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(config, c.sql->target()));
   pqxx::nontransaction tx(*c.conn);
@@ -120,8 +122,8 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
     summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
     // Windows a drained run released (release_when_done) hold again while
-    // this run works; rows only, no DDL, so also for a run without install.
-    if (!policy.Windows().empty()) WriteWindows(tx, config);
+    // this run works: InstallGuard wrote them, or (rows only, no DDL) here.
+    if (!c.installed && !policy.Windows().empty()) WriteWindows(tx, config);
     tx.commit();
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
