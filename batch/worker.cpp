@@ -291,24 +291,27 @@ void Worker::Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Out
 
 std::vector<const Item*> Worker::DecideOnEditLocks(pqxx::dbtransaction& tx,
                                                    const std::vector<Item>& items, Outcome& out) {
+  // An item of several records under keys: one cannot be applied: applying
+  // it to its first record only would be silently wrong.
+  bool one_key = config_.operation.keys == config::ItemKeys::kOne;
+  std::vector<const Item*> fitting;
   std::vector<RecordKey> keys;
   for (const auto& item : items) {
-    if (item.keys.size() > 1 && config_.operation.keys == config::ItemKeys::kOne) continue;
-    keys.insert(keys.end(), item.keys.begin(), item.keys.end());
-  }
-  auto locks = EditLocksByKey(db_->sql->LiveEditLocks(tx, keys));
-  std::vector<const Item*> candidates;
-  for (const auto& item : items) {
-    if (item.keys.size() > 1 && config_.operation.keys == config::ItemKeys::kOne) {
-      // Applying it to its first record only would be silently wrong.
+    if (one_key && item.keys.size() > 1) {
       out.refused.push_back(
           {item.item_id, "the item names " + std::to_string(item.keys.size()) +
                              " records but operation.keys is one: set operation.keys: many "
                              "(then $1 is an array of the item's keys) and retry the item"});
       continue;
     }
-    auto held = LocksOf(item, locks);
-    if (held.empty() || OnEditLock(tx, item, held, out)) candidates.push_back(&item);
+    fitting.push_back(&item);
+    keys.insert(keys.end(), item.keys.begin(), item.keys.end());
+  }
+  auto locks = EditLocksByKey(db_->sql->LiveEditLocks(tx, keys));
+  std::vector<const Item*> candidates;
+  for (const auto* item : fitting) {
+    auto held = LocksOf(*item, locks);
+    if (held.empty() || OnEditLock(tx, *item, held, out)) candidates.push_back(item);
   }
   return candidates;
 }
