@@ -52,31 +52,22 @@ void Vacuum(pqxx::connection_base& conn) {
 config::Config BenchConfig(const std::string& job, int workers, int chunk,
                            const std::string& key_type = "bigint", bool several_keys = false) {
   std::string table = key_type == "uuid" ? "public.products_uuid" : "public.products";
-  if (several_keys) {
-    return config::LoadString(
-        "target: {table: " + table + "}\n" + "batch: {job: " + job +
-            ", chunk_size: " + std::to_string(chunk) + ", workers: " + std::to_string(workers) +
-            "}\n"
-            "pacing: {adaptive: false}\n"
-            "policy: {name: skip_locked}\n"
-            "operation:\n"
-            "  keys: many\n"
-            "  chunk_sql: UPDATE " +
-            table + " SET stock = stock + 1 WHERE id IN (SELECT unnest(k::" + key_type +
-            "[]) FROM unnest($1::text[]) AS k)\n",
-        "bench.yaml");
-  }
-  return config::LoadString(
-      "target: {table: " + table + "}\n" + "batch: {job: " + job +
-          ", chunk_size: " + std::to_string(chunk) + ", workers: " + std::to_string(workers) +
-          "}\n"
-          // Fixed chunks, like the set-based references.
-          "pacing: {adaptive: false}\n"
-          "policy: {name: skip_locked}\n"
-          "operation:\n"
-          "  chunk_sql: UPDATE " +
-          table + " SET stock = stock + 1 WHERE id = ANY ($1::" + key_type + "[])\n",
-      "bench.yaml");
+  // Items of several records: $1 holds one array literal of keys per item.
+  std::string keys = several_keys
+                         ? "IN (SELECT unnest(k::" + key_type + "[]) FROM unnest($1::text[]) AS k)"
+                         : "= ANY ($1::" + key_type + "[])";
+  return config::LoadString("target: {table: " + table + "}\n" + "batch: {job: " + job +
+                                ", chunk_size: " + std::to_string(chunk) +
+                                ", workers: " + std::to_string(workers) +
+                                "}\n"
+                                // Fixed chunks, like the set-based references.
+                                "pacing: {adaptive: false}\n"
+                                "policy: {name: skip_locked}\n"
+                                "operation:\n"
+                                "  keys: " +
+                                (several_keys ? "many" : "one") + "\n  chunk_sql: UPDATE " + table +
+                                " SET stock = stock + 1 WHERE id " + keys + "\n",
+                            "bench.yaml");
 }
 
 // public.products_uuid: `records` rows like the demo table's, keyed by the
