@@ -28,6 +28,16 @@ using namespace std::chrono_literals;
 
 constexpr const char* kApp = "coexist-online-test";
 
+// Users on few records, waiting for row locks without a timeout (a lock
+// cycle could only end as a deadlock) and retrying conflicts quickly.
+void Contend(config::OnlineConfig& config) {
+  config.app_work = 1ms;
+  config.lock_timeout = 0ms;
+  config.max_retries = 50;
+  config.backoff_base = 1ms;
+  config.backoff_cap = 10ms;
+}
+
 config::OnlineConfig OnlyKind(const std::string& kind, int users) {
   config::OnlineConfig c;
   c.mix = config::OnlineMix{0, 0, 0, 0, 0, 0};
@@ -358,11 +368,7 @@ TEST_F(OnlineSimTest, MultiEditSavesAllOrNothingAndNeverDeadlocks) {
   auto config = OnlyKind("multi_edit", 16);
   config.records = 6;
   config.multi_edit_keys = 4;
-  config.app_work = 1ms;
-  config.lock_timeout = 0ms;
-  config.max_retries = 50;
-  config.backoff_base = 1ms;
-  config.backoff_cap = 10ms;
+  Contend(config);
   Report report = Run(config, 10);
   long long ok = Outcome(report, "multi_edit", "ok");
   EXPECT_EQ(Outcome(report, "multi_edit", "deadlock"), 0) << ReportJson(report);
@@ -417,11 +423,7 @@ TEST_F(OnlineSimTest, MultiEditAmongTheOtherKindsLosesNothing) {
   config.mix.view = 1;
   config.records = 5;
   config.multi_edit_keys = 3;
-  config.app_work = 1ms;
-  config.lock_timeout = 0ms;
-  config.max_retries = 50;
-  config.backoff_base = 1ms;
-  config.backoff_cap = 10ms;
+  Contend(config);
   Report report = Run(config, 15);
   EXPECT_EQ(report.transactions, 180);
   EXPECT_EQ(report.outcomes.count("deadlock"), 0u) << ReportJson(report);

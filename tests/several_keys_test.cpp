@@ -42,20 +42,117 @@ constexpr const char* kStockMismatches = R"sql(
          - coalesce((SELECT sum((q.payload->>'qty')::int) FROM coexist.queue q
                       WHERE q.state = 'done'
                         AND p.id::text = ANY (coexist.item_keys(q.record_key, q.record_keys))), 0)
-         - (SELECT count(*) FROM app.online_log o WHERE o.id = p.id))sql";
+         + (SELECT coalesce(sum(o.delta), 0) FROM public.online_log o
+             WHERE o.id = p.id::text))sql";
 
-class SeveralKeysTest : public testing::DatabaseTest {
+// Online users while a run works: `threads` of them, each transaction
+// changing `rows` random rows of `table` by `delta` (one statement), having
+// locked them in key order first, and logging each change in
+// public.online_log (row key as text, delta). Errors are counted by kind,
+// never swallowed.
+class OnlineWriters {
+ public:
+  OnlineWriters(std::function<std::unique_ptr<pqxx::connection>()> connect, std::string table,
+                std::string column, std::vector<std::string> keys, std::string key_type, int rows,
+                long long delta, int threads = 3)
+      : keys_(std::move(keys)) {
+    for (int w = 0; w < threads; ++w) {
+      threads_.emplace_back([=, this] {
+        auto conn = connect();
+        std::mt19937 random(static_cast<unsigned>(w + 11));
+        while (!stop_) {
+          std::string picked = "{";
+          for (int k = 0; k < rows; ++k) picked += (k ? "," : "") + keys_[random() % keys_.size()];
+          picked += "}";
+          try {
+            pqxx::work tx(*conn);
+            tx.exec_params("SELECT 1 FROM " + table + " WHERE id = ANY ($1::" + key_type +
+                               "[]) ORDER BY id FOR UPDATE",
+                           picked);
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            tx.exec_params(
+                "WITH u AS (UPDATE " + table + " SET " + column + " = " + column +
+                    " + $2 WHERE id = ANY ($1::" + key_type +
+                    "[]) RETURNING id) INSERT INTO public.online_log SELECT id::text, $2 "
+                    "FROM u",
+                picked, delta);
+            tx.commit();
+            ++committed_;
+          } catch (const pqxx::deadlock_detected&) {
+            ++deadlocks_;
+          } catch (const std::exception&) {
+            ++errors_;
+          }
+        }
+      });
+    }
+  }
+  ~OnlineWriters() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  // No writer deadlocked or failed, and some committed.
+  void ExpectUnharmed() const {
+    EXPECT_EQ(deadlocks_, 0);
+    EXPECT_EQ(errors_, 0);
+    EXPECT_GT(committed_, 0);
+  }
+
+ private:
+  std::vector<std::string> keys_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long long> committed_{0}, deadlocks_{0}, errors_{0};
+  std::vector<std::thread> threads_;
+};
+
+// A database with public.online_log, where OnlineWriters log.
+class OnlineLogTest : public testing::DatabaseTest {
  protected:
   void SetUp() override {
     DatabaseTest::SetUp();
+    QueryValue("CREATE TABLE public.online_log (id text NOT NULL, delta bigint NOT NULL)");
+  }
+  std::function<std::unique_ptr<pqxx::connection>()> Connector() {
+    return [this] { return Connect("online user"); };
+  }
+  std::vector<std::string> Column(const std::string& sql) {
+    std::vector<std::string> out;
+    auto conn = Connect();
+    pqxx::read_transaction tx(*conn);
+    for (const auto& row : tx.exec(sql)) out.push_back(row[0].as<std::string>());
+    return out;
+  }
+  // Runs `config` until nothing is queued or deferred (what a run deferred
+  // goes in a later one), at most `runs` times; the runs' counts summed.
+  RunCounts RunUntilDrained(const config::Config& config, int runs = 5) {
+    RunCounts total;
+    for (int run = 0; run < runs && Count("SELECT count(*) FROM coexist.queue WHERE state IN "
+                                          "('queued', 'deferred')") > 0;
+         ++run) {
+      QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
+      auto summary = batch::Run(conninfo(), config);
+      total.done += summary.counts.done;
+      total.dead += summary.counts.dead;
+      total.deferred += summary.counts.deferred;
+    }
+    return total;
+  }
+};
+
+class SeveralKeysTest : public OnlineLogTest {
+ protected:
+  void SetUp() override {
+    OnlineLogTest::SetUp();
     QueryValue(
         "CREATE SCHEMA app;"
         "CREATE TABLE app.products (id uuid PRIMARY KEY, stock integer NOT NULL DEFAULT 1000"
         "  CHECK (stock >= 0), version bigint NOT NULL DEFAULT 0,"
         "  holder text NOT NULL DEFAULT 'online');"
         "INSERT INTO app.products (id) SELECT md5(g::text)::uuid FROM generate_series(1, 20) g;"
-        "CREATE TABLE app.applied (uid text NOT NULL, rows integer NOT NULL);"
-        "CREATE TABLE app.online_log (id uuid NOT NULL)");
+        "CREATE TABLE app.applied (uid text NOT NULL, rows integer NOT NULL)");
   }
 
   // The product keys as the table spells them (lower-case uuids), by g.
@@ -312,54 +409,11 @@ TEST_F(SeveralKeysTest, AnItemOfSeveralKeysUnderKeysOneFailsWithTheFix) {
 // deadlock on either side, no lost update.
 TEST_F(SeveralKeysTest, OnlineWritersLockingInKeyOrderNeverDeadlockWithTheBatch) {
   EnqueueItems(conninfo(), "orders", Orders(11), "uuid");
-  auto products = Products();
-  std::atomic<bool> stop{false};
-  std::atomic<long long> committed{0};
-  std::atomic<long long> deadlocks{0};
-  std::atomic<long long> other_errors{0};
-  std::vector<std::thread> writers;
-  for (int w = 0; w < 4; ++w) {
-    writers.emplace_back([&, w] {
-      auto conn = Connect("online writer");
-      std::mt19937 random(static_cast<unsigned>(w + 1));
-      while (!stop) {
-        std::string keys = "{";
-        for (int k = 0; k < 3; ++k) {
-          keys += (k ? "," : "") + products[random() % kProducts];
-        }
-        keys += "}";
-        try {
-          pqxx::work tx(*conn);
-          tx.exec_params(
-              "SELECT 1 FROM app.products WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE",
-              keys);
-          std::this_thread::sleep_for(std::chrono::milliseconds(3));
-          tx.exec_params(
-              "WITH u AS (UPDATE app.products SET stock = stock - 1 "
-              "WHERE id = ANY ($1::uuid[]) RETURNING id) INSERT INTO app.online_log SELECT id FROM "
-              "u",
-              keys);
-          tx.commit();
-          ++committed;
-        } catch (const pqxx::deadlock_detected&) {
-          ++deadlocks;
-        } catch (const std::exception&) {
-          ++other_errors;
-        }
-      }
-    });
-  }
-  auto summary = batch::Run(conninfo(), JobConfig(kPolicies[1], false, 3));  // online_priority
-  // Whatever online_priority deferred, a second run finishes.
-  QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
-  batch::Run(conninfo(), JobConfig(kPolicies[1], false, 3));
-  stop = true;
-  for (auto& t : writers) t.join();
-  EXPECT_EQ(deadlocks, 0);
-  EXPECT_EQ(other_errors, 0);
-  EXPECT_GT(committed, 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0)
-      << summary.counts.deferred << " deferred in the first run";
+  OnlineWriters online(Connector(), "app.products", "stock", Products(), "uuid", 3, -1, 4);
+  RunUntilDrained(JobConfig(kPolicies[1], false, 3));  // online_priority
+  online.Stop();
+  online.ExpectUnharmed();
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
   ExpectWholeItemsAppliedOnce();
 }
 
@@ -372,85 +426,11 @@ std::string ReadSource(const std::string& relative) {
   return text.str();
 }
 
-// Online users while a run works: each transaction changes `rows` random
-// rows of `table` by `delta` (one statement per row), having locked them in
-// key order first, and logs each change in public.online_log (row key as
-// text, delta). Errors are counted by kind, never swallowed.
-class OnlineWriters {
- public:
-  OnlineWriters(testing::DatabaseTest& test,
-                std::function<std::unique_ptr<pqxx::connection>()> connect, std::string table,
-                std::string column, std::vector<std::string> keys, std::string key_type, int rows,
-                long long delta)
-      : keys_(std::move(keys)) {
-    for (int w = 0; w < 3; ++w) {
-      threads_.emplace_back([=, this] {
-        auto conn = connect();
-        std::mt19937 random(static_cast<unsigned>(w + 11));
-        while (!stop_) {
-          std::string picked = "{";
-          for (int k = 0; k < rows; ++k) picked += (k ? "," : "") + keys_[random() % keys_.size()];
-          picked += "}";
-          try {
-            pqxx::work tx(*conn);
-            tx.exec_params("SELECT 1 FROM " + table + " WHERE id = ANY ($1::" + key_type +
-                               "[]) ORDER BY id FOR UPDATE",
-                           picked);
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
-            tx.exec_params(
-                "WITH u AS (UPDATE " + table + " SET " + column + " = " + column +
-                    " + $2 WHERE id = ANY ($1::" + key_type +
-                    "[]) RETURNING id) INSERT INTO public.online_log SELECT id::text, $2 "
-                    "FROM u",
-                picked, delta);
-            tx.commit();
-            ++committed_;
-          } catch (const pqxx::deadlock_detected&) {
-            ++deadlocks_;
-          } catch (const std::exception& e) {
-            ++errors_;
-          }
-        }
-      });
-    }
-    (void)test;
-  }
-  ~OnlineWriters() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    for (auto& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  long long committed() const { return committed_; }
-  long long deadlocks() const { return deadlocks_; }
-  long long errors() const { return errors_; }
-
- private:
-  std::vector<std::string> keys_;
-  std::atomic<bool> stop_{false};
-  std::atomic<long long> committed_{0}, deadlocks_{0}, errors_{0};
-  std::vector<std::thread> threads_;
-};
-
-class ExampleJobTest : public testing::DatabaseTest {
- protected:
-  std::vector<std::string> Column(const std::string& sql) {
-    std::vector<std::string> out;
-    auto conn = Connect();
-    pqxx::read_transaction tx(*conn);
-    for (const auto& row : tx.exec(sql)) out.push_back(row[0].as<std::string>());
-    return out;
-  }
-  std::function<std::unique_ptr<pqxx::connection>()> Connector() {
-    return [this] { return Connect("online user"); };
-  }
-};
+class ExampleJobTest : public OnlineLogTest {};
 
 TEST_F(ExampleJobTest, OrderSettlementSettlesEveryOrderOnceWithAllItsLines) {
   QueryValue(ReadSource("config/examples/order-settlement.sql"));
   QueryValue(
-      "CREATE TABLE public.online_log (id text NOT NULL, delta bigint NOT NULL);"
       "INSERT INTO shop.products (id, name, stock)"
       "  SELECT md5('p' || g)::uuid, 'product ' || g, 100000 FROM generate_series(1, 30) g;"
       "INSERT INTO shop.orders (id) SELECT md5('o' || g)::uuid FROM generate_series(1, 300) g;"
@@ -466,14 +446,12 @@ TEST_F(ExampleJobTest, OrderSettlementSettlesEveryOrderOnceWithAllItsLines) {
   EXPECT_EQ(EnqueueSelect(conninfo(), config.batch.job, config.enqueue.select, "uuid").added, 0)
       << "the order is the idempotency key";
 
-  OnlineWriters online(*this, Connector(), "shop.products", "stock",
+  OnlineWriters online(Connector(), "shop.products", "stock",
                        Column("SELECT id::text FROM shop.products"), "uuid", 3, 1);
-  auto first = batch::Run(conninfo(), config);
-  QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
-  auto second = batch::Run(conninfo(), config);
+  auto counts = RunUntilDrained(config);
   online.Stop();
 
-  EXPECT_EQ(first.counts.done + second.counts.done, 300);
+  EXPECT_EQ(counts.done, 300);
   EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status <> 'settled'"), 0);
   // Each product: its start, less the lines of the settled orders (each
   // once), plus what online users added. A lost, doubled or partial
@@ -484,9 +462,7 @@ TEST_F(ExampleJobTest, OrderSettlementSettlesEveryOrderOnceWithAllItsLines) {
                   " + (SELECT coalesce(sum(o.delta), 0) FROM public.online_log o"
                   "     WHERE o.id = p.id::text)"),
             0);
-  EXPECT_EQ(online.deadlocks(), 0);
-  EXPECT_EQ(online.errors(), 0);
-  EXPECT_GT(online.committed(), 0);
+  online.ExpectUnharmed();
   // targets: the orders got the version trigger (every settlement bumped
   // it) and the guard.
   EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE version = 0"), 0);
@@ -498,7 +474,6 @@ TEST_F(ExampleJobTest, OrderSettlementSettlesEveryOrderOnceWithAllItsLines) {
 TEST_F(ExampleJobTest, LedgerPostsEveryTransferWholeAndKeepsTheMoney) {
   QueryValue(ReadSource("config/examples/ledger.sql"));
   QueryValue(
-      "CREATE TABLE public.online_log (id text NOT NULL, delta bigint NOT NULL);"
       "INSERT INTO ledger.accounts (id, balance)"
       "  SELECT 'acct-' || g, 100000 FROM generate_series(1, 40) g;"
       "INSERT INTO ledger.transfers (id, from_account, to_account, amount)"
@@ -514,23 +489,13 @@ TEST_F(ExampleJobTest, LedgerPostsEveryTransferWholeAndKeepsTheMoney) {
             transfers);
 
   // Online deposits of one, two accounts at a time, locked in key order.
-  OnlineWriters online(*this, Connector(), "ledger.accounts", "balance",
+  OnlineWriters online(Connector(), "ledger.accounts", "balance",
                        Column("SELECT id FROM ledger.accounts"), "text", 2, 1);
-  long long done = 0;
-  long long dead = 0;
-  // A transfer deferred (a wait that ran out) goes in a later run.
-  for (int run = 0; run < 5 && Count("SELECT count(*) FROM coexist.queue WHERE state IN "
-                                     "('queued', 'deferred')") > 0;
-       ++run) {
-    QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
-    auto summary = batch::Run(conninfo(), config);
-    done += summary.counts.done;
-    dead += summary.counts.dead;
-  }
+  auto counts = RunUntilDrained(config);
   online.Stop();
 
-  EXPECT_EQ(done, transfers - 1);
-  EXPECT_EQ(dead, 1);
+  EXPECT_EQ(counts.done, transfers - 1);
+  EXPECT_EQ(counts.dead, 1);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger.transfers WHERE posted_at IS NULL"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger.entries WHERE transfer_id = 100000"), 0);
   // Money is neither made nor lost: the batch's entries sum to zero, and
@@ -545,9 +510,7 @@ TEST_F(ExampleJobTest, LedgerPostsEveryTransferWholeAndKeepsTheMoney) {
                   " + (SELECT coalesce(sum(o.delta), 0) FROM public.online_log o"
                   "     WHERE o.id = a.id)"),
             0);
-  EXPECT_EQ(online.deadlocks(), 0);
-  EXPECT_EQ(online.errors(), 0);
-  EXPECT_GT(online.committed(), 0);
+  online.ExpectUnharmed();
 }
 
 }  // namespace
