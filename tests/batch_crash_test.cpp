@@ -368,5 +368,117 @@ TEST_P(BatchCrashPolicyTest, AnImmediateServerRestartEndsTheRunAndTheNextOneFini
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, BatchCrashPolicyTest, ::testing::ValuesIn(kPolicies),
                          PolicyName);
 
+// Items of several records as a user writes them: the order-settlement
+// example's schema (uuid keys, a schema of its own, orders of 2 to 5 lines,
+// the orders table under targets:), enqueued by the file's enqueue.select on
+// a configured server, with an operation that is NOT idempotent (it settles
+// an order whatever its status and logs each settlement), killed -9 or
+// restarted under: every order is settled exactly once with all its lines.
+class SeveralKeysCrashTest : public BatchCrashTest,
+                             public ::testing::WithParamInterface<const char*> {
+ protected:
+  static constexpr long long kOrders = 600;
+
+  void SetUp() override {
+    BatchCrashTest::SetUp();
+    std::ifstream schema(std::string(COEXIST_SOURCE_DIR) + "/config/examples/order-settlement.sql");
+    QueryValue(std::string(std::istreambuf_iterator<char>(schema), {}));
+    QueryValue(
+        "CREATE TABLE public.settle_log (order_id uuid NOT NULL);"
+        "INSERT INTO shop.products (id, name, stock)"
+        "  SELECT md5('p' || g)::uuid, 'product ' || g, 1000000 FROM generate_series(1, 30) g;"
+        "INSERT INTO shop.orders (id) SELECT md5('o' || g)::uuid FROM generate_series(1, " +
+        std::to_string(kOrders) +
+        ") g;"
+        "INSERT INTO shop.order_lines (order_id, product_id, qty)"
+        "  SELECT md5('o' || g)::uuid, md5('p' || (1 + (g * 7 + l * 11) % 30))::uuid, 1 + (g + l) "
+        "% 4"
+        "    FROM generate_series(1, " +
+        std::to_string(kOrders) + ") g, generate_series(1, 2 + g % 4) l");
+    config_ = (dir_ / "orders.yaml").string();
+    std::ofstream(config_)
+        << "target: {table: shop.products}\n"
+           "targets: [{table: shop.orders}]\n"
+           "batch: {job: settle-orders, chunk_size: 10, workers: 4}\n"
+           "pacing: {adaptive: false}\n"
+           "policy: "
+        << GetParam()
+        << "\n"
+           "enqueue:\n"
+           "  select: |\n"
+           "    SELECT array_agg(l.product_id), jsonb_build_object('order_id', o.id)\n"
+           "      FROM shop.orders o JOIN shop.order_lines l ON l.order_id = o.id GROUP BY o.id\n"
+           "operation:\n"
+           "  keys: many\n"
+           "  item_sql: |\n"
+           "    WITH s AS (SELECT pg_sleep(0.01)),\n"
+           "    o AS (UPDATE shop.orders SET status = 'settled', settled_at = now()\n"
+           "           WHERE id = $2::uuid AND (SELECT true FROM s) RETURNING id),\n"
+           "    logged AS (INSERT INTO public.settle_log SELECT id FROM o)\n"
+           "    UPDATE shop.products p SET stock = p.stock - l.qty\n"
+           "      FROM shop.order_lines l JOIN o ON o.id = l.order_id\n"
+           "     WHERE p.id = l.product_id\n"
+           "  params: [order_id]\n";
+    auto enqueued =
+        RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "enqueue"});
+    ASSERT_EQ(enqueued.status, 0) << enqueued.output;
+  }
+  void WaitForSettled(long long orders) {
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (Count("SELECT count(*) FROM public.settle_log") < orders &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  void ExpectEveryOrderSettledOnceWithAllItsLines() {
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle-orders' AND state "
+                    "<> 'done'"),
+              0);
+    EXPECT_EQ(Count("SELECT count(*) FROM public.settle_log"), kOrders);
+    EXPECT_EQ(Count("SELECT count(DISTINCT order_id) FROM public.settle_log"), kOrders);
+    EXPECT_EQ(Count("SELECT count(*) FROM shop.products p WHERE p.stock <> 1000000"
+                    " - (SELECT coalesce(sum(l.qty), 0) FROM shop.order_lines l"
+                    "     WHERE l.product_id = p.id)"),
+              0)
+        << "a product's stock is not its start less its lines: a lost, doubled or partial order";
+  }
+};
+
+TEST_P(SeveralKeysCrashTest, KillNineMidRunThenTheNextRunSettlesEveryOrderOnce) {
+  pid_t pid = StartRun("first.log");
+  WaitForSettled(60);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  EXPECT_LT(Count("SELECT count(*) FROM public.settle_log"), kOrders)
+      << "the run finished before the kill";
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  ExpectEveryOrderSettledOnceWithAllItsLines();
+}
+
+TEST_P(SeveralKeysCrashTest, AnImmediateServerRestartThenTheNextRunSettlesEveryOrderOnce) {
+  pid_t pid = StartRun("first.log");
+  WaitForSettled(60);
+  auto& cluster = testing::ClusterEnvironment::Get().cluster();
+  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+  std::this_thread::sleep_for(300ms);
+  cluster.StartServer();
+  auto status = WaitForExitWithin(pid, 60s);
+  if (!status) {
+    kill(pid, SIGKILL);
+    WaitForExit(pid);
+    FAIL() << "the run did not end after the restart\n" << Log("first.log");
+  }
+  EXPECT_EQ(*status, 75) << Log("first.log");
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  ExpectEveryOrderSettledOnceWithAllItsLines();
+}
+
+// The waiting policy, whose chunks hold rows longest (skip_locked passed
+// too, adding 20 s to ctest).
+INSTANTIATE_TEST_SUITE_P(Waiting, SeveralKeysCrashTest,
+                         ::testing::Values("{name: online_priority, max_wait: 1s}"), PolicyName);
+
 }  // namespace
 }  // namespace coexist
