@@ -25,6 +25,12 @@ void Savepoint::Release() {
   done_ = true;
 }
 
+void Savepoint::Rollback() {
+  tx_.exec("ROLLBACK TO SAVEPOINT " + name_);
+  tx_.exec("RELEASE SAVEPOINT " + name_);
+  done_ = true;
+}
+
 RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
                      pqxx::transaction_base& read_tx, const std::vector<RecordKey>& keys,
                      bool owner) {
@@ -87,7 +93,8 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
                                    " ORDER BY " + key + " FOR UPDATE SKIP LOCKED");
   conn.prepare("lock_record", "SELECT 1 FROM " + table + " WHERE " + key +
                                   " = $1::text::" + key_type_ + " FOR UPDATE");
-  conn.prepare("find_records", "SELECT " + key_text + " FROM " + table + " WHERE " + key + keys);
+  conn.prepare("find_records", "SELECT " + key_text + " FROM " + table + " WHERE " + key + keys +
+                                   " ORDER BY " + key);
   if (has_owner_) {
     std::string owner = conn.quote_name(*t.owner_column);
     conn.prepare("find_batch_owned_records", "SELECT " + key_text + " FROM " + table + " WHERE " +

@@ -70,6 +70,8 @@ class Savepoint {
   Savepoint(const Savepoint&) = delete;
   Savepoint& operator=(const Savepoint&) = delete;
   void Release();
+  // Undoes what was done since, row locks taken included, now.
+  void Rollback();
 
  private:
   pqxx::transaction_base& tx_;
@@ -109,7 +111,8 @@ class QueueSql {
   // Locks what can be locked (FOR UPDATE SKIP LOCKED); returns locked keys.
   std::vector<RecordKey> LockRecords(pqxx::transaction_base& tx,
                                      const std::vector<RecordKey>& keys);
-  // Keys that exist in the target (a plain read; row locks do not block it).
+  // Keys that exist in the target, in the key column's order (a plain
+  // read; row locks do not block it).
   std::vector<RecordKey> ExistingRecords(pqxx::transaction_base& tx,
                                          const std::vector<RecordKey>& keys);
   // Keys whose owner column says 'batch'.

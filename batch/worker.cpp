@@ -323,8 +323,13 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
   for (const auto* item : candidates) {
     candidate_keys.insert(candidate_keys.end(), item->keys.begin(), item->keys.end());
   }
+  // The probe takes the free rows without waiting. Its locks stay when no
+  // item waits for a row; otherwise LockInKeyOrder takes the rows again.
+  Savepoint probe(tx, "probe");
   auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
 
+  std::vector<const Item*> going;                 // applied once the chunk holds all their rows
+  std::map<long long, policies::Decision> waits;  // of those, the ones waiting for a row
   for (const auto* item : candidates) {
     // An item is one unit: row-locked when any of its records is, the
     // batch's when all of them are.
@@ -335,8 +340,7 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
     if (d.escalated) ++out.escalated;
     switch (d.action) {
       case Action::kApply:
-        out.apply.push_back(*item);
-        waiting_.erase(item->item_id);
+        going.push_back(item);
         break;
       case Action::kDefer:
         out.deferrals.push_back({item->item_id, d.reason, d.escalated});
@@ -345,15 +349,90 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
       case Action::kWaitEditLock:
         StartWaiting(item->item_id, now);
         break;
-      default: {  // row-lock waits, cancel, terminate
-        std::vector<RecordKey> busy;
-        for (const auto& key : item->keys) {
-          if (rows.row_locked.count(key)) busy.push_back(key);
-        }
-        WaitForRowLocks(tx, *item, busy, d, out);
+      default:  // row-lock waits, cancel, terminate
+        StartWaiting(item->item_id, now);
+        going.push_back(item);
+        waits.emplace(item->item_id, d);
         break;
-      }
     }
+  }
+  if (waits.empty()) {
+    probe.Release();
+    for (const auto* item : going) {
+      out.apply.push_back(*item);
+      waiting_.erase(item->item_id);
+    }
+    return;
+  }
+  // Waiting for a row while holding one that sorts after it could close a
+  // cycle with an online transaction that locks in key order too (it holds
+  // the awaited row and wants the later one): the probe's locks go, and
+  // the rows are taken again in key order.
+  probe.Rollback();
+  LockInKeyOrder(tx, going, waits, rows.row_locked, out);
+}
+
+// The rows of `going` in key order: each run of rows the probe found free
+// in one statement that does not wait, then the next row another
+// transaction held, waited for as the item's decision in `waits` says,
+// while the chunk holds only rows before it. An item is applied when the
+// chunk holds all its rows; one whose wait ended without the row is
+// deferred or left for a later chunk (WaitForRowLock), and so is one whose
+// free row was taken since the probe (waiting for it there would hold
+// later rows).
+void Worker::LockInKeyOrder(pqxx::dbtransaction& tx, const std::vector<const Item*>& going,
+                            std::map<long long, policies::Decision>& waits,
+                            const std::set<RecordKey>& held_elsewhere, Outcome& out) {
+  std::map<RecordKey, std::vector<const Item*>> items_of;
+  std::vector<RecordKey> keys;
+  for (const auto* item : going) {
+    for (const auto& key : item->keys) {
+      items_of[key].push_back(item);
+      keys.push_back(key);
+    }
+  }
+  std::set<long long> not_now;  // items this chunk does not apply
+  auto leave_for_later = [&](const Item& item) {
+    if (not_now.insert(item.item_id).second) StartWaiting(item.item_id, steady_clock::now());
+  };
+  auto wanted = [&](const RecordKey& key) {
+    const auto& items = items_of[key];
+    return std::any_of(items.begin(), items.end(),
+                       [&](const Item* item) { return !not_now.count(item->item_id); });
+  };
+  auto ordered = db_->sql->ExistingRecords(tx, keys);
+  size_t next = 0;
+  while (next < ordered.size()) {
+    std::vector<RecordKey> free_run;
+    for (; next < ordered.size() && !held_elsewhere.count(ordered[next]); ++next) {
+      if (wanted(ordered[next])) free_run.push_back(ordered[next]);
+    }
+    auto locked = db_->sql->LockRecords(tx, free_run);
+    std::set<RecordKey> got(locked.begin(), locked.end());
+    for (const auto& key : free_run) {
+      if (got.count(key)) continue;
+      for (const auto* item : items_of[key]) leave_for_later(*item);
+    }
+    if (next == ordered.size()) break;
+    const RecordKey& key = ordered[next++];
+    for (const auto* item : items_of[key]) {
+      if (not_now.count(item->item_id)) continue;
+      auto wait = waits.find(item->item_id);
+      if (wait == waits.end()) {  // no policy applies an item whose row is held
+        leave_for_later(*item);
+        continue;
+      }
+      if (WaitForRowLock(tx, *item, key, wait->second, out) != RowWait::kLocked) {
+        not_now.insert(item->item_id);
+        continue;
+      }
+      break;  // the chunk holds the row now, for the chunk's other items of it too
+    }
+  }
+  for (const auto* item : going) {
+    if (not_now.count(item->item_id)) continue;
+    out.apply.push_back(*item);
+    waiting_.erase(item->item_id);
   }
 }
 
@@ -413,21 +492,6 @@ bool Worker::OnEditLock(pqxx::dbtransaction& tx, const Item& item,
   out.deferrals.push_back({item.item_id, d.reason.empty() ? "edit_locked" : d.reason, d.escalated});
   waiting_.erase(item.item_id);
   return false;
-}
-
-// The item's row-locked records, one after the other in key order (the
-// global lock order): the item is applied only when the chunk holds all of
-// them, and waits or is deferred as a unit otherwise.
-void Worker::WaitForRowLocks(pqxx::dbtransaction& tx, const Item& item,
-                             const std::vector<RecordKey>& busy, policies::Decision d,
-                             Outcome& out) {
-  StartWaiting(item.item_id, steady_clock::now());
-  for (const auto& key : busy) {
-    auto result = WaitForRowLock(tx, item, key, d, out);
-    if (result != RowWait::kLocked) return;
-  }
-  out.apply.push_back(item);
-  waiting_.erase(item.item_id);
 }
 
 Worker::RowWait Worker::WaitForRowLock(pqxx::dbtransaction& tx, const Item& item,

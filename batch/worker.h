@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,12 +145,12 @@ class Worker {
   // otherwise the item waits (for a later chunk) or is deferred.
   bool OnEditLock(pqxx::dbtransaction& tx, const Item& item, const std::vector<EditLock>& locks,
                   Outcome& out);
-  // Waits for `busy`, the item's records another transaction holds, in key
-  // order, as the policy's `decision` says; the item is applied only when
-  // the chunk holds them all.
-  void WaitForRowLocks(pqxx::dbtransaction& tx, const Item& item,
-                       const std::vector<db::RecordKey>& busy, policies::Decision decision,
-                       Outcome& out);
+  // Takes the rows of `going` again in key order, waiting for those held
+  // elsewhere as `waits` (item id -> the policy's decision) says; the items
+  // whose rows the chunk then holds go to Outcome::apply.
+  void LockInKeyOrder(pqxx::dbtransaction& tx, const std::vector<const Item*>& going,
+                      std::map<long long, policies::Decision>& waits,
+                      const std::set<db::RecordKey>& held_elsewhere, Outcome& out);
   enum class RowWait { kLocked, kDeferred, kLater };
   RowWait WaitForRowLock(pqxx::dbtransaction& tx, const Item& item, const db::RecordKey& key,
                          policies::Decision& decision, Outcome& out);

@@ -417,6 +417,61 @@ TEST_F(SeveralKeysTest, OnlineWritersLockingInKeyOrderNeverDeadlockWithTheBatch)
   ExpectWholeItemsAppliedOnce();
 }
 
+// The deadlock the test above can only catch by chance, made certain: an
+// online transaction holds an item's second row and then wants its fourth.
+// While the batch waits for the second, it must not hold the fourth (it
+// took the free rows first, in one statement, and would otherwise sit on
+// them while it waits): the online transaction gets it at once.
+TEST_F(SeveralKeysTest, WhileTheBatchWaitsForARowItHoldsNoneThatSortsAfterIt) {
+  auto rows = Products();
+  std::sort(rows.begin(), rows.end());  // a uuid's order is its lower-case text's
+  EnqueueItem item;
+  item.keys = {rows[3], rows[0], rows[2], rows[1]};
+  item.payload = R"({"qty": 2, "uid": "u1"})";
+  EnqueueItems(conninfo(), "orders", {item}, "uuid");
+
+  auto online = Connect("coexist-online test");
+  pqxx::work tx(*online);
+  tx.exec("SELECT 1 FROM app.products WHERE id = '" + rows[1] + "' FOR UPDATE");
+  RunCounts counts;
+  std::thread batch([&] {
+    counts = batch::Run(conninfo(), JobConfig("  name: online_priority\n  max_wait: 30s\n"
+                                              "  lock_wait_initial: 5s\n  lock_wait_max: 5s\n",
+                                              false, 1))
+                 .counts;
+  });
+  auto batch_waits = [&] {
+    return Count(
+               "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
+               "datname = current_database()") > 0;
+  };
+  for (int i = 0; i < 500 && !batch_waits(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(batch_waits()) << "the batch should wait for the second row";
+  // The batch may hold the first row (before the one it waits for), not
+  // the fourth: were it holding it, this would fail after 200 ms.
+  tx.exec("SET LOCAL lock_timeout = '200ms'");
+  bool got_fourth = true;
+  try {
+    tx.exec("SELECT 1 FROM app.products WHERE id = '" + rows[3] + "' FOR UPDATE");
+  } catch (const pqxx::sql_error& e) {
+    got_fourth = false;
+    ADD_FAILURE() << "the online transaction could not have the fourth row: " << e.what();
+  }
+  if (got_fourth) {
+    tx.exec("WITH u AS (UPDATE app.products SET stock = stock - 1 WHERE id IN ('" + rows[1] +
+            "', '" + rows[3] +
+            "') RETURNING id) INSERT INTO public.online_log SELECT id::text, -1 FROM u");
+    tx.commit();
+  } else {
+    tx.abort();
+  }
+  batch.join();
+  EXPECT_EQ(counts.done, 1);
+  ExpectWholeItemsAppliedOnce();
+}
+
 // --- the shipped examples, end to end under concurrent online edits -------
 
 std::string ReadSource(const std::string& relative) {
