@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <future>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "batch/operation.h"
@@ -324,8 +326,10 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
     candidate_keys.insert(candidate_keys.end(), item->keys.begin(), item->keys.end());
   }
   // The probe takes the free rows without waiting. Its locks stay when no
-  // item waits for a row; otherwise LockInKeyOrder takes the rows again.
-  Savepoint probe(tx, "probe");
+  // item waits for a row; otherwise LockInKeyOrder takes the rows again
+  // (under a policy that never waits for rows, no savepoint is needed).
+  std::optional<Savepoint> probe;
+  if (!policy_.DefersEveryRowLock()) probe.emplace(tx, "probe");
   auto rows = GatherFacts(*db_->sql, tx, *db_->sql, tx, candidate_keys, policy_.TakesOver());
 
   std::vector<const Item*> going;                 // applied once the chunk holds all their rows
@@ -357,7 +361,7 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
     }
   }
   if (waits.empty()) {
-    probe.Release();
+    if (probe) probe->Release();
     for (const auto* item : going) {
       out.apply.push_back(*item);
       waiting_.erase(item->item_id);
@@ -368,7 +372,8 @@ void Worker::DecideOnRows(pqxx::dbtransaction& tx, const std::vector<const Item*
   // cycle with an online transaction that locks in key order too (it holds
   // the awaited row and wants the later one): the probe's locks go, and
   // the rows are taken again in key order.
-  probe.Rollback();
+  if (!probe) throw std::logic_error(std::string(policy_.Name()) + " waits for a row it defers");
+  probe->Rollback();
   LockInKeyOrder(tx, going, waits, rows.row_locked, out);
 }
 

@@ -119,6 +119,11 @@ class Policy {
   // Whether row locks are waited for inside the chunk's transaction until a
   // final decision (batch_priority), rather than one step per chunk.
   virtual bool WaitsInTransaction() const { return false; }
+  // Whether Decide answers every row-locked record with kDefer, never a
+  // wait (status_partition; skip_locked reporting when exhausted): a chunk
+  // then keeps the row locks it took without waiting, in no savepoint, as
+  // it will never have to let them go to wait in key order.
+  virtual bool DefersEveryRowLock() const { return false; }
   // Whether a wait step should look up the backends blocking it.
   virtual bool WantsBlockers() const { return false; }
   // The application_name LIKE pattern of the blocking backends it may cancel

@@ -35,6 +35,7 @@ class SkipLocked : public Policy {
   Decision Decide(const RecordFacts& facts) const override;
   bool WantsBlockers() const override { return options_.on_exhausted == OnExhausted::kForce; }
   bool WaitsInTransaction() const override { return options_.on_exhausted == OnExhausted::kForce; }
+  bool DefersEveryRowLock() const override { return options_.on_exhausted == OnExhausted::kReport; }
   std::string SignalPattern() const override {
     return options_.on_exhausted == OnExhausted::kForce ? force_.SignalPattern() : "";
   }

@@ -20,6 +20,7 @@ class StatusPartition : public Policy {
   const char* Name() const override { return kName; }
   Decision Decide(const RecordFacts& facts) const override;
   bool TakesOver() const override { return true; }
+  bool DefersEveryRowLock() const override { return true; }
 
  private:
   config::PolicyConfig config_;

@@ -79,6 +79,33 @@ TEST(PolicyCapabilities, WhatTheRunnerPreparesFor) {
   EXPECT_TRUE(Create(Named("online_priority"))->Windows().empty());
 }
 
+// A chunk keeps its unordered SKIP LOCKED row locks, in no savepoint, only
+// under a policy that never waits for a row: the claim must hold for every
+// row-locked fact, however often deferred or long waited.
+TEST(PolicyCapabilities, APolicyThatDefersEveryRowLockNeverWaitsForOne) {
+  std::vector<std::pair<std::unique_ptr<Policy>, bool>> policies;
+  policies.emplace_back(Create(Named("skip_locked", Skip())), true);
+  policies.emplace_back(Create(Named("status_partition")), true);
+  policies.emplace_back(Create(Named("skip_locked", Skip(OnExhausted::kWait))), false);
+  policies.emplace_back(Create(Named("skip_locked", Skip(OnExhausted::kForce))), false);
+  policies.emplace_back(Create(Named("online_priority", kWait)), false);
+  policies.emplace_back(Create(Named("batch_priority", kForce)), false);
+  policies.emplace_back(Create(Named("time_window", TimeWindow::Options{})), false);
+  for (const auto& [policy, defers] : policies) {
+    EXPECT_EQ(policy->DefersEveryRowLock(), defers) << policy->Name();
+    if (!defers) continue;
+    for (int deferrals : {0, 1, 3, 10}) {
+      for (milliseconds waited : {milliseconds(0), milliseconds(3000), milliseconds(60000)}) {
+        for (bool edit_locked : {false, true}) {
+          EXPECT_EQ(policy->Decide(Facts(true, edit_locked, deferrals, waited)).action,
+                    Action::kDefer)
+              << policy->Name() << " deferrals=" << deferrals;
+        }
+      }
+    }
+  }
+}
+
 TEST(PolicyRegistry, StepsDoubleUpToTheCap) {
   auto c = Named("online_priority");
   EXPECT_EQ(NextStep(c, milliseconds(0)), milliseconds(100));
