@@ -68,7 +68,8 @@ db::QueueJob QueueJobOf(const config::Config& config, const std::string& target)
           config.policy.defer_delay,
           config.batch.busy_timeout,
           target,
-          config.batch.max_timeouts};
+          config.batch.max_timeouts,
+          config.batch.runs == config::RunsMode::kShared};
 }
 
 QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)

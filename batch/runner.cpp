@@ -33,10 +33,17 @@ JobBusyError BusyError(const config::Config& config, const std::optional<JobHold
     return JobBusyError(job + " was busy a moment ago",
                         "this run did nothing; the next scheduled run goes ahead.");
   }
+  if (!holder->stuck && config.batch.runs == config::RunsMode::kShared) {
+    return JobBusyError(job + " has an exclusive run at work: held by " + holder->description,
+                        "shared runs of a job work side by side, never beside an exclusive one: "
+                        "give every run of the job batch.runs: shared, or let that one finish. "
+                        "This run did nothing and claimed nothing.");
+  }
   if (!holder->stuck) {
     return JobBusyError(job + " is already running: held by " + holder->description,
                         "this run did nothing and claimed nothing; the next scheduled run "
-                        "picks up what is left.");
+                        "picks up what is left (shared runs of a job, batch.runs: shared, work "
+                        "side by side but never beside an exclusive one).");
   }
   std::string limit = config::FormatDuration(config.batch.busy_timeout);
   if (holder->run_id == 0) {
@@ -193,7 +200,14 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
         try {
           pqxx::work tx(*c.conn);
           c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
+          // A shared run rescues a sibling that died (its run lock is free)
+          // while it works: its items and takeovers do not wait for the
+          // next run of the job.
+          SweepResult swept;
+          if (config.batch.runs == config::RunsMode::kShared)
+            swept = ClearDeadRuns(tx, *c.queue, *c.sql);
           tx.commit();
+          LogSweep(swept, config.batch.job);
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
                         run_id, log::Value(e.what()));

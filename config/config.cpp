@@ -89,6 +89,8 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Int("max_attempts", out.max_attempts, 1, 1000);
   s.Int("max_timeouts", out.max_timeouts, 1, 1000);
   s.Duration("busy_timeout", out.busy_timeout, std::chrono::seconds(1), hours(24 * 30));
+  s.Enum("runs", out.runs, {{"exclusive", RunsMode::kExclusive}, {"shared", RunsMode::kShared}});
+  if (s.node()["runs"].IsDefined()) out.runs_at = s.MarkOf(s.node()["runs"]);
   s.Finish();
 }
 

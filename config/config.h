@@ -43,6 +43,8 @@ struct LogConfig {
 };
 
 // `batch:` — how the batch claims and applies items.
+enum class RunsMode { kExclusive, kShared };
+
 struct BatchConfig {
   // The job's name: its queue items, runs and advisory lock are keyed by it.
   std::string job = "default";
@@ -64,6 +66,11 @@ struct BatchConfig {
   // connected for longer than this, or a coexist run whose heartbeat is this
   // old. Then it exits 5, which schedulers count as a failure. 1s..30d.
   milliseconds busy_timeout = std::chrono::minutes(10);
+  // exclusive: one run of the job at a time (a second exits 4). shared: any
+  // number of runs, on any hosts, work the job's queue side by side (never
+  // beside an exclusive one); docs/batch.md, "Shared runs".
+  RunsMode runs = RunsMode::kExclusive;
+  Mark runs_at;
 };
 
 // `enqueue:` — what `coexist enqueue` adds when the command line names no

@@ -231,7 +231,8 @@ void Daemon::Cycle() {
   }
   // Read from pg_locks, so a standby daemon does not connect, install and
   // start a run every poll only to be refused.
-  if (waiter_.JobLockHeld(config_.batch.job)) {
+  // A shared run goes ahead beside other shared runs of the job.
+  if (waiter_.JobLockHeld(config_.batch.job, config_.batch.runs == config::RunsMode::kShared)) {
     throw batch::JobBusyError("job " + config_.batch.job + " is held by another session");
   }
   RunOnce();

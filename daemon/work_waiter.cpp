@@ -114,9 +114,9 @@ WorkWaiter::QueueCounts WorkWaiter::Counts(const std::string& job) {
   return {counts.queued, counts.deferred};
 }
 
-bool WorkWaiter::JobLockHeld(const std::string& job) {
+bool WorkWaiter::JobLockHeld(const std::string& job, bool exclusive_only) {
   pqxx::read_transaction tx(*impl_->conn);
-  return db::JobLockHeld(tx, job);
+  return db::JobLockHeld(tx, job, exclusive_only);
 }
 
 }  // namespace coexist::daemon

@@ -46,7 +46,8 @@ class WorkWaiter {
   QueueCounts Counts(const std::string& job);
   // Whether a session holds the job's lock (0004_job_lock.sql), read from
   // pg_locks without trying it; false when 0004 is not installed yet.
-  bool JobLockHeld(const std::string& job);
+  // `exclusive_only`: only an exclusive hold counts (a shared run's view).
+  bool JobLockHeld(const std::string& job, bool exclusive_only);
 
  private:
   struct Impl;

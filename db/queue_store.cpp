@@ -135,7 +135,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
     RETURNING run_id)sql");
   conn.prepare("lock_run",
                "SELECT pg_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
-  conn.prepare("try_lock_job", "SELECT coexist.try_lock_job($1)");
+  conn.prepare("try_lock_job", job_.shared_runs ? "SELECT coexist.try_lock_job_shared($1)"
+                                                : "SELECT coexist.try_lock_job($1)");
   // The session holding the job's lock (0004), and the run it is, if any
   // (runs.backend_pid, 0012). Another role's session shows NULLs in
   // pg_stat_activity's columns where this role may not read them.
@@ -300,7 +301,7 @@ bool QueueInstalled(pqxx::transaction_base& tx) {
   return tx.exec1("SELECT to_regclass('coexist.queue') IS NOT NULL")[0].as<bool>();
 }
 
-bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job) {
+bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job, bool exclusive_only) {
   if (!tx.exec1("SELECT to_regprocedure('coexist.job_lock_class()') IS NOT NULL")[0].as<bool>()) {
     return false;
   }
@@ -310,8 +311,9 @@ bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job) {
       SELECT 1 FROM pg_locks
        WHERE locktype = 'advisory' AND granted AND objsubid = 2
          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid))sql",
-                    job)[0]
+         AND classid = coexist.job_lock_class()::oid AND objid = hashtext($1)::oid
+         AND (NOT $2 OR mode = 'ExclusiveLock')))sql",
+                    job, exclusive_only)[0]
       .as<bool>();
 }
 

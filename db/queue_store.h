@@ -74,7 +74,8 @@ struct QueueJob {
   std::chrono::milliseconds defer_delay{0};   // a deferred item's not_before, from now
   std::chrono::milliseconds busy_timeout{0};  // JobHolder::stuck beyond it
   std::string target;                         // the target as a regclass literal, for events
-  int max_timeouts = 1;  // an item deferred for a timeout this many times is dead
+  int max_timeouts = 1;      // an item deferred for a timeout this many times is dead
+  bool shared_runs = false;  // batch.runs: shared: the job's lock is taken shared
 };
 
 // A run's statements on the queue and the runs table, for one job.
@@ -89,8 +90,10 @@ class QueueStore {
                      const std::string& details_json);
   // Session-level: held by the control connection until it closes.
   void LockRun(pqxx::transaction_base& tx, long long run_id);
-  // The job's lock for this session (0004_job_lock.sql); false when another
-  // session holds it. Then FindJobHolder names it (nullopt: it let go since).
+  // The job's lock for this session (0004_job_lock.sql), taken shared under
+  // QueueJob::shared_runs (0021: shared runs hold it side by side, never
+  // beside an exclusive holder); false when another session's hold excludes
+  // it. Then FindJobHolder names one (nullopt: it let go since).
   bool TryLockJob(pqxx::transaction_base& tx);
   std::optional<JobHolder> FindJobHolder(pqxx::transaction_base& tx);
   // Holds the run's row for the rest of `tx`; false when the run is no
@@ -150,8 +153,9 @@ bool QueueInstalled(pqxx::transaction_base& tx);
 
 // Whether some session holds `job`'s lock (0004_job_lock.sql), read from
 // pg_locks without trying it: trying would make a run starting at this
-// moment exit as busy. False while 0004 is not installed.
-bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job);
+// moment exit as busy. `exclusive_only`: only an exclusive hold counts (the
+// one that stops a shared run, 0021). False while 0004 is not installed.
+bool JobLockHeld(pqxx::transaction_base& tx, const std::string& job, bool exclusive_only = false);
 
 // Up to `limit` items of `job` a run could claim now, with item_id > after,
 // in claim order (as ClaimItems, without locking or skipping anything);

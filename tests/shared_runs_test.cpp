@@ -1,0 +1,204 @@
+// Shared runs of one job (batch.runs: shared): several `coexist batch run`
+// processes work one queue at once. Items of one key are enqueued twice and
+// online users edit the same rows meanwhile; one process is killed with
+// kill -9 mid-run. Every item must be applied exactly once (a ledger row per
+// item, and each row's stock is its items plus what online users added),
+// every surviving run must have done a share, and the killed run's items go
+// to the others. Exclusive and shared runs of a job never work side by side.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "common/subprocess.h"
+#include "tests/support/database_test.h"
+#include "tests/support/ledger_operation.h"
+
+namespace coexist {
+namespace {
+
+using namespace std::chrono_literals;
+
+class SharedRunsTest : public testing::DatabaseTest {
+ protected:
+  static constexpr long long kKeys = 600;  // each enqueued twice
+
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    QueryValue("CREATE TABLE ledger (key bigint NOT NULL)");
+    QueryValue("CREATE TABLE online_log (id bigint NOT NULL, delta bigint NOT NULL)");
+    QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(101, " +
+               std::to_string(100 + kKeys) + ") g");
+    dir_ = std::filesystem::temp_directory_path() / ("cx-shared-" + database_name());
+    std::filesystem::create_directories(dir_);
+    WriteConfig("shared.yaml", "shared", "{name: online_priority, max_wait: 10s}");
+    for (int round = 0; round < 2; ++round) {
+      auto status = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                                Path("shared.yaml"), "enqueue", "--select",
+                                "SELECT id FROM products WHERE id > 100"});
+      ASSERT_EQ(status.status, 0) << status.output;
+    }
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    DatabaseTest::TearDown();
+  }
+
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  // Chunks of 10 items at >= `sleep` seconds each, one worker per process.
+  void WriteConfig(const std::string& name, const std::string& runs, const std::string& policy,
+                   const std::string& sleep = "0.03") {
+    std::ofstream(Path(name)) << "target: {owner_column: owner}\n"
+                              << "batch: {job: shared, chunk_size: 10, workers: 1, runs: " << runs
+                              << "}\n"
+                                 "pacing: {adaptive: false}\n"
+                                 "policy: "
+                              << policy << "\n"
+                              << testing::LedgerOperation(sleep);
+  }
+
+  pid_t StartRun(const std::string& config, const std::string& log) {
+    SpawnOptions options;
+    options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config", Path(config),
+                    "batch",        "run"};
+    options.output_path = Path(log);
+    options.parent_death_signal = SIGKILL;
+    return Spawn(options);
+  }
+  void WaitForLedger(long long rows) {
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (Count("SELECT count(*) FROM ledger") < rows &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  std::string Log(const std::string& name) {
+    std::ifstream in(dir_ / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::filesystem::path dir_;
+};
+
+class SharedRunsPolicyTest : public SharedRunsTest,
+                             public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(SharedRunsPolicyTest, ThreeRunsDrainOneQueueOfRepeatedKeysOnceEvenWhenOneIsKilled) {
+  WriteConfig("shared.yaml", "shared", GetParam());
+  // Online users: each transaction locks two random rows in key order, adds
+  // 1000 to both and logs it.
+  std::atomic<bool> stop{false};
+  std::atomic<long long> committed{0}, refused{0}, failed{0};
+  std::thread online([&] {
+    auto conn = Connect("coexist-online test");
+    std::mt19937 random(5);
+    while (!stop) {
+      long long a = 101 + static_cast<long long>(random() % kKeys);
+      long long b = 101 + static_cast<long long>(random() % kKeys);
+      try {
+        pqxx::work tx(*conn);
+        std::string ids = "ARRAY[" + std::to_string(a) + "," + std::to_string(b) + "]::bigint[]";
+        tx.exec("SELECT 1 FROM products WHERE id = ANY (" + ids + ") ORDER BY id FOR UPDATE");
+        std::this_thread::sleep_for(2ms);
+        tx.exec("WITH u AS (UPDATE products SET stock = stock + 1000 WHERE id = ANY (" + ids +
+                ") RETURNING id) INSERT INTO online_log SELECT id, 1000 FROM u");
+        tx.commit();
+        ++committed;
+      } catch (const pqxx::sql_error& e) {
+        // status_partition refuses writes to the records it took over
+        // (CX004): the user tries again later. Anything else is a failure.
+        if (e.sqlstate() == "CX004") {
+          ++refused;
+          continue;
+        }
+        ++failed;
+        ADD_FAILURE() << "online transaction failed: " << e.what();
+      }
+    }
+  });
+  std::vector<pid_t> runs;
+  for (int i = 0; i < 3; ++i) runs.push_back(StartRun("shared.yaml", "run" + std::to_string(i)));
+  WaitForLedger(150);
+  ASSERT_EQ(kill(runs[0], SIGKILL), 0);
+  EXPECT_EQ(WaitForExit(runs[0]), 128 + SIGKILL);
+  // 0, or 2 when a policy that defers row-locked records deferred some.
+  for (int i : {1, 2}) {
+    int status = WaitForExit(runs[static_cast<size_t>(i)]);
+    EXPECT_TRUE(status == 0 || status == 2) << Log("run" + std::to_string(i));
+  }
+  stop = true;
+  online.join();
+  // A survivor marked the killed run abandoned while it worked, and handed
+  // back what it had taken over.
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'abandoned'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'abandoned' AND done > 0"),
+            2)
+      << "each survivor did a share";
+  // What was deferred goes in a later run.
+  for (int again = 0; again < 3 && Count("SELECT count(*) FROM coexist.queue WHERE state <> "
+                                         "'done'") > 0;
+       ++again) {
+    QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
+    auto next = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                            Path("shared.yaml"), "batch", "run"});
+    EXPECT_EQ(next.status, 0) << next.output;
+  }
+
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 2 * kKeys);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
+                  "2) k"),
+            0)
+      << "each key's two items applied once each";
+  EXPECT_EQ(Count("SELECT count(*) FROM products p WHERE id > 100 AND stock <>"
+                  " (SELECT count(*) FROM ledger l WHERE l.key = p.id)"
+                  " + (SELECT coalesce(sum(delta), 0) FROM online_log o WHERE o.id = p.id)"),
+            0)
+      << "a lost or doubled update";
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner <> 'online'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+  EXPECT_GT(committed, 0);
+  EXPECT_EQ(failed, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, SharedRunsPolicyTest,
+                         ::testing::Values("{name: online_priority, max_wait: 10s}",
+                                           "{name: status_partition}"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           return param.index == 0 ? "online_priority" : "status_partition";
+                         });
+
+TEST_F(SharedRunsTest, ExclusiveAndSharedRunsOfAJobNeverWorkSideBySide) {
+  // Shorter chunks: each run here drains the queue alone.
+  WriteConfig("shared.yaml", "shared", "{name: online_priority}", "0.01");
+  WriteConfig("exclusive.yaml", "exclusive", "{name: online_priority}", "0.01");
+  pid_t shared = StartRun("shared.yaml", "shared.log");
+  WaitForLedger(20);
+  auto exclusive = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                               Path("exclusive.yaml"), "batch", "run"});
+  EXPECT_EQ(exclusive.status, 4) << exclusive.output;
+  EXPECT_NE(exclusive.output.find("job shared is already running: held by run "),
+            std::string::npos)
+      << exclusive.output;
+  EXPECT_EQ(WaitForExit(shared), 0) << Log("shared.log");
+
+  QueryValue("UPDATE coexist.queue SET state = 'queued'");
+  pid_t first = StartRun("exclusive.yaml", "exclusive.log");
+  WaitForLedger(2 * kKeys + 20);
+  auto second = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                            Path("shared.yaml"), "batch", "run"});
+  EXPECT_EQ(second.status, 4) << second.output;
+  EXPECT_NE(second.output.find("job shared has an exclusive run at work: held by run "),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(WaitForExit(first), 0) << Log("exclusive.log");
+}
+
+}  // namespace
+}  // namespace coexist
