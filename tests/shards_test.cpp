@@ -245,6 +245,35 @@ TEST(ShardRouting, RangesColumnsAndWhatCannotBeRouted) {
   }
 }
 
+// The input's shard field is read under shard_by: column only.
+TEST(ShardRouting, TheInputNamesTheShardOnlyWhenAskedTo) {
+  std::istringstream csv("key,payload,idempotency_key,shard\n1,,,b\n2,{},k2\n");
+  auto items = batch::ParseCsv(csv, "items.csv", true, /*shard_field=*/true);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].shard, "b");
+  EXPECT_EQ(items[0].line, 2);
+  EXPECT_EQ(items[1].shard, "");
+  EXPECT_EQ(items[1].idempotency_key, "k2");
+  std::istringstream four("1,,,b\n");
+  try {
+    batch::ParseCsv(four, "items.csv");
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "items.csv:1: more than 3 fields");
+  }
+  std::istringstream jsonl("{\"key\": 5, \"shard\": \"a\"}\n");
+  EXPECT_EQ(batch::ParseJsonLines(jsonl, "items.jsonl", true, true).at(0).shard, "a");
+  std::istringstream unasked("{\"key\": 5, \"shard\": \"a\"}\n");
+  try {
+    batch::ParseJsonLines(unasked, "items.jsonl");
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "items.jsonl:1: \"shard\" names the item's shard only under database.shard_by: "
+              "column");
+  }
+}
+
 // --- Three databases of the test cluster ---
 
 struct Outcome {
@@ -492,6 +521,22 @@ TEST_F(ShardedJob, InstallCheckAndTheCommandsOfOneDatabase) {
   auto unknown = Run("-c " + job.string() + " --shard s9 queue status");
   EXPECT_EQ(unknown.status, 64);
   EXPECT_NE(unknown.err.find("lists no shard of that name"), std::string::npos) << unknown.err;
+  // Each shard's run has its own control socket: PATH.NAME.
+  auto socket = scratch_ / "ctl.sock";
+  auto with_socket =
+      Write("socket.yaml", Slurp(job) + "pacing:\n  control_socket: " + socket.string() + "\n");
+  auto ctl = Run("-c " + with_socket.string() + " ctl status");
+  EXPECT_EQ(ctl.status, 64);
+  EXPECT_NE(ctl.err.find("pass --shard NAME: the run on shard NAME listens on " + socket.string() +
+                         ".NAME."),
+            std::string::npos)
+      << ctl.err;
+  ctl = Run("-c " + with_socket.string() + " --shard s2 ctl status");
+  EXPECT_EQ(ctl.status, 69);  // no run is listening
+  EXPECT_NE(ctl.err.find("cannot connect to control socket '" + socket.string() + ".s2'"),
+            std::string::npos)
+      << ctl.err;
+
   auto one_url = Run("-c " + job.string() + " --database-url '" + Url(0) + "' batch run");
   EXPECT_EQ(one_url.status, 64);
   EXPECT_NE(one_url.err.find("--database-url names one database, and " + job.string() +
