@@ -99,8 +99,9 @@ int RunBatch(Context& context, const RunFlags& flags) {
   if (!context.HasConfigFile()) {
     throw UsageError("batch run needs --config FILE", "the job, policy and operation live there.");
   }
-  if (context.Sharded())
+  if (context.Sharded()) {
     return flags.dry_run ? DryRunShards(context, flags) : RunShards(context, flags);
+  }
   const auto& config = context.Config();
   const auto& server = context.Server();
   if (flags.dry_run) {

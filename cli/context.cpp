@@ -76,7 +76,7 @@ std::vector<batch::Shard> Context::Shards() {
   }
   if (shards.empty()) {
     throw UsageError(
-        "--shard " + *options.shard + ": " + Config().source + " lists no shard " + "of that name",
+        "--shard " + *options.shard + ": " + Config().source + " lists no shard of that name",
         "its shards are " + ShardNames(false) + ".");
   }
   return shards;
