@@ -71,14 +71,9 @@ int DryRunShards(Context& context, const RunFlags& flags) {
 // One run per shard, database.max_parallel_shards at a time; a shard that
 // fails is reported by its name and the others go on (docs/operations.md,
 // "Jobs over several databases").
-int RunShards(Context& context, const RunFlags& flags) {
+int RunShards(Context& context, const RunFlags& flags, const batch::RunOptions& options) {
   const auto& config = context.Config();
   auto shards = context.Shards();
-  std::atomic<bool> stop{false};
-  signals::Handler handler([&stop](int) { stop = true; });
-  batch::RunOptions options;
-  options.stop = &stop;
-  options.install = !flags.no_install;
   auto started = std::chrono::steady_clock::now();
   auto runs = batch::RunShards(shards, config, options);
   double seconds =
@@ -95,27 +90,10 @@ int RunShards(Context& context, const RunFlags& flags) {
   return ToInt(report.code);
 }
 
-int RunBatch(Context& context, const RunFlags& flags) {
-  if (!context.HasConfigFile()) {
-    throw UsageError("batch run needs --config FILE", "the job, policy and operation live there.");
-  }
-  if (context.Sharded()) {
-    return flags.dry_run ? DryRunShards(context, flags) : RunShards(context, flags);
-  }
+// The run of a job of one database.
+int RunOne(Context& context, const RunFlags& flags, const batch::RunOptions& options) {
   const auto& config = context.Config();
   const auto& server = context.Server();
-  if (flags.dry_run) {
-    auto report = batch::DryRun(server.conninfo(), config);
-    batch::PrintDryRun(std::cout, report, flags.rows);
-    WriteJson(flags.json_path, batch::DryRunJson(report));
-    return 0;
-  }
-  std::atomic<bool> stop{false};
-  // SIGTERM/SIGINT: stop claiming, let the chunks in flight commit, report.
-  signals::Handler handler([&stop](int) { stop = true; });
-  batch::RunOptions options;
-  options.stop = &stop;
-  options.install = !flags.no_install;
   auto started = std::chrono::steady_clock::now();
   batch::RunSummary summary;
   try {
@@ -134,6 +112,27 @@ int RunBatch(Context& context, const RunFlags& flags) {
   PrintSummary(std::cout, summary);
   WriteJson(flags.json_path, batch::SummaryJson(summary));
   return ToInt(batch::ExitCodeOf(summary));
+}
+
+int RunBatch(Context& context, const RunFlags& flags) {
+  if (!context.HasConfigFile()) {
+    throw UsageError("batch run needs --config FILE", "the job, policy and operation live there.");
+  }
+  if (flags.dry_run && context.Sharded()) return DryRunShards(context, flags);
+  if (flags.dry_run) {
+    auto report = batch::DryRun(context.Server().conninfo(), context.Config());
+    batch::PrintDryRun(std::cout, report, flags.rows);
+    WriteJson(flags.json_path, batch::DryRunJson(report));
+    return 0;
+  }
+  std::atomic<bool> stop{false};
+  // SIGTERM/SIGINT: stop claiming (on every shard), let the chunks in
+  // flight commit, report.
+  signals::Handler handler([&stop](int) { stop = true; });
+  batch::RunOptions options;
+  options.stop = &stop;
+  options.install = !flags.no_install;
+  return context.Sharded() ? RunShards(context, flags, options) : RunOne(context, flags, options);
 }
 
 int RunDaemon(Context& context, bool no_install) {
