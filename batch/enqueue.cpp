@@ -100,15 +100,19 @@ std::string CheckPayload(const std::string& text, const std::string& name, long 
 
 }  // namespace
 
-std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name, bool integer_keys) {
+std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name, bool integer_keys,
+                                  bool shard_field) {
   std::vector<EnqueueItem> items;
   std::string line;
+  size_t most = shard_field ? 4 : 3;
   for (long number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto fields = SplitCsv(line, name, number);
     if (number == 1 && fields[0] == "key") continue;  // header
-    if (fields.size() > 3) Bad(name, number, "more than 3 fields");
+    if (fields.size() > most) Bad(name, number, "more than " + std::to_string(most) + " fields");
     EnqueueItem item;
+    item.line = number;
+    if (fields.size() > 3) item.shard = fields[3];
     if (integer_keys) {
       item.key = std::to_string(ParseKey(fields[0], name, number));
     } else {
@@ -123,7 +127,7 @@ std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name, boo
 }
 
 std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
-                                        bool integer_keys) {
+                                        bool integer_keys, bool shard_field) {
   std::vector<EnqueueItem> items;
   std::string line;
   for (long number = 1; std::getline(in, line); ++number) {
@@ -131,6 +135,7 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
     auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!json.is_object()) Bad(name, number, "not a JSON object");
     EnqueueItem item;
+    item.line = number;
     if (json.contains("keys")) {
       if (json.contains("key")) Bad(name, number, "give \"key\" or \"keys\", not both");
       const auto& keys = json["keys"];
@@ -151,8 +156,16 @@ std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& nam
       const auto& k = json["idempotency_key"];
       item.idempotency_key = k.is_string() ? k.get<std::string>() : k.dump();
     }
+    if (shard_field && json.contains("shard") && !json["shard"].is_null()) {
+      if (!json["shard"].is_string()) Bad(name, number, "\"shard\" must be a shard's name");
+      item.shard = json["shard"].get<std::string>();
+    }
     for (const auto& [field, value] : json.items()) {
-      if (field != "key" && field != "keys" && field != "payload" && field != "idempotency_key") {
+      if (field == "shard" && !shard_field) {
+        Bad(name, number, "\"shard\" names the item's shard only under database.shard_by: column");
+      }
+      if (field != "key" && field != "keys" && field != "payload" && field != "idempotency_key" &&
+          field != "shard") {
         Bad(name, number, "unknown field \"" + field + "\"");
       }
     }

@@ -19,6 +19,11 @@ struct EnqueueItem {
   // An item of several records (JSON lines' "keys"): all its keys, `key`
   // unused. Stored distinct, in the key type's order.
   std::vector<std::string> keys;
+  // The input's shard field (CSV's 4th, JSON lines' "shard"), read only when
+  // asked for (database.shard_by: column; batch/shards.h); empty when none.
+  std::string shard;
+  // The input line it came from, for messages about it.
+  long line = 0;
 };
 
 struct EnqueueResult {
@@ -32,12 +37,14 @@ struct EnqueueResult {
 // records), optional "payload" (object) and "idempotency_key" (string).
 // Blank lines are skipped. With `integer_keys` (the key column is an
 // integer type: db::IsIntegerType) a key must be an integer within bigint;
-// otherwise any non-empty text (JSON: a string or a number). Throws
-// coexist::Error(kDataError) naming `name:line` for a malformed line.
+// otherwise any non-empty text (JSON: a string or a number). With
+// `shard_field` a CSV line may have a 4th field and a JSON line a "shard"
+// string: the shard the item goes to. Throws coexist::Error(kDataError)
+// naming `name:line` for a malformed line.
 std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name,
-                                  bool integer_keys = true);
+                                  bool integer_keys = true, bool shard_field = false);
 std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
-                                        bool integer_keys = true);
+                                        bool integer_keys = true, bool shard_field = false);
 
 // Inserts the items, each key cast to `key_type` (the target key column's)
 // and kept in its canonical text form. Throws coexist::Error(kDataError)

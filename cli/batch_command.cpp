@@ -10,6 +10,7 @@
 #include "batch/dry_run.h"
 #include "batch/runner.h"
 #include "cli/context.h"
+#include "cli/shard_report.h"
 #include "common/error.h"
 #include "common/signals.h"
 #include "daemon/daemon.h"
@@ -51,24 +52,48 @@ struct RunFlags {
   bool no_install = false;
 };
 
-int RunBatch(Context& context, const RunFlags& flags) {
-  if (!context.HasConfigFile()) {
-    throw UsageError("batch run needs --config FILE", "the job, policy and operation live there.");
+// --dry-run on each shard in turn, each report under the shard's name.
+int DryRunShards(Context& context, const RunFlags& flags) {
+  nlohmann::json reports = nlohmann::json::array();
+  int code = EachShard(context.Shards(), [&](const batch::Shard& shard) {
+    auto report = batch::DryRun(shard.conninfo, context.Config());
+    std::cout << "shard " << shard.name << ":\n";
+    batch::PrintDryRun(std::cout, report, flags.rows);
+    auto json = nlohmann::json::parse(batch::DryRunJson(report));
+    json["shard"] = shard.name;
+    reports.push_back(std::move(json));
+    return 0;
+  });
+  WriteJson(flags.json_path, nlohmann::json{{"shards", reports}}.dump());
+  return code;
+}
+
+// One run per shard, database.max_parallel_shards at a time; a shard that
+// fails is reported by its name and the others go on (docs/operations.md,
+// "Jobs over several databases").
+int RunShards(Context& context, const RunFlags& flags, const batch::RunOptions& options) {
+  const auto& config = context.Config();
+  auto shards = context.Shards();
+  auto started = std::chrono::steady_clock::now();
+  auto runs = batch::RunShards(shards, config, options);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto report = ReportOf(shards, runs, config, seconds);
+  PrintShardedRun(std::cout, report);
+  for (const auto& row : report.rows) {
+    if (row.failure) PrintFailure(std::cerr, *row.failure);
   }
+  // Each shard's runs row holds its own figures; the job's files follow the
+  // summary, so that a file that cannot be written does not hide it.
+  WriteJson(flags.json_path, ShardedRunJson(report).dump());
+  daemon::WriteRunTextfile(config, ShardedRunMetrics(report));
+  return ToInt(report.code);
+}
+
+// The run of a job of one database.
+int RunOne(Context& context, const RunFlags& flags, const batch::RunOptions& options) {
   const auto& config = context.Config();
   const auto& server = context.Server();
-  if (flags.dry_run) {
-    auto report = batch::DryRun(server.conninfo(), config);
-    batch::PrintDryRun(std::cout, report, flags.rows);
-    WriteJson(flags.json_path, batch::DryRunJson(report));
-    return 0;
-  }
-  std::atomic<bool> stop{false};
-  // SIGTERM/SIGINT: stop claiming, let the chunks in flight commit, report.
-  signals::Handler handler([&stop](int) { stop = true; });
-  batch::RunOptions options;
-  options.stop = &stop;
-  options.install = !flags.no_install;
   auto started = std::chrono::steady_clock::now();
   batch::RunSummary summary;
   try {
@@ -87,6 +112,27 @@ int RunBatch(Context& context, const RunFlags& flags) {
   PrintSummary(std::cout, summary);
   WriteJson(flags.json_path, batch::SummaryJson(summary));
   return ToInt(batch::ExitCodeOf(summary));
+}
+
+int RunBatch(Context& context, const RunFlags& flags) {
+  if (!context.HasConfigFile()) {
+    throw UsageError("batch run needs --config FILE", "the job, policy and operation live there.");
+  }
+  if (flags.dry_run && context.Sharded()) return DryRunShards(context, flags);
+  if (flags.dry_run) {
+    auto report = batch::DryRun(context.Server().conninfo(), context.Config());
+    batch::PrintDryRun(std::cout, report, flags.rows);
+    WriteJson(flags.json_path, batch::DryRunJson(report));
+    return 0;
+  }
+  std::atomic<bool> stop{false};
+  // SIGTERM/SIGINT: stop claiming (on every shard), let the chunks in
+  // flight commit, report.
+  signals::Handler handler([&stop](int) { stop = true; });
+  batch::RunOptions options;
+  options.stop = &stop;
+  options.install = !flags.no_install;
+  return context.Sharded() ? RunShards(context, flags, options) : RunOne(context, flags, options);
 }
 
 int RunDaemon(Context& context, bool no_install) {

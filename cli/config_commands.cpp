@@ -5,6 +5,7 @@
 
 #include "batch/check.h"
 #include "cli/context.h"
+#include "cli/shard_report.h"
 #include "common/error.h"
 #include "config/config.h"
 #include "config/duration.h"
@@ -25,16 +26,33 @@ int CheckAgainstDatabase(Context& context, const std::string& file) {
         "config check " + file + " --database was given --config " + context.options.config_path,
         "give the file once: coexist config check FILE --database.");
   }
-  const auto& server = context.Server();
-  auto conn = db::Connect(server);
-  auto report = batch::CheckDatabase(*conn, context.Config(),
-                                     {.operation = batch::CheckScope::Operation::kIfConfigured});
-  for (const auto& warning : report.warnings) std::cerr << "warning: " << warning << '\n';
-  for (const auto& problem : report.problems) {
-    std::cerr << "config error: " << problem.what() << '\n';
-    if (!problem.hint().empty()) std::cerr << "HINT: " << problem.hint() << '\n';
-  }
-  return report.problems.empty() ? 0 : ToInt(ExitCode::kConfig);
+  // One database's catalog; `on` names the shard ("shard s1: ", or "").
+  auto check = [&context](const std::string& conninfo, const std::string& on) {
+    auto conn = db::Connect(conninfo);
+    auto report = batch::CheckDatabase(*conn, context.Config(),
+                                       {.operation = batch::CheckScope::Operation::kIfConfigured});
+    for (const auto& warning : report.warnings) std::cerr << "warning: " << on << warning << '\n';
+    for (const auto& problem : report.problems) {
+      std::cerr << "config error: " << on << problem.what() << '\n';
+      if (!problem.hint().empty()) std::cerr << "HINT: " << problem.hint() << '\n';
+    }
+    return report.problems.empty() ? 0 : ToInt(ExitCode::kConfig);
+  };
+  if (!context.Sharded()) return check(context.Server().conninfo(), "");
+  // Every shard: one that cannot be reached is reported by its name, and
+  // the others are checked.
+  return EachShard(context.Shards(), [&](const batch::Shard& shard) {
+    return check(shard.conninfo, "shard " + shard.name + ": ");
+  });
+}
+
+// "url set (not shown)", "not set", or the shards by name (their urls not shown).
+std::string DatabaseLine(const config::DatabaseConfig& database) {
+  if (database.shards.empty()) return database.url ? "url set (not shown)" : "not set";
+  std::string names;
+  for (const auto& shard : database.shards) names += (names.empty() ? "" : ",") + shard.name;
+  return "shards=" + names +
+         " (urls not shown) max_parallel_shards=" + std::to_string(database.max_parallel_shards);
 }
 
 }  // namespace
@@ -79,10 +97,15 @@ void AddConfigCommands(CLI::App& app, Context& context, int& exit_code) {
               << "  batch job=" << loaded.batch.job << " chunk_size=" << loaded.batch.chunk_size
               << " workers=" << loaded.batch.workers
               << " max_attempts=" << loaded.batch.max_attempts << '\n'
-              << "  database " << (loaded.database.url ? "url set (not shown)" : "not set")
+              << "  database " << DatabaseLine(loaded.database)
               << " statement_timeout=" << config::FormatDuration(loaded.database.statement_timeout)
               << '\n';
-    if (database) {
+    if (database && context.Sharded()) {
+      for (const auto& shard : context.Shards()) {
+        std::cout << "  checked against shard " << shard.name << ": "
+                  << db::DescribeConninfo(shard.conninfo) << '\n';
+      }
+    } else if (database) {
       std::cout << "  checked against the database "
                 << db::DescribeConninfo(context.Server().conninfo()) << '\n';
     }

@@ -2,7 +2,9 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "batch/shards.h"
 #include "config/config.h"
 #include "db/server.h"
 
@@ -22,6 +24,8 @@ struct GlobalOptions {
   // --allow-database NAME of the commands that erase data: the database
   // they may erase when one is configured (db/server.h, DatabaseUse).
   std::optional<std::string> allow_database;
+  // --shard NAME: the one shard of database.shards a command works.
+  std::optional<std::string> shard;
 };
 
 // Shared by the commands of one invocation.
@@ -35,15 +39,34 @@ class Context {
 
   // Where the database of a command that keeps state is (db/server.h's
   // rules, DatabaseUse::kKeepState): never a throwaway cluster; throws
-  // ConfigurationError (78) when none is configured.
+  // ConfigurationError (78) when none is configured. When the file lists
+  // shards it is the one --shard names, and without --shard a UsageError
+  // (64) says to name one.
   const db::Server& Server();
   // The database of a command that erases or overwrites data
   // (DatabaseUse::kEraseData): a throwaway cluster, which lives as long as
-  // this Context, or a configured database that --allow-database names.
+  // this Context, or a configured database that --allow-database names
+  // (a shard only when --shard names it).
   const db::Server& ServerToErase();
+
+  // Whether the file lists shards: then `batch run`, `enqueue`, `db
+  // install` and `config check --database` work Shards(), every other
+  // command the one --shard names.
+  bool Sharded() { return !Config().database.shards.empty(); }
+  // The shards such a command works: all of database.shards, or the one
+  // --shard names, in the file's order. Throws UsageError (64) for
+  // --database-url or a --shard the file does not list, ConfigurationError
+  // (78) for COEXIST_DATABASE_URL (each names one database, and the file
+  // lists several), and ConfigError at a shard's url when libpq cannot
+  // parse it. Call only when Sharded().
+  std::vector<batch::Shard> Shards();
 
  private:
   const db::Server& Resolve(db::DatabaseUse use);
+  // UsageError for --shard when the file lists no shards.
+  void RefuseShardOption();
+  // "3 shards (s1, s2, s3)", or just "s1, s2, s3".
+  std::string ShardNames(bool counted = true);
 
   std::optional<config::Config> config_;
   std::optional<db::Server> server_;

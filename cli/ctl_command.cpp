@@ -10,6 +10,36 @@
 
 namespace coexist::cli {
 
+namespace {
+
+// pacing.control_socket of --config; a sharded job's run on shard NAME
+// listens on PATH.NAME (batch::ConfigForShard), so --shard says which.
+std::string ConfiguredSocket(Context& context) {
+  const auto& config = context.Config();
+  if (config.pacing.control_socket.empty() || !context.Sharded()) {
+    if (context.options.shard) {
+      throw UsageError(
+          "--shard " + *context.options.shard + ": " + config.source + " lists no shards",
+          "leave --shard out for a job of one database.");
+    }
+    return config.pacing.control_socket;
+  }
+  if (!context.options.shard) {
+    throw UsageError(config.source + " lists shards, and each shard's run has its own socket",
+                     "pass --shard NAME: the run on shard NAME listens on " +
+                         config.pacing.control_socket + ".NAME.");
+  }
+  for (const auto& shard : config.database.shards) {
+    if (shard.name == *context.options.shard) {
+      return batch::ConfigForShard(config, shard.name).pacing.control_socket;
+    }
+  }
+  throw UsageError("--shard " + *context.options.shard + ": " + config.source +
+                   " lists no shard of that name");
+}
+
+}  // namespace
+
 void AddCtlCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* ctl = app.add_subcommand(
       "ctl",
@@ -23,7 +53,7 @@ void AddCtlCommand(CLI::App& app, Context& context, int& exit_code) {
   ctl->add_option("command", command, "the command to send")->required();
   ctl->callback([&] {
     std::string path = socket_path;
-    if (path.empty() && context.HasConfigFile()) path = context.Config().pacing.control_socket;
+    if (path.empty() && context.HasConfigFile()) path = ConfiguredSocket(context);
     if (path.empty()) {
       throw UsageError("no control socket given",
                        "pass --socket PATH, or --config FILE with pacing.control_socket set.");

@@ -9,6 +9,7 @@
 #include "batch/check.h"
 #include "batch/guard.h"
 #include "cli/context.h"
+#include "cli/shard_report.h"
 #include "cli/status_report.h"
 #include "common/error.h"
 #include "config/duration.h"
@@ -31,23 +32,30 @@ struct InstallFlags {
   std::string lock_timeout = "2s";  // of each ALTER attempt
 };
 
-int Install(Context& context, const InstallFlags& flags) {
-  auto conn = db::Connect(context.Server());
+std::chrono::milliseconds LockTimeout(const InstallFlags& flags) {
+  auto timeout = config::ParseDuration(flags.lock_timeout);
+  if (!timeout || *timeout < std::chrono::milliseconds(1) || *timeout > std::chrono::minutes(1)) {
+    throw UsageError("--lock-timeout: '" + flags.lock_timeout + "' is not a duration of 1ms..1m",
+                     "e.g. --lock-timeout 2s.");
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+}
+
+// One database's install; `on` prefixes each line ("shard s1: ", or "").
+int InstallOn(const std::string& conninfo, Context& context, const InstallFlags& flags,
+              const std::string& on) {
+  auto conn = db::Connect(conninfo);
   const auto& target = context.Config().target;
   if (flags.add_version_column) {
-    auto timeout = config::ParseDuration(flags.lock_timeout);
-    if (!timeout || *timeout < std::chrono::milliseconds(1) || *timeout > std::chrono::minutes(1)) {
-      throw UsageError("--lock-timeout: '" + flags.lock_timeout + "' is not a duration of 1ms..1m",
-                       "e.g. --lock-timeout 2s.");
-    }
     db::AddColumnAttempts how;
-    how.lock_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+    how.lock_timeout = LockTimeout(flags);
     // The target and the tables of `targets:`, each in its own transaction.
     std::vector<config::TargetTable> tables = {target};
     tables.insert(tables.end(), context.Config().targets.begin(), context.Config().targets.end());
     for (const auto& table : tables) {
       if (db::AddVersionColumn(*conn, table, how)) {
-        std::cout << "column " << table.version_column << " added to " << table.Name() << '\n';
+        std::cout << on << "column " << table.version_column << " added to " << table.Name()
+                  << '\n';
       }
     }
   }
@@ -66,9 +74,19 @@ int Install(Context& context, const InstallFlags& flags) {
   } else {
     spdlog::warn("version trigger skipped target={} reason=table_missing", target.Name());
   }
-  std::cout << "coexist schema at version " << db::LatestVersion() << " (" << applied
+  std::cout << on << "coexist schema at version " << db::LatestVersion() << " (" << applied
             << " migration" << (applied == 1 ? "" : "s") << " applied now)\n";
   return 0;
+}
+
+// Every shard in turn when the file lists shards: one that fails is
+// reported by its name and the others are installed.
+int Install(Context& context, const InstallFlags& flags) {
+  if (flags.add_version_column) LockTimeout(flags);  // a bad flag before any database
+  if (!context.Sharded()) return InstallOn(context.Server().conninfo(), context, flags, "");
+  return EachShard(context.Shards(), [&](const batch::Shard& shard) {
+    return InstallOn(shard.conninfo, context, flags, "shard " + shard.name + ": ");
+  });
 }
 
 int Status(Context& context, bool json) {

@@ -3,11 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <pqxx/pqxx>
 
 #include "batch/check.h"
 #include "batch/enqueue.h"
 #include "cli/context.h"
+#include "cli/shard_report.h"
 #include "common/error.h"
 #include "config/config.h"
 #include "db/connection.h"
@@ -24,7 +26,11 @@ struct EnqueueOptions {
   std::string format = "auto";
 };
 
-std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o, bool integer_keys) {
+// The name messages give the input: the file, or "stdin".
+std::string InputName(const EnqueueOptions& o) { return o.file == "-" ? "stdin" : o.file; }
+
+std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o, bool integer_keys,
+                                          bool shard_field = false) {
   bool from_stdin = o.file == "-";
   std::string format = o.format;
   if (format == "auto") {
@@ -37,9 +43,8 @@ std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o, bool integer_
     if (!file) throw Error(ExitCode::kNoInput, "cannot read " + o.file);
   }
   std::istream& in = from_stdin ? std::cin : file;
-  std::string name = from_stdin ? "stdin" : o.file;
-  return format == "jsonl" ? batch::ParseJsonLines(in, name, integer_keys)
-                           : batch::ParseCsv(in, name, integer_keys);
+  return format == "jsonl" ? batch::ParseJsonLines(in, InputName(o), integer_keys, shard_field)
+                           : batch::ParseCsv(in, InputName(o), integer_keys, shard_field);
 }
 
 // The file's query: what the database refuses in it (a syntax error, a
@@ -84,6 +89,99 @@ void RefuseSeveralKeys(Context& context, const std::vector<batch::EnqueueItem>& 
   }
 }
 
+// "enqueued for job J: 3 added, 1 duplicate" (`on`: " on shard s1").
+void PrintResult(const std::string& job, const std::string& on, const batch::EnqueueResult& r) {
+  std::cout << "enqueued for job " << job << on << ": " << r.added << " added, " << r.duplicates
+            << " duplicate" << (r.duplicates == 1 ? "" : "s") << "\n";
+}
+
+// The target's key type on one database: keys are checked and stored as
+// its key column types them.
+std::string CheckedKeyType(Context& context, const std::string& conninfo) {
+  auto conn = db::Connect(conninfo);
+  if (context.HasConfigFile()) {
+    // Items for a target the batch could never apply are refused up front
+    // (78, at the key); the enqueuing role's rights are not the batch's.
+    batch::CheckConfig(
+        *conn, context.Config(),
+        {.operation = batch::CheckScope::Operation::kIfConfigured, .privileges = false});
+  }
+  pqxx::read_transaction tx(*conn);
+  return db::KeyTypeOf(tx, context.Config().target);
+}
+
+// What routing needs of a key type: integers, uuids and text are each
+// canonical in their own way (batch::CanonicalKey).
+std::string KeyKind(const std::string& key_type) {
+  return db::IsIntegerType(key_type) ? "integer" : key_type == "uuid" ? "uuid" : "text";
+}
+
+// enqueue over database.shards: every shard reachable and fit, or nothing
+// is enqueued; then a query runs on every shard and enqueues that shard's
+// rows there, and items read from a file or stdin go where shard_by sends
+// them, one transaction per shard (docs/operations.md, "Jobs over several
+// databases").
+int EnqueueOnShards(Context& context, const EnqueueOptions& o, const std::string& job,
+                    const config::EnqueueConfig* from_file) {
+  auto shards = context.Shards();
+  std::map<std::string, std::string> key_types;  // by shard name
+  int checked = EachShard(shards, [&](const batch::Shard& shard) {
+    key_types[shard.name] = CheckedKeyType(context, shard.conninfo);
+    return 0;
+  });
+  if (checked != 0) {
+    std::cerr << "coexist: nothing was enqueued on any shard\n"
+              << "HINT: enqueue writes only when every shard it works can take its items; "
+                 "enqueue again once the shard above is fixed.\n";
+    return checked;
+  }
+  const std::string& key_type = key_types[shards.front().name];
+  for (const auto& shard : shards) {
+    if (KeyKind(key_types[shard.name]) != KeyKind(key_type)) {
+      throw ConfigurationError(
+          "the shards' targets disagree on the key's type: " + shards.front().name + " has " +
+              key_type + ", " + shard.name + " has " + key_types[shard.name],
+          "nothing was enqueued; give the target the same key type on every "
+          "shard.");
+    }
+  }
+  batch::EnqueueResult total;
+  auto add = [&](const batch::Shard& shard, const batch::EnqueueResult& result) {
+    PrintResult(job, " on shard " + shard.name, result);
+    total.added += result.added;
+    total.duplicates += result.duplicates;
+    return 0;
+  };
+  int code = 0;
+  if (from_file != nullptr || !o.select.empty()) {
+    code = EachShard(shards, [&](const batch::Shard& shard) {
+      const std::string& type = key_types[shard.name];
+      return add(shard, from_file != nullptr
+                            ? EnqueueFromFile(shard.conninfo, job, *from_file,
+                                              context.Config().source, type)
+                            : batch::EnqueueSelect(shard.conninfo, job, o.select, type));
+    });
+  } else {
+    const auto& database = context.Config().database;
+    auto items =
+        ReadItems(o, db::IsIntegerType(key_type), database.shard_by == config::ShardBy::kColumn);
+    RefuseSeveralKeys(context, items);
+    auto routed = batch::RouteItems(std::move(items), database, key_type, InputName(o),
+                                    context.options.shard.value_or(""));
+    // One list per shard of database.shards, in its order.
+    code = EachShard(shards, [&](const batch::Shard& shard) {
+      size_t at = 0;
+      while (database.shards[at].name != shard.name) ++at;
+      return add(shard,
+                 batch::EnqueueItems(shard.conninfo, job, routed[at], key_types[shard.name]));
+    });
+  }
+  PrintResult(job,
+              " on " + std::to_string(shards.size()) + " shard" + (shards.size() == 1 ? "" : "s"),
+              total);
+  return code;
+}
+
 int Enqueue(Context& context, const EnqueueOptions& o) {
   if (!o.select.empty() && !o.file.empty()) {
     throw UsageError("give one of --select and --file, not both",
@@ -112,21 +210,9 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
                      "pass --job NAME, or set batch.job in the file given with --config (the "
                      "job whose batch run takes the items).");
   }
+  if (context.Sharded()) return EnqueueOnShards(context, o, job, from_file);
   const auto& server = context.Server();
-  auto conn = db::Connect(server);
-  if (context.HasConfigFile()) {
-    // Items for a target the batch could never apply are refused up front
-    // (78, at the key); the enqueuing role's rights are not the batch's.
-    batch::CheckConfig(
-        *conn, context.Config(),
-        {.operation = batch::CheckScope::Operation::kIfConfigured, .privileges = false});
-  }
-  // Keys are checked and stored as the target's key column types them.
-  std::string key_type;
-  {
-    pqxx::read_transaction tx(*conn);
-    key_type = db::KeyTypeOf(tx, context.Config().target);
-  }
+  std::string key_type = CheckedKeyType(context, server.conninfo());
   batch::EnqueueResult result;
   if (from_file != nullptr) {
     result = EnqueueFromFile(server.conninfo(), job, *from_file, context.Config().source, key_type);
@@ -137,8 +223,7 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
     RefuseSeveralKeys(context, items);
     result = batch::EnqueueItems(server.conninfo(), job, items, key_type);
   }
-  std::cout << "enqueued for job " << job << ": " << result.added << " added, " << result.duplicates
-            << " duplicate" << (result.duplicates == 1 ? "" : "s") << "\n";
+  PrintResult(job, "", result);
   return 0;
 }
 

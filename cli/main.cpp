@@ -5,14 +5,12 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <pqxx/except>
 
 #include "cli/context.h"
+#include "cli/failure.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
-#include "config/config_error.h"
-#include "db/failure.h"
 
 namespace {
 
@@ -23,47 +21,6 @@ int Report(const std::string& message, const std::string& hint, ExitCode code) {
   std::cerr << message << '\n';
   if (!hint.empty()) std::cerr << "HINT: " << hint << '\n';
   return ToInt(code);
-}
-
-// What escaped a command, reported as db::Classify judges it.
-int ReportFailure(const std::exception& e) {
-  using coexist::db::FailureKind;
-  auto kind = coexist::db::Classify(e);
-  auto code = coexist::db::ExitCodeOf(kind);
-  const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
-  std::string state = sql != nullptr ? coexist::db::SqlStateOf(*sql) + ": " : "";
-  switch (kind) {
-    case FailureKind::kInDoubt:
-      return Report(std::string("coexist: lost the connection while committing; whether the last "
-                                "transaction committed is unknown: ") +
-                        e.what(),
-                    "check what it did (coexist queue status, coexist runs list) before running "
-                    "it again; a batch run may simply be run again.",
-                    code);
-    case FailureKind::kConnectionLost:
-      return Report(std::string("coexist: lost the database connection: ") + state + e.what(), "",
-                    code);
-    case FailureKind::kRetryable:
-      // A deadlock, serialization failure or timeout that escaped the
-      // command's own retries: trying again later is the cure.
-      return Report(
-          "coexist: the database rolled back or cancelled a statement: " + state + e.what(),
-          "run it again later.", code);
-    case FailureKind::kServer:
-      return Report("coexist: the server could not run a statement: " + state + e.what(), "", code);
-    case FailureKind::kConfiguration:
-      // A right revoked or an object gone is the deployment's to fix.
-      return Report("coexist: the database refused a statement: " + state + e.what(),
-                    "grant the role what it needs (docs/operations.md, \"Database roles\") or "
-                    "restore what the error names, then run again.",
-                    code);
-    case FailureKind::kItem:
-      return Report("coexist: database error " + state + e.what(), "", code);
-    case FailureKind::kBug:
-      break;
-  }
-  return Report(std::string("coexist: internal error: ") + e.what(),
-                "this is a bug; please report it with the command you ran.", code);
 }
 
 // Step 3: logging, from the flags, else the configuration's log: section.
@@ -106,6 +63,10 @@ int main(int argc, char** argv) {
                  "variables, or the 'db up' cluster); visible in ps: prefer PGPASSFILE for the "
                  "password");
   app.add_option("--data-dir", options.data_dir, "data folder of the 'db up' cluster");
+  app.add_option("--shard", options.shard,
+                 "the shard NAME of database.shards to work: batch run, enqueue, db install and "
+                 "config check --database work every shard without it; the other commands work "
+                 "one database and need it when the file lists shards");
   app.add_option("--log-level", options.log_level,
                  "trace, debug, info, warn, error, critical or off (default info)");
   app.add_option("--log-format", options.log_format, "text or json (default text)");
@@ -128,11 +89,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : ToInt(ExitCode::kUsage);
-  } catch (const coexist::config::ConfigError& e) {
-    return Report(std::string("config error: ") + e.what(), e.hint(), e.code());
-  } catch (const coexist::Error& e) {
-    return Report(std::string("coexist: ") + e.what(), e.hint(), e.code());
   } catch (const std::exception& e) {
-    return ReportFailure(e);
+    auto failure = coexist::cli::Describe(e);
+    return Report(failure.message, failure.hint, failure.code);
   }
 }

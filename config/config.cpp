@@ -8,6 +8,7 @@
 
 #include "config/custom_kinds.h"
 #include "config/duration.h"
+#include "config/shards.h"
 #include "config/yaml_reader.h"
 #include "policies/policy.h"
 #include "policies/registry.h"
@@ -28,6 +29,7 @@ void ReadDatabase(Section& s, const YAML::Node& node, DatabaseConfig& out) {
   out.url_at = MarkOfKey(s, node, "url");
   s.String("application_name", out.application_name);
   s.Duration("statement_timeout", out.statement_timeout, milliseconds(1), hours(24));
+  ReadShards(s, node, out);
   s.Finish();
 }
 

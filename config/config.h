@@ -19,6 +19,35 @@ namespace coexist::config {
 
 using std::chrono::milliseconds;
 
+// `database.shards[i]` — one database of a job whose records are spread
+// over several (docs/scale-out.md): every shard holds the coexist schema, the
+// target (its share of the records) and the queue of those records' items.
+struct ShardConfig {
+  // How commands, logs and summaries name it: letters, digits, _ and -, at
+  // most 63 characters; unique among the shards.
+  std::string name;
+  // libpq URL or key=value string, as database.url ("${VAR}" substituted).
+  // Never logged.
+  std::string url;
+  // shard_by: range: the keys whose items go here, from (inclusive) to
+  // (exclusive); nullopt: no bound on that side. The ranges of all shards
+  // cover every bigint exactly once (checked when the file is read).
+  std::optional<long long> from;
+  std::optional<long long> to;
+  // Where the entry and its url are written, for errors found later.
+  Mark at;
+  Mark url_at;
+};
+
+// database.shard_by: how `coexist enqueue` sends items read from a file or
+// stdin to the shards (a query's rows stay on the shard it ran on).
+enum class ShardBy {
+  kNone,    // not set: only --shard NAME, or a query, tells where items go
+  kRange,   // by the shards' `keys` ranges (integer keys)
+  kHash,    // FNV-1a 64 of the key's canonical text, modulo the number of shards
+  kColumn,  // by the input's shard field (CSV's 4th field, JSON lines' "shard")
+};
+
 // `database:` — where the data is. Without a url (and without --database-url,
 // COEXIST_DATABASE_URL or PG* variables) coexist uses the `db up` cluster;
 // commands that keep state fail without one, commands that erase data start a
@@ -34,6 +63,17 @@ struct DatabaseConfig {
   // Where url is written, for errors only the connection can find; no line
   // when not written.
   Mark url_at;
+  // The job's databases when its records are spread over several (instead
+  // of url): `batch run`, `enqueue`, `db install` and `config check
+  // --database` work each of them; other commands work the one --shard
+  // names. Empty: one database, as above.
+  std::vector<ShardConfig> shards;
+  Mark shards_at;  // where shards: is written
+  ShardBy shard_by = ShardBy::kNone;
+  Mark shard_by_at;
+  // Shards `batch run` works at once, each run with its own workers and
+  // connections. 1..256
+  int max_parallel_shards = 4;
 };
 
 // `log:` — defaults for --log-level and --log-format (the flags win).
