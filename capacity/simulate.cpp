@@ -77,10 +77,8 @@ long long PrepareData(const std::string& conninfo, const config::ScenarioSetting
     queued = batch::EnqueueSelect(conninfo, config.batch.job, select, key_type);
   } catch (const pqxx::sql_error& e) {
     if (config.enqueue.select.empty()) throw;
-    std::string message = e.what();
-    message = message.substr(0, message.find('\n'));
     throw config::ConfigError(config.enqueue.select_at, "enqueue.select",
-                              "the query does not run on the cell's tables: " + message,
+                              "the query does not run on the cell's tables: " + FirstLine(e),
                               "fix the job's enqueue.select; it runs as written on the tables "
                               "scenario.schema creates.");
   }

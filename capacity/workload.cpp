@@ -15,14 +15,6 @@
 namespace coexist::capacity {
 namespace {
 
-// The server's first line, without its "ERROR:  " prefix.
-std::string FirstLine(const pqxx::sql_error& e) {
-  std::string message = e.what();
-  message = message.substr(0, message.find('\n'));
-  if (message.starts_with("ERROR:")) message.erase(0, message.find_first_not_of(" ", 6));
-  return message;
-}
-
 // Runs `work`; SQL the database refuses is the scenario's fault, located at
 // the key that wrote it.
 template <typename Work>
@@ -57,6 +49,12 @@ std::map<std::string, std::string> ColumnTypes(pqxx::transaction_base& tx,
   return out;
 }
 
+std::string Names(const std::map<std::string, std::string>& columns) {
+  std::string out;
+  for (const auto& [name, type] : columns) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 // INSERT ... SELECT over generate_series for one scenario.data entry: each
 // column's expression cast to the column's type; key() columns pick from an
 // array of the referenced column's values, one subquery per reference.
@@ -69,15 +67,8 @@ long long Generate(pqxx::connection_base& conn, const config::GeneratedTable& t)
   for (const auto& c : t.columns) {
     auto type = types.find(c.name);
     if (type == types.end()) {
-      throw config::ConfigError(
-          c.at, "scenario.data." + c.name, t.schema + "." + t.table + " has no column " + c.name,
-          "name the columns as the table has them: " +
-              [&] {
-                std::string all;
-                for (const auto& [name, _] : types) all += (all.empty() ? "" : ", ") + name;
-                return all;
-              }() +
-              ".");
+      throw config::ConfigError(c.at, c.key, t.schema + "." + t.table + " has no column " + c.name,
+                                "name the columns as the table has them: " + Names(types) + ".");
     }
     std::string expression = c.expression;
     if (!c.key_table.empty()) {
@@ -98,7 +89,7 @@ long long Generate(pqxx::connection_base& conn, const config::GeneratedTable& t)
       "INSERT INTO {0} ({1}) SELECT {1} FROM (SELECT {2} FROM generate_series(1, {3}) AS g(n){4}) "
       "AS generated{5} ON CONFLICT DO NOTHING",
       table, names, values, t.rows, joins, t.where.empty() ? "" : " WHERE " + t.where);
-  auto result = Located(t.at, "scenario.data", t.schema + "." + t.table + " could not be filled",
+  auto result = Located(t.at, t.key, t.schema + "." + t.table + " could not be filled",
                         "fix its column generators (SQL over n, the row's number) or its where:.",
                         [&] { return tx.exec(sql); });
   tx.commit();
@@ -106,6 +97,13 @@ long long Generate(pqxx::connection_base& conn, const config::GeneratedTable& t)
 }
 
 }  // namespace
+
+std::string FirstLine(const pqxx::sql_error& e) {
+  std::string message = e.what();
+  message = message.substr(0, message.find('\n'));
+  if (message.starts_with("ERROR:")) message.erase(0, message.find_first_not_of(" ", 6));
+  return message;
+}
 
 long long CopySample(const config::SampleSource& sample, pqxx::connection_base& conn) {
   std::string source = db::DescribeConninfo(sample.conninfo);
@@ -173,14 +171,13 @@ long long PrepareUserTables(pqxx::connection_base& conn, const config::Workload&
                             const config::Config& config) {
   {
     pqxx::work tx(conn);
-    std::vector<std::string> created_schemas = w.created_schemas;
     for (const auto& schema : w.created_schemas)
       tx.exec("DROP SCHEMA IF EXISTS " + tx.quote_name(schema) + " CASCADE");
     for (const auto& name : w.created_tables) {
       auto dot = name.find('.');
       std::string schema = name.substr(0, dot);
-      if (std::find(created_schemas.begin(), created_schemas.end(), schema) !=
-          created_schemas.end())
+      if (std::find(w.created_schemas.begin(), w.created_schemas.end(), schema) !=
+          w.created_schemas.end())
         continue;
       tx.exec("DROP TABLE IF EXISTS " + Qualified(tx, schema, name.substr(dot + 1)) + " CASCADE");
     }

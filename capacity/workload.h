@@ -13,6 +13,9 @@
 
 namespace coexist::capacity {
 
+// The server's first line of a refused statement, without "ERROR:  ".
+std::string FirstLine(const pqxx::sql_error& e);
+
 // Drops the schemas the schema file creates (and the tables it creates
 // outside them), runs it, copies the sample, generates scenario.data in
 // order, gives the target and targets the version trigger, and ANALYZEs

@@ -138,6 +138,7 @@ GeneratedColumn ReadGenerator(Section& columns, const YAML::Node& key, const YAM
                  "write the column's name as the table has it (letters, digits, _ and $).");
   }
   c.at = columns.MarkOf(value);
+  c.key = columns.KeyPath(c.name);
   std::string text = columns.ScalarText(value, c.name);
   static const std::regex kRandom(
       R"(random\s*\(\s*([-+]?[0-9]{1,18})\s*,\s*([-+]?[0-9]{1,18})\s*\))");
@@ -208,6 +209,7 @@ void ReadData(Section& s, Workload& w) {
     Section e(item, path, s.file());
     GeneratedTable t;
     t.at = e.MarkOf(item);
+    t.key = path;
     ReadCreatedTable(e, "table", w, t.schema, t.table);
     e.Int64("rows", t.rows, 1, 100'000'000);
     if (t.rows == 0) e.Fail(item, "rows", "the number of rows is required", "e.g. rows: 1000.");

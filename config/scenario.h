@@ -41,7 +41,8 @@ struct GeneratedColumn {
   // not a key() column.
   std::string key_schema, key_table, key_column;
   bool key_zipf = false;
-  Mark at;  // the generator's place
+  std::string key;  // "scenario.data[1].columns.amount", for messages
+  Mark at;          // the generator's place
 };
 
 // `scenario.data[]` — one table of the user's schema filled with generated rows.
@@ -54,6 +55,7 @@ struct GeneratedTable {
   // inserted ("" keeps every row). Rows that break a unique constraint are
   // skipped too, so a table may get fewer rows than `rows`.
   std::string where;
+  std::string key;  // "scenario.data[1]", for messages
   Mark at, where_at;
 };
 

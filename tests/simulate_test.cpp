@@ -327,6 +327,59 @@ TEST_F(Simulate, AChangedInvariantCountsAsLostUpdates) {
   EXPECT_GT(cells[0].lost_updates, 0);
 }
 
+// scenario.data: each generator; key() picks from a table filled before
+// (zipf: the smallest keys most often); where: leaves rows out; SQL the
+// database refuses is an error at the table's entry.
+TEST_F(Simulate, GeneratedRowsFollowTheirGenerators) {
+  const std::string file = std::string(COEXIST_SOURCE_DIR) + "/config/scenarios/generated.yaml";
+  auto load = [&](const std::string& balance) {
+    return config::LoadScenarioString(R"y(scenario:
+  schema: ../examples/ledger.sql
+  job: ../examples/ledger.yaml
+  data:
+    - table: ledger.accounts
+      rows: 100
+      columns: {id: "'a' || lpad(n::text, 3, '0')", balance: ")y" +
+                                          balance + R"y("}
+    - table: ledger.transfers
+      rows: 2000
+      columns:
+        id: sequence
+        from_account: key(ledger.accounts.id)
+        to_account: key(ledger.accounts.id, zipf)
+        amount: random(1, 5)
+      where: from_account <> to_account
+)y",
+                                      file);
+  };
+  auto conn = Connect();
+  auto scenario = load("random(10, 20)");
+  EXPECT_EQ(PrepareUserTables(*conn, scenario.settings.workload, scenario.cells[0].config), 100);
+  EXPECT_EQ(QueryValue("SELECT min(balance) = 10 AND max(balance) = 20 FROM ledger.accounts"), "t");
+  long long transfers = Count("SELECT count(*) FROM ledger.transfers");
+  EXPECT_LT(transfers, 2000) << "where: left out the transfers to oneself";
+  EXPECT_GT(transfers, 1900);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger.transfers WHERE from_account = to_account"), 0);
+  EXPECT_EQ(QueryValue("SELECT min(amount) = 1 AND max(amount) = 5 AND max(id) <= 2000 "
+                       "FROM ledger.transfers"),
+            "t");
+  // zipf pays a001 about one transfer in five (1/H(100)); uniform one in 100.
+  EXPECT_GT(Count("SELECT count(*) FROM ledger.transfers WHERE to_account = 'a001'"),
+            transfers / 10);
+  EXPECT_LT(Count("SELECT count(*) FROM ledger.transfers WHERE from_account = 'a001'"),
+            transfers / 10);
+
+  auto bad = load("nope(n)");
+  try {
+    PrepareUserTables(*conn, bad.settings.workload, bad.cells[0].config);
+    FAIL() << "filled";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), file +
+                                         ":5:7: scenario.data[0]: ledger.accounts could not be "
+                                         "filled: function nope(integer) does not exist");
+  }
+}
+
 // scenario.sample only ever reads its source, in a READ ONLY transaction: a
 // where: that would write (nextval) is refused there and reported at the
 // key, and the source stays as it was. Its password is never shown.
