@@ -411,11 +411,25 @@ std::string FileName(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
+// The sections of the job file the cells use (kJobSections and batch:), as
+// written. The others (database:, policy:, pacing:, ...) are neither used
+// nor read: a database.url with ${VAR} needs no variable here.
+YAML::Node ReadJobSections(const std::string& job_file) {
+  YAML::Node job = ParseYaml(ReadFileText(job_file), job_file);
+  YAML::Node used(YAML::NodeType::Map);
+  if (!job.IsMap()) return used;  // ReadConfig says what is wrong with it
+  for (const char* key : kJobSections) {
+    if (job[key]) used[key] = job[key];
+  }
+  if (job["batch"]) used["batch"] = job["batch"];
+  return used;
+}
+
 // The job file's target, targets, operation and enqueue into the cell's
 // configuration, and its batch: keys under the scenario's own. The
 // scenario may not write the sections the job gives.
-void MergeJob(const YAML::Node& root, YAML::Node& cell_root, const Workload& w,
-              const Section& top) {
+void MergeJob(const YAML::Node& root, YAML::Node& cell_root, const YAML::Node& job,
+              const Workload& w, const Section& top) {
   for (const char* key : kJobSections) {
     if (root[key]) {
       top.Fail(root[key], key, "written here and in scenario.job (" + FileName(w.job_file) + ")",
@@ -424,7 +438,6 @@ void MergeJob(const YAML::Node& root, YAML::Node& cell_root, const Workload& w,
                    "enqueue.select), or remove scenario.job to write your own.");
     }
   }
-  YAML::Node job = ParseYaml(ReadFileText(w.job_file), w.job_file);
   for (const char* key : kJobSections) {
     if (job[key]) cell_root[key] = YAML::Clone(job[key]);
   }
@@ -580,8 +593,9 @@ Scenario Load(const std::string& yaml, const std::string& path, const Overrides&
       const Workload& workload = cell.settings.workload;
       std::optional<Config> job;
       if (!workload.job_file.empty()) {
-        job = LoadFile(workload.job_file);  // its own errors, located in it
-        MergeJob(root, cell_root, workload, top);
+        YAML::Node job_sections = ReadJobSections(workload.job_file);
+        job = ReadConfig(job_sections, workload.job_file);  // its own errors, located in it
+        MergeJob(root, cell_root, job_sections, workload, top);
       }
       cell.config = ReadConfig(cell_root, path);
       CheckWorkloadFits(cell.config, workload, job ? &*job : nullptr, top);

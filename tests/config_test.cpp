@@ -705,6 +705,11 @@ class WorkloadFiles {
           "target: {table: shop.orders}\n"
           "operation: {item_sql: SELECT 1}\n");
     Write("bad-job.yaml", "batch: {chunk_size: 0}\n");
+    Write("production-job.yaml",
+          "database: {url: \"${COEXIST_NO_SUCH_DATABASE_URL}\"}\n"
+          "target: {table: shop.items}\n"
+          "policy: {name: online_priority, max_wait: 5s}\n"
+          "operation: {item_sql: UPDATE shop.items SET stock = 0 WHERE id = $1}\n");
   }
   ~WorkloadFiles() { std::filesystem::remove_all(dir_); }
 
@@ -780,6 +785,17 @@ batch: {workers: 2}
     EXPECT_EQ(cell.config.batch.workers, 2);
   }
   EXPECT_EQ(scenario.cells[1].config.policy.name, "online_priority");
+
+  // A job file's database:, policy: and the rest are not used, nor read: its
+  // ${VARIABLES} need not be set to plan with it.
+  auto production =
+      LoadScenario(files.Write("p.yaml",
+                               "scenario: {schema: shop.sql, job: production-job.yaml}\n"
+                               "policy: {name: skip_locked}\n"));
+  EXPECT_EQ(production.cells[0].config.policy.name, "skip_locked");
+  EXPECT_EQ(production.cells[0].config.operation.item_sql,
+            "UPDATE shop.items SET stock = 0 WHERE id = $1");
+  EXPECT_FALSE(production.cells[0].config.database.url);
 }
 
 TEST(ScenarioWorkload, ErrorsSayWhereAndHowToFit) {
