@@ -93,7 +93,7 @@ struct Workload {
   // scenario.applied_check: SQL returning one number, the items not applied
   // exactly once (a done item not applied, or any applied twice); 0 is the
   // guarantee. Checked after every cell. Empty: the demo's ledger check on
-  // the demo's operation, none otherwise.
+  // the demo table without a job, none otherwise.
   std::string applied_check;
   // scenario.invariant: SQL returning one value that neither the online
   // transactions nor the batch may change (e.g. the sum of balances): a
