@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/scenario.h"
@@ -60,8 +61,9 @@ struct CellResult {
   // When scenario.min_batch_time grew this cell's queue: the queue it was
   // grown from (scenario.queue_items); 0 when it was not grown.
   long long grown_from = 0;
-  // Rows of public.products seeded for this cell: scenario.records, grown
-  // with the queue for a grown cell.
+  // Rows of the target in this cell: public.products seeded with
+  // scenario.records, grown with the queue for a grown cell; the user's
+  // table as scenario.data and scenario.sample filled it.
   long long records = 0;
   // The window this cell's batch had, in seconds: scenario.window, scaled
   // with the queue for a grown cell or a projection check cell.
@@ -97,9 +99,10 @@ struct CellResult {
   // (config::Objectives::max_error_percent), the users' own version
   // conflicts and edit-lock waits on each other left out.
   std::map<std::string, long long> during_errors;
-  long long lost_updates = 0;           // must be 0 for every policy
-  long long applied_twice = 0;          // batch items applied more than once: must be 0
-  long long rows_changed_by_batch = 0;  // from the ledger, to cross-check `done`
+  long long lost_updates = 0;   // must be 0 for every policy
+  long long applied_twice = 0;  // batch items applied more than once: must be 0
+  // The demo's `settled` total, to cross-check `done`; 0 with the user's job.
+  long long rows_changed_by_batch = 0;
 
   std::vector<TimePoint> timeline;
   double batch_start_seconds = 0;
@@ -110,7 +113,8 @@ struct CellResult {
 struct ScenarioSummary {
   std::string name;
   std::string description;
-  long long records = 0;
+  long long records = 0;  // the demo table's rows; 0 with the user's tables
+
   long long queue_items = 0;
   double window_seconds = 0;             // the batch must finish inside this
   long long production_queue_items = 0;  // for the projection; 0: none
@@ -119,7 +123,10 @@ struct ScenarioSummary {
   double min_batch_seconds = 0;          // cells grown to a batch this long; 0: none
   int repeat = 1;                        // measurements of each cell of the sweep
   config::Objectives objectives;         // what a recommended policy must meet
-  std::string started_at;                // ISO-8601
+  // What the cells run ("table", "online", "batch", "checks" -> text), from
+  // the first cell: the demo's or the user's table, kinds and job.
+  std::vector<std::pair<std::string, std::string>> workload;
+  std::string started_at;  // ISO-8601
   std::string host;
 };
 

@@ -158,6 +158,12 @@ nlohmann::ordered_json ModelJson(const DurationModel& m) {
           {"steady_seconds", m.steady_seconds}};
 }
 
+nlohmann::ordered_json WorkloadJson(const std::vector<std::pair<std::string, std::string>>& w) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [what, text] : w) out[what] = text;
+  return out;
+}
+
 std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>& cells) {
   nlohmann::ordered_json out;
   out["scenario"] = {{"name", s.name},
@@ -170,6 +176,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                      {"min_batch_seconds", s.min_batch_seconds},
                      {"repeat", s.repeat},
                      {"objectives", ObjectivesJson(s.objectives)},
+                     {"workload", WorkloadJson(s.workload)},
                      {"started_at", s.started_at},
                      {"host", s.host}};
   out["cells"] = nlohmann::ordered_json::array();

@@ -329,14 +329,21 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
   html += "<h1>Capacity report: " + Escape(s.name) + "</h1>\n";
   if (!s.description.empty()) html += "<p>" + Escape(s.description) + "</p>\n";
   html += fmt::format(
-      "<p>{} records, {} queued items per cell, batch window {:.0f} s{}{}. Run {} on {}.</p>\n",
-      s.records, s.queue_items, s.window_seconds,
+      "<p>{}{} queued items per cell, batch window {:.0f} s{}{}. Run {} on {}.</p>\n",
+      s.records > 0 ? fmt::format("{} records, ", s.records) : "", s.queue_items, s.window_seconds,
       s.min_batch_seconds > 0
           ? fmt::format(", each cell's queue grown until its batch runs at least {:g} s",
                         s.min_batch_seconds)
           : "",
       s.repeat > 1 ? fmt::format(", each cell measured {} times", s.repeat) : "",
       Escape(s.started_at), Escape(s.host));
+  if (!s.workload.empty()) {
+    html += "<table class=workload>\n";
+    for (const auto& [what, text] : s.workload) {
+      html += "<tr><th>" + Escape(what) + "</th><td class=text>" + Escape(text) + "</td></tr>\n";
+    }
+    html += "</table>\n";
+  }
 
   html +=
       "<h2>Recommendation</h2>\n<table><tr><th>load</th><th>recommended</th><th>why</th></tr>\n";

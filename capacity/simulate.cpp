@@ -14,6 +14,7 @@
 
 #include "batch/enqueue.h"
 #include "batch/runner.h"
+#include "capacity/workload.h"
 #include "db/connection.h"
 #include "db/migrations.h"
 #include "db/queue_store_ops.h"
@@ -36,43 +37,75 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Fresh data for one cell: the demo target reseeded, coexist's tables empty,
-// the ledger empty, the queue filled.
-void PrepareData(const std::string& conninfo, const config::ScenarioSettings& settings,
-                 const config::Config& config, long long items) {
+// Fresh data for one cell: the demo target reseeded (or the user's tables
+// made afresh and filled), coexist's tables empty, the ledger empty, the
+// queue filled. Returns the items queued and, in `records`, the target's rows.
+long long PrepareData(const std::string& conninfo, const config::ScenarioSettings& settings,
+                      const config::Config& config, long long items, long long& records) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   db::InstallMigrations(*conn);
-  db::SeedDemoTable(*conn, settings.records);
+  const config::Workload& workload = settings.workload;
+  if (workload.UserTables()) {
+    records = PrepareUserTables(*conn, workload, config);
+  } else {
+    db::SeedDemoTable(*conn, settings.records);
+    records = settings.records;
+  }
   {
     pqxx::work tx(*conn);
     db::EmptyCoexistTables(tx);
-    tx.exec(
-        "CREATE TABLE IF NOT EXISTS public.batch_ledger ("
-        "  record_key bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp());"
-        "TRUNCATE public.batch_ledger");
+    if (!workload.UserTables()) {
+      tx.exec(
+          "CREATE TABLE IF NOT EXISTS public.batch_ledger ("
+          "  record_key bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT "
+          "clock_timestamp());"
+          "TRUNCATE public.batch_ledger");
+    }
     tx.commit();
   }
-  batch::EnqueueSelect(conninfo, config.batch.job,
-                       fmt::format("SELECT 1 + (g - 1) % {} FROM generate_series(1, {}) g",
-                                   settings.records, items));
+  std::string select, key_type = "bigint";
+  {
+    pqxx::read_transaction tx(*conn);
+    key_type = db::KeyTypeOf(tx, config.target);
+    select = workload.UserTables() || !workload.job_file.empty()
+                 ? EnqueueQuery(tx, config, items)
+                 : fmt::format("SELECT 1 + (g - 1) % {} FROM generate_series(1, {}) g",
+                               settings.records, items);
+  }
+  batch::EnqueueResult queued;
+  try {
+    queued = batch::EnqueueSelect(conninfo, config.batch.job, select, key_type);
+  } catch (const pqxx::sql_error& e) {
+    if (config.enqueue.select.empty()) throw;
+    throw config::ConfigError(config.enqueue.select_at, "enqueue.select",
+                              "the query does not run on the cell's tables: " + FirstLine(e),
+                              "fix the job's enqueue.select; it runs as written on the tables "
+                              "scenario.schema creates.");
+  }
   // Fresh statistics for the tables just filled, so that every cell's plans
   // are the ones the data calls for, not those of autovacuum's timing.
   pqxx::nontransaction analyze(*conn);
-  analyze.exec0("ANALYZE public.products");
+  if (!workload.UserTables()) analyze.exec0("ANALYZE public.products");
   db::AnalyzeQueue(analyze);
+  return queued.added;
 }
 
 // The online application's rights as docs/operations.md ("Database roles")
 // grants them, for the simulation's online role; again in every cell, as
 // PrepareData recreates the target.
-void GrantOnlineRole(const std::string& conninfo, const std::string& role) {
+void GrantOnlineRole(const std::string& conninfo, const config::Workload& workload,
+                     const std::string& role) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::work tx(*conn);
   std::string name = tx.quote_name(role);
   tx.exec("GRANT USAGE ON SCHEMA coexist TO " + name +
           "; GRANT SELECT, INSERT, UPDATE, DELETE ON coexist.edit_locks TO " + name +
-          "; GRANT SELECT ON coexist.windows, coexist.targets TO " + name +
-          "; GRANT SELECT, INSERT, UPDATE, DELETE ON public.products TO " + name);
+          "; GRANT SELECT ON coexist.windows, coexist.targets TO " + name);
+  if (workload.UserTables()) {
+    GrantUserTables(tx, workload, role);
+  } else {
+    tx.exec("GRANT SELECT, INSERT, UPDATE, DELETE ON public.products TO " + name);
+  }
   tx.commit();
 }
 
@@ -100,7 +133,8 @@ config::Config CellConfig(const config::ScenarioSettings& settings, config::Conf
   if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
     config.operation.item_sql = kDefaultItemSql;
   }
-  if (config.online.records == 0) config.online.records = settings.records;
+  if (config.online.records == 0 && !settings.workload.UserTables())
+    config.online.records = settings.records;
   return config;
 }
 
@@ -188,7 +222,10 @@ constexpr std::chrono::milliseconds kBatchTick{100};
 constexpr std::chrono::milliseconds kQuietTick{1000};
 
 // After the batch: its figures from the database, not from its counters.
-void CheckBatch(const std::string& conninfo, const std::string& job, CellResult& cell) {
+void CheckBatch(const std::string& conninfo, const config::ScenarioSettings& settings,
+                const config::Config& config, CellResult& cell) {
+  const std::string& job = config.batch.job;
+  const config::Workload& workload = settings.workload;
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::read_transaction tx(*conn);
   auto counts = db::CountJobItems(tx, job);
@@ -196,16 +233,28 @@ void CheckBatch(const std::string& conninfo, const std::string& job, CellResult&
   cell.deferred = counts.deferred;
   cell.dead = counts.dead;
   cell.queued_left = counts.queued;
-  // Each done item must appear exactly once in the ledger: per record, the
-  // ledger rows equal the done items, and `settled` equals both.
-  cell.applied_twice = db::LedgerMismatch(tx, job, "public.batch_ledger");
-  cell.rows_changed_by_batch =
-      tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
+  if (!workload.applied_check.empty()) {
+    // The user's own check of their operation.
+    cell.applied_twice = AppliedCheck(tx, workload);
+  } else if (!workload.UserTables() && workload.job_file.empty()) {
+    // Each done item must appear exactly once in the ledger: per record,
+    // the ledger rows equal the done items, and `settled` equals both.
+    cell.applied_twice = db::LedgerMismatch(tx, job, "public.batch_ledger");
+    cell.rows_changed_by_batch =
+        tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
+  }
   // The chunks as the database saw them: the items one transaction set done
   // share its xid (xmin), and done_at says when.
   for (const auto& chunk : db::ReadDoneChunks(tx, job)) {
     cell.chunks.push_back({chunk.at_seconds, chunk.items});
   }
+}
+
+std::string Invariant(const std::string& conninfo, const config::Workload& workload) {
+  if (workload.invariant.empty()) return "";
+  auto conn = db::Connect(conninfo, "coexist-simulate");
+  pqxx::read_transaction tx(*conn);
+  return ReadInvariant(tx, workload);
 }
 
 // A cell's size: the sweep's cells queue scenario.queue_items within
@@ -224,10 +273,12 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   config::ScenarioSettings settings = spec.settings;
   if (size.records > 0) settings.records = size.records;
   config::Config config = CellConfig(settings, spec.config);
-  PrepareData(conninfo, settings, config, size.items);
+  long long records = 0;
+  long long items = PrepareData(conninfo, settings, config, size.items, records);
+  std::string invariant_before = Invariant(conninfo, settings.workload);
   std::string online_conninfo = conninfo;
   if (!options.online_role.empty()) {
-    GrantOnlineRole(conninfo, options.online_role);
+    GrantOnlineRole(conninfo, settings.workload, options.online_role);
     // libpq takes the last value of a repeated keyword.
     online_conninfo += " user=" + options.online_role;
   }
@@ -241,8 +292,8 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.repeat = size.repeat;
   cell.grown_from = size.grown_from;
   cell.window_seconds = std::chrono::duration<double>(size.window).count();
-  cell.records = settings.records;
-  cell.items = size.items;
+  cell.records = records;
+  cell.items = items;
   auto start = Clock::now();
 
   {
@@ -302,7 +353,18 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
     cell.after = PhaseOf(report);
     AddOnline(cell, report);
   }
-  CheckBatch(conninfo, config.batch.job, cell);
+  CheckBatch(conninfo, settings, config, cell);
+  if (!settings.workload.invariant.empty()) {
+    // What neither side may change, e.g. the sum of the balances: a change
+    // is an update lost (or made twice) somewhere.
+    std::string after = Invariant(conninfo, settings.workload);
+    long long drift = InvariantDrift(invariant_before, after);
+    if (drift != 0) {
+      spdlog::warn("invariant changed cell={} before={} after={}", spec.index, invariant_before,
+                   after);
+    }
+    cell.lost_updates += drift;
+  }
   cell.items_per_second =
       cell.batch_seconds > 0 ? static_cast<double>(cell.done) / cell.batch_seconds : 0;
   return cell;
@@ -376,7 +438,8 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
   gethostname(host, sizeof host - 1);
   return {.name = s.name,
           .description = s.description,
-          .records = s.records,
+          // The user's tables have the rows their data makes (each cell's records).
+          .records = s.workload.UserTables() ? 0 : s.records,
           .queue_items = s.queue_items,
           .window_seconds = std::chrono::duration<double>(s.window).count(),
           .production_queue_items = s.production_queue_items,
@@ -385,6 +448,8 @@ ScenarioSummary Summarize(const config::Scenario& scenario) {
           .min_batch_seconds = std::chrono::duration<double>(s.min_batch_time).count(),
           .repeat = s.repeat,
           .objectives = s.objectives,
+          .workload = scenario.cells.empty() ? std::vector<std::pair<std::string, std::string>>{}
+                                             : DescribeWorkload(scenario.cells.front()),
           .started_at = Now(),
           .host = host};
 }
@@ -486,6 +551,10 @@ class CellRunner {
 void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
                  const SimulateOptions& options, std::vector<CellResult>& results) {
   if (!options.online_role.empty()) CreateOnlineRole(conninfo, options.online_role);
+  if (options.progress != nullptr && !scenario.cells.empty()) {
+    for (const auto& [what, text] : DescribeWorkload(scenario.cells.front()))
+      *options.progress << what << ": " << text << '\n';
+  }
   CellRunner runner(conninfo, scenario, options, results);
   for (const auto& spec : scenario.cells) {
     const auto& settings = spec.settings;

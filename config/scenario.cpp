@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
+#include "common/sql_text.h"
 #include "config/duration.h"
 #include "config/yaml_reader.h"
 #include "policies/registry.h"
@@ -17,6 +20,272 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 
 constexpr std::string_view kScenarioKeys[] = {"scenario", "sweep", "policy_options"};
+
+// A path written in the scenario, relative to the scenario file's folder.
+std::string Resolve(const Section& s, const std::string& written) {
+  std::filesystem::path p(written);
+  if (p.is_absolute()) return p.string();
+  return (std::filesystem::path(s.file()).parent_path() / p).lexically_normal().string();
+}
+
+// The file a key names; a located error when it cannot be read.
+std::string ReadNamedFile(const Section& s, const YAML::Node& value, std::string_view key,
+                          const std::string& path, const char* what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    s.Fail(value, key, "cannot read '" + path + "'",
+           std::string("give the path of ") + what +
+               ", relative to the scenario file's folder (run a scenario that names files by its "
+               "path, not by a built-in name).");
+  }
+  return ReadFileText(path);
+}
+
+// The SQL text with its comments and quoted strings blanked, lower case: what
+// the regular expressions below may look at.
+std::string CodeOnly(const std::string& sql) {
+  std::string out = sql;
+  for (size_t i = 0; i < sql.size();) {
+    size_t end = i;
+    if (sql_text::Skip(sql, i, end) != sql_text::NotCode::kNone) {
+      for (size_t j = i; j < end && j < out.size(); ++j) out[j] = out[j] == '\n' ? '\n' : ' ';
+      i = end;
+    } else {
+      out[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(out[i])));
+      ++i;
+    }
+  }
+  return out;
+}
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string Joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// scenario.schema: the file, and the schemas and tables it creates.
+void ReadSchemaFile(Section& s, const std::string& written, Workload& out) {
+  const YAML::Node& value = s.node()["schema"];
+  out.schema_file = Resolve(s, written);
+  out.schema_sql = ReadNamedFile(s, value, "schema", out.schema_file,
+                                 "the SQL file that creates "
+                                 "your tables");
+  out.schema_at = s.MarkOf(value);
+  static const std::regex kSchema(
+      R"(\bcreate\s+schema\s+(?:if\s+not\s+exists\s+)?([a-z_][a-z0-9_$]*))");
+  static const std::regex kTable(
+      R"(\bcreate\s+(?:(?:global|local)\s+)?(?:(?:temporary|temp|unlogged)\s+)?table\s+)"
+      R"((?:if\s+not\s+exists\s+)?([a-z_][a-z0-9_$]*(?:\.[a-z_][a-z0-9_$]*)?))");
+  std::string code = CodeOnly(out.schema_sql);
+  for (std::sregex_iterator it(code.begin(), code.end(), kSchema), end; it != end; ++it) {
+    std::string name = (*it)[1];
+    if (name == "public" || name == "coexist" || name.starts_with("pg_") ||
+        name == "information_schema") {
+      s.Fail(value, "schema",
+             "'" + written + "' creates schema " + name + ", which every cell would drop",
+             "create your tables in a schema of your own (CREATE SCHEMA shop; CREATE TABLE "
+             "shop.orders ...), or in public without CREATE SCHEMA.");
+    }
+    if (!Contains(out.created_schemas, name)) out.created_schemas.push_back(name);
+  }
+  for (std::sregex_iterator it(code.begin(), code.end(), kTable), end; it != end; ++it) {
+    std::string name = (*it)[1];
+    if (name.find('.') == std::string::npos) name = "public." + name;
+    if (name.starts_with("coexist.")) {
+      s.Fail(value, "schema", "'" + written + "' creates " + name + " in coexist's own schema",
+             "create your tables in a schema of your own.");
+    }
+    if (!Contains(out.created_tables, name)) out.created_tables.push_back(name);
+  }
+  if (out.created_tables.empty()) {
+    s.Fail(value, "schema", "'" + written + "' creates no table",
+           "scenario.schema is the SQL file that creates your tables (CREATE TABLE ...), run "
+           "afresh in every cell.");
+  }
+}
+
+// "schema.table" or "table" (public), checked to be one the schema file creates.
+void ReadCreatedTable(Section& s, std::string_view key, const Workload& w, std::string& schema,
+                      std::string& table) {
+  s.QualifiedName(key, schema, table);
+  if (table.empty()) s.Fail(s.node(), key, "a table is required here", "e.g. table: shop.orders.");
+  std::string name = schema + "." + table;
+  if (!Contains(w.created_tables, name)) {
+    s.Fail(s.node()[std::string(key)], key, name + " is not a table that scenario.schema creates",
+           "the tables filled in every cell are those '" +
+               std::filesystem::path(w.schema_file).filename().string() +
+               "' creates: " + Joined(w.created_tables) + ".");
+  }
+}
+
+constexpr const char* kGeneratorHint =
+    "a column's generator is sequence (1, 2, ...), uuid, random(MIN, MAX), "
+    "key(SCHEMA.TABLE.COLUMN[, uniform|zipf]) (a key of a table filled before this one) or a SQL "
+    "expression over n, the row's number.";
+
+GeneratedColumn ReadGenerator(Section& columns, const YAML::Node& key, const YAML::Node& value,
+                              const GeneratedTable& table, const std::vector<std::string>& filled) {
+  GeneratedColumn c;
+  c.name = columns.ScalarText(key, "columns");
+  static const std::regex kIdentifier(R"([A-Za-z_][A-Za-z0-9_$]{0,62})");
+  if (!std::regex_match(c.name, kIdentifier)) {
+    columns.Fail(key, c.name, "'" + c.name + "' is not a column name",
+                 "write the column's name as the table has it (letters, digits, _ and $).");
+  }
+  c.at = columns.MarkOf(value);
+  c.key = columns.KeyPath(c.name);
+  std::string text = columns.ScalarText(value, c.name);
+  static const std::regex kRandom(
+      R"(random\s*\(\s*([-+]?[0-9]{1,18})\s*,\s*([-+]?[0-9]{1,18})\s*\))");
+  static const std::regex kKey(
+      R"(key\s*\(\s*(?:([A-Za-z_][A-Za-z0-9_$]*)\.)?([A-Za-z_][A-Za-z0-9_$]*)\.([A-Za-z_][A-Za-z0-9_$]*)\s*(?:,\s*([a-z_]+)\s*)?\))");
+  std::smatch m;
+  if (text.empty()) {
+    columns.Fail(value, c.name, "the generator is empty", kGeneratorHint);
+  } else if (text == "sequence") {
+    c.expression = "n";
+  } else if (text == "uuid") {
+    c.expression = "md5('" + table.schema + "." + table.table + ":' || n)::uuid";
+  } else if (std::regex_match(text, m, kRandom)) {
+    long long min = std::stoll(m.str(1)), max = std::stoll(m.str(2));
+    if (min > max) {
+      columns.Fail(value, c.name, "'" + text + "': MIN is larger than MAX",
+                   "write the smaller bound first, e.g. random(1, 5).");
+    }
+    c.expression =
+        fmt::format("({} + floor(random() * ({}::numeric - {} + 1)))::bigint", min, max, min);
+  } else if (std::regex_match(text, m, kKey)) {
+    c.key_schema = m.str(1).empty() ? "public" : m.str(1);
+    c.key_table = m.str(2);
+    c.key_column = m.str(3);
+    std::string distribution = m.str(4).empty() ? "uniform" : m.str(4);
+    if (distribution != "uniform" && distribution != "zipf") {
+      columns.Fail(value, c.name, "'" + distribution + "' is not a key distribution",
+                   "write key(SCHEMA.TABLE.COLUMN) for uniform picks, or key(SCHEMA.TABLE.COLUMN, "
+                   "zipf) for a few hot keys.");
+    }
+    c.key_zipf = distribution == "zipf";
+    std::string referenced = c.key_schema + "." + c.key_table;
+    if (!Contains(filled, referenced)) {
+      columns.Fail(value, c.name,
+                   "'" + text + "': " + referenced + " is not filled before " + table.schema + "." +
+                       table.table,
+                   "a key() picks keys of a table filled earlier: list " + referenced +
+                       " before this table under scenario.data (or copy it with "
+                       "scenario.sample).");
+    }
+  } else if (text.rfind("key(", 0) == 0 || text.rfind("random(", 0) == 0) {
+    columns.Fail(value, c.name, "'" + text + "' is not a generator this file understands",
+                 std::string(kGeneratorHint) +
+                     (text.find(')') == std::string::npos
+                          ? " Inside {...}, quote a generator with a comma: \"random(1, 10)\"."
+                          : ""));
+  } else {
+    c.expression = text;  // SQL over n; the database checks it in the cell
+  }
+  return c;
+}
+
+void ReadData(Section& s, Workload& w) {
+  auto list = s.Sequence("data");
+  if (!list) return;
+  if (!w.UserTables()) {
+    s.Fail(*list, "data", "generated rows need the tables' definition",
+           "give scenario.schema, the SQL file that creates the tables.");
+  }
+  std::vector<std::string> filled;
+  if (w.sample) filled.push_back(w.sample->schema + "." + w.sample->table);
+  for (size_t i = 0; i < list->size(); ++i) {
+    YAML::Node item = (*list)[i];
+    std::string path = s.KeyPath("data") + "[" + std::to_string(i) + "]";
+    if (!item.IsMap())
+      s.Fail(item, "data", "entry [" + std::to_string(i) + "] is not a map",
+             "each entry is {table: SCHEMA.TABLE, rows: N, columns: {...}}.");
+    Section e(item, path, s.file());
+    GeneratedTable t;
+    t.at = e.MarkOf(item);
+    t.key = path;
+    ReadCreatedTable(e, "table", w, t.schema, t.table);
+    e.Int64("rows", t.rows, 1, 100'000'000);
+    if (t.rows == 0) e.Fail(item, "rows", "the number of rows is required", "e.g. rows: 1000.");
+    if (auto columns = e.Map("columns")) {
+      for (const auto& column : columns->node()) {
+        t.columns.push_back(ReadGenerator(*columns, column.first, column.second, t, filled));
+      }
+    }
+    if (t.columns.empty()) {
+      e.Fail(
+          item, "columns", "the columns' generators are required",
+          std::string("e.g. columns: {id: sequence, balance: random(0, 1000)}; ") + kGeneratorHint);
+    }
+    e.String("where", t.where);
+    if (item["where"]) t.where_at = e.MarkOf(item["where"]);
+    e.Finish();
+    filled.push_back(t.schema + "." + t.table);
+    w.data.push_back(std::move(t));
+  }
+}
+
+void ReadSample(Section& s, Workload& w) {
+  auto sample = s.Map("sample");
+  if (!sample) return;
+  if (!w.UserTables()) {
+    s.Fail(sample->node(), "sample", "sampled rows need the tables' definition",
+           "give scenario.schema, the SQL file that creates the table the rows are copied into.");
+  }
+  SampleSource out;
+  out.at = s.MarkOf(sample->node());
+  const YAML::Node& from = sample->node()["from"];
+  if (!from) {
+    sample->Fail(sample->node(), "from", "the source database is required",
+                 "from: the name of an environment variable holding its URL (e.g. "
+                 "SHOP_DATABASE_URL), or a URL with ${VAR} for its password.");
+  }
+  std::string text;
+  sample->String("from", text);
+  out.from_at = sample->MarkOf(from);
+  static const std::regex kVariable(R"([A-Za-z_][A-Za-z0-9_]*)");
+  if (std::regex_match(text, kVariable)) {
+    const char* value = std::getenv(text.c_str());
+    if (value == nullptr || *value == '\0') {
+      sample->Fail(from, "from", "environment variable " + text + " is not set",
+                   "export " + text + " with the source database's URL, or write the URL here.");
+    }
+    out.conninfo = value;
+  } else {
+    out.conninfo = text;
+  }
+  ReadCreatedTable(*sample, "table", w, out.schema, out.table);
+  sample->Int64("rows", out.rows, 1, 100'000'000);
+  sample->String("where", out.where);
+  if (sample->node()["where"]) out.where_at = sample->MarkOf(sample->node()["where"]);
+  sample->Finish();
+  w.sample = std::move(out);
+}
+
+void ReadWorkload(Section& s, Workload& w) {
+  std::string schema, job;
+  s.String("schema", schema);
+  if (!schema.empty()) ReadSchemaFile(s, schema, w);
+  ReadSample(s, w);
+  ReadData(s, w);
+  s.String("job", job);
+  if (!job.empty()) {
+    const YAML::Node& value = s.node()["job"];
+    w.job_file = Resolve(s, job);
+    ReadNamedFile(s, value, "job", w.job_file, "the job's configuration file");
+    w.job_at = s.MarkOf(value);
+  }
+  s.String("applied_check", w.applied_check);
+  if (s.node()["applied_check"]) w.applied_check_at = s.MarkOf(s.node()["applied_check"]);
+  s.String("invariant", w.invariant);
+  if (s.node()["invariant"]) w.invariant_at = s.MarkOf(s.node()["invariant"]);
+}
 
 void ReadSettings(Section& s, ScenarioSettings& out) {
   s.String("name", out.name);
@@ -38,6 +307,7 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   }
   s.Duration("min_batch_time", out.min_batch_time, milliseconds(0), hours(1));
   s.Int("repeat", out.repeat, 1, 100);
+  ReadWorkload(s, out.workload);
   if (auto o = s.Map("objectives")) {
     o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
     o->Percent("max_error_rate", out.objectives.max_error_percent);
@@ -134,6 +404,108 @@ bool IsScenarioText(const std::string& yaml, const std::string& name) {
 
 namespace {
 
+// The sections of scenario.job's file that the cells use.
+constexpr const char* kJobSections[] = {"target", "targets", "operation", "enqueue"};
+
+std::string FileName(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+// The sections of the job file the cells use (kJobSections and batch:), as
+// written. The others (database:, policy:, pacing:, ...) are neither used
+// nor read: a database.url with ${VAR} needs no variable here.
+YAML::Node ReadJobSections(const std::string& job_file) {
+  YAML::Node job = ParseYaml(ReadFileText(job_file), job_file);
+  YAML::Node used(YAML::NodeType::Map);
+  if (!job.IsMap()) return used;  // ReadConfig says what is wrong with it
+  for (const char* key : kJobSections) {
+    if (job[key]) used[key] = job[key];
+  }
+  if (job["batch"]) used["batch"] = job["batch"];
+  return used;
+}
+
+// The job file's target, targets, operation and enqueue into the cell's
+// configuration, and its batch: keys under the scenario's own. The
+// scenario may not write the sections the job gives.
+void MergeJob(const YAML::Node& root, YAML::Node& cell_root, const YAML::Node& job,
+              const Workload& w, const Section& top) {
+  for (const char* key : kJobSections) {
+    if (root[key]) {
+      top.Fail(root[key], key, "written here and in scenario.job (" + FileName(w.job_file) + ")",
+               std::string("remove ") + key +
+                   ": here (the cells use the job's target, targets, operation and "
+                   "enqueue.select), or remove scenario.job to write your own.");
+    }
+  }
+  for (const char* key : kJobSections) {
+    if (job[key]) cell_root[key] = YAML::Clone(job[key]);
+  }
+  const YAML::Node& job_batch = job["batch"];
+  if (!job_batch || !job_batch.IsMap()) return;
+  if (!cell_root["batch"] || !cell_root["batch"].IsMap())
+    cell_root["batch"] = YAML::Node(YAML::NodeType::Map);
+  YAML::Node batch = cell_root["batch"];
+  for (const auto& item : job_batch) {
+    const YAML::Node& given = batch;
+    if (!given[item.first.Scalar()]) batch[item.first.Scalar()] = YAML::Clone(item.second);
+  }
+}
+
+// Whether the cell's job fits the scenario's tables; a located error
+// otherwise. With a job, the marks of what it gave point into its file.
+void CheckWorkloadFits(Config& config, const Workload& w, const Config* job, const Section& top) {
+  if (job != nullptr) {
+    config.target_at = job->target_at;
+    config.targets_at = job->targets_at;
+    config.operation.item_sql_at = job->operation.item_sql_at;
+    config.operation.chunk_sql_at = job->operation.chunk_sql_at;
+    config.enqueue.select_at = job->enqueue.select_at;
+  }
+  std::string job_name = FileName(w.job_file);
+  std::string created = "'" + FileName(w.schema_file) + "' creates " + Joined(w.created_tables);
+  std::vector<std::string> tables{config.target.Name()};
+  for (const auto& t : config.targets) tables.push_back(t.Name());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const std::string& table = tables[i];
+    std::string what = i == 0 ? "target" : "targets entry";
+    if (w.UserTables() && !Contains(w.created_tables, table)) {
+      if (job != nullptr) {
+        throw ConfigError(
+            w.job_at, "scenario.job",
+            job_name + "'s " + what + " " + table + " is not a table that scenario.schema creates",
+            created + "; point the job's " + (i == 0 ? "target:" : "targets:") +
+                " at one of them, or give the schema file that creates " + table + ".");
+      }
+      const YAML::Node& target = top.node()["target"];
+      YAML::Node written = i == 0 && target && target.IsMap() ? target["table"] : YAML::Node();
+      throw ConfigError(
+          written ? top.MarkOf(written) : w.schema_at, written ? "target.table" : "scenario.schema",
+          "the " + what + " " + table + " is not a table that scenario.schema creates",
+          created + "; set target.table to one of them, or give scenario.job.");
+    }
+    if (!w.UserTables() && job != nullptr && table != "public.products") {
+      throw ConfigError(
+          w.job_at, "scenario.job",
+          job_name + "'s " + what + " " + table + " is not the demo table public.products",
+          "give scenario.schema (the SQL file that creates " + table +
+              ") and fill it with scenario.data or scenario.sample.");
+    }
+  }
+  if (w.UserTables() && config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
+    throw ConfigError(w.schema_at, "scenario.schema", "the batch has no operation on your tables",
+                      "give scenario.job (your job's configuration file), or operation: with "
+                      "item_sql or chunk_sql.");
+  }
+  if (config.operation.keys == ItemKeys::kMany && config.enqueue.select.empty()) {
+    throw ConfigError(job != nullptr ? w.job_at : top.MarkOf(top.node()["operation"]),
+                      job != nullptr ? "scenario.job" : "operation",
+                      "items of several keys (operation.keys: many) need an enqueue.select",
+                      "each cell queues the job's items with its enqueue.select (its first "
+                      "scenario.queue_items rows); give the job one.");
+  }
+}
+
 Scenario Load(const std::string& yaml, const std::string& path, const Overrides& overrides) {
   YAML::Node root = ParseYaml(yaml, path);
   if (!root.IsMap()) {
@@ -218,7 +590,15 @@ Scenario Load(const std::string& yaml, const std::string& path, const Overrides&
         Section cell_section(cell_top, "", path);
         if (auto s = cell_section.Map("scenario")) ReadSettings(*s, cell.settings);
       }
+      const Workload& workload = cell.settings.workload;
+      std::optional<Config> job;
+      if (!workload.job_file.empty()) {
+        YAML::Node job_sections = ReadJobSections(workload.job_file);
+        job = ReadConfig(job_sections, workload.job_file);  // its own errors, located in it
+        MergeJob(root, cell_root, job_sections, workload, top);
+      }
       cell.config = ReadConfig(cell_root, path);
+      CheckWorkloadFits(cell.config, workload, job ? &*job : nullptr, top);
     } catch (const ConfigError& e) {
       if (e.mark().line > 0 || axes.empty()) throw;
       // A key the sweep created has no position: point at the sweep entry.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,14 +28,94 @@ struct Objectives {
   double max_deferred_percent = 1;  // 0..100
 };
 
+// `scenario.data[].columns.NAME` — how one column of generated rows is filled.
+struct GeneratedColumn {
+  std::string name;
+  // A SQL expression over n (the row's number, 1..rows), cast to the
+  // column's type: the written SQL, or what a named generator stands for
+  // (sequence: n; uuid: a uuid of the table and n; random(MIN, MAX)).
+  std::string expression;
+  // key(SCHEMA.TABLE.COLUMN[, uniform|zipf]): a value of that column of a
+  // table filled before this one, picked with that distribution (zipf: the
+  // i-th smallest key with a probability proportional to 1/i). Empty table:
+  // not a key() column.
+  std::string key_schema, key_table, key_column;
+  bool key_zipf = false;
+  std::string key;  // "scenario.data[1].columns.amount", for messages
+  Mark at;          // the generator's place
+};
+
+// `scenario.data[]` — one table of the user's schema filled with generated rows.
+struct GeneratedTable {
+  std::string schema = "public", table;
+  long long rows = 0;  // 1..100000000
+  // Columns left out get their defaults.
+  std::vector<GeneratedColumn> columns;
+  // A SQL condition over the generated columns: rows that fail it are not
+  // inserted ("" keeps every row). Rows that break a unique constraint are
+  // skipped too, so a table may get fewer rows than `rows`.
+  std::string where;
+  std::string key;  // "scenario.data[1]", for messages
+  Mark at, where_at;
+};
+
+// `scenario.sample:` — rows copied from a source database, read in a READ
+// ONLY transaction (never written), into the table of the same name that
+// scenario.schema creates.
+struct SampleSource {
+  // The source's connection string: `from` is a libpq URL or key=value
+  // string (${VAR} substituted), or the name of an environment variable
+  // holding one. Never printed: messages use db::DescribeConninfo.
+  std::string conninfo;
+  std::string schema = "public", table;
+  long long rows = 1000;  // at most this many, 1..100000000
+  std::string where;      // SQL condition on the source table; "" takes any rows
+  Mark at, from_at, where_at;
+};
+
+// The user's workload (docs/capacity.md, "Your own table and transactions"):
+// their tables, filled with generated or sampled rows in every cell instead
+// of the demo table, and their job's batch operation. Empty: the demo.
+struct Workload {
+  // scenario.schema: a SQL file (path relative to the scenario file) that
+  // creates the user's tables, run afresh in every cell after dropping the
+  // schemas it creates (and the tables it creates outside them).
+  std::string schema_file;  // as resolved; "" for the demo table
+  std::string schema_sql;
+  std::vector<std::string> created_schemas;  // CREATE SCHEMA names
+  std::vector<std::string> created_tables;   // CREATE TABLE names, schema.table
+  std::vector<GeneratedTable> data;          // filled in order, after the sample
+  std::optional<SampleSource> sample;
+  // scenario.job: a job configuration (path relative to the scenario file)
+  // whose target, targets, operation and enqueue.select the cells use, and
+  // whose batch: keys are defaults under the scenario's.
+  std::string job_file;  // as resolved; "" when not given
+  // scenario.applied_check: SQL returning one number, the items not applied
+  // exactly once (a done item not applied, or any applied twice); 0 is the
+  // guarantee. Checked after every cell. Empty: the demo's ledger check on
+  // the demo table without a job, none otherwise.
+  std::string applied_check;
+  // scenario.invariant: SQL returning one value that neither the online
+  // transactions nor the batch may change (e.g. the sum of balances): a
+  // change after the cell is a lost update.
+  std::string invariant;
+  Mark schema_at, job_at, applied_check_at, invariant_at;
+
+  bool UserTables() const { return !schema_file.empty(); }
+};
+
 // `scenario:` — a capacity-planning run (`coexist simulate`): prepare data,
 // run the online load, run the batch inside it, measure. Defaults below.
 struct ScenarioSettings {
   std::string name;         // default: the file's name without .yaml
   std::string description;  // shown in the report
-  // Rows of the demo target (public.products) seeded afresh for each cell.
+  // Rows of the demo target (public.products) seeded afresh for each cell;
+  // with the user's tables (workload.schema_file), their rows are what
+  // workload.data and workload.sample make.
   long long records = 2000;  // 1..100000000
-  // Items queued for the batch in each cell, spread evenly over the records.
+  // Items queued for the batch in each cell, spread evenly over the records
+  // (the target's keys); with the job's enqueue.select, its first rows, at
+  // most this many.
   long long queue_items = 2000;  // 1..100000000
   // Online load alone before the batch starts, and after it ends.
   milliseconds warmup = std::chrono::seconds(5);
@@ -62,6 +143,7 @@ struct ScenarioSettings {
   // recommendation judges the median.
   int repeat = 1;  // 1..100
   Objectives objectives;
+  Workload workload;
 };
 
 // One `sweep:` entry: a dotted configuration key and the values it takes.

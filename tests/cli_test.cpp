@@ -105,7 +105,7 @@ TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
 
 // The shipped scenarios are scenario files, and config check says so.
 TEST_F(CliTest, ConfigCheckAcceptsTheShippedScenarios) {
-  for (const char* name : {"demo", "nightly-settlement", "seed001"}) {
+  for (const char* name : {"demo", "nightly-settlement", "seed001", "ledger-posting"}) {
     std::string file = std::string(COEXIST_SOURCE_DIR) + "/config/scenarios/" + name + ".yaml";
     auto result = Run("config check " + file);
     EXPECT_EQ(result.status, 0) << name << ": " << result.err;

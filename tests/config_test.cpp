@@ -682,5 +682,189 @@ TEST(Config, KeysAndMoreTargetsAreReadWithTheirPlaces) {
             "k.yaml:2:26: targets[0].owner_column: unknown key | known keys here: key_column, "
             "table, version_column.");
 }
+
+// A scenario of the user's workload, in a folder of its own beside the
+// schema and job files it names (paths relative to the scenario file).
+class WorkloadFiles {
+ public:
+  WorkloadFiles()
+      : dir_(std::filesystem::temp_directory_path() /
+             ("coexist-workload-" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(dir_);
+    Write("shop.sql",
+          "-- the shop\nCREATE SCHEMA shop;\n"
+          "CREATE TABLE shop.items (id bigint PRIMARY KEY, stock bigint NOT NULL,\n"
+          "  version bigint NOT NULL DEFAULT 0);\n"
+          "CREATE TABLE shop.log (item bigint, note text);\n");
+    Write("job.yaml",
+          "target: {table: shop.items}\n"
+          "batch: {job: restock, chunk_size: 50}\n"
+          "operation:\n"
+          "  item_sql: UPDATE shop.items SET stock = stock + 1 WHERE id = $1\n");
+    Write("orders-job.yaml",
+          "target: {table: shop.orders}\n"
+          "operation: {item_sql: SELECT 1}\n");
+    Write("bad-job.yaml", "batch: {chunk_size: 0}\n");
+    Write("production-job.yaml",
+          "database: {url: \"${COEXIST_NO_SUCH_DATABASE_URL}\"}\n"
+          "target: {table: shop.items}\n"
+          "policy: {name: online_priority, max_wait: 5s}\n"
+          "operation: {item_sql: UPDATE shop.items SET stock = 0 WHERE id = $1}\n");
+  }
+  ~WorkloadFiles() { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  // The scenario's error and hint, "message | hint", without the folder.
+  std::string Error(const std::string& yaml) const {
+    std::string path = Write("s.yaml", yaml);
+    try {
+      LoadScenario(path);
+      return "no error";
+    } catch (const ConfigError& e) {
+      std::string text = std::string(e.what()) + " | " + e.hint();
+      for (auto at = text.find(dir_.string() + "/"); at != std::string::npos;
+           at = text.find(dir_.string() + "/"))
+        text.erase(at, dir_.string().size() + 1);
+      return text;
+    }
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+TEST(ScenarioWorkload, ReadsTheUsersTablesDataAndJob) {
+  WorkloadFiles files;
+  auto path = files.Write("s.yaml", R"y(
+scenario:
+  schema: shop.sql
+  job: job.yaml
+  data:
+    - table: shop.items
+      rows: 100
+      columns: {id: sequence, stock: "random(1, 10)"}
+    - table: shop.log
+      rows: 20
+      columns: {item: "key(shop.items.id, zipf)", note: "'n' || n"}
+      where: item > 1
+  applied_check: SELECT 0
+  invariant: SELECT sum(stock) FROM shop.items
+sweep:
+  policy.name: [skip_locked, online_priority]
+batch: {workers: 2}
+)y");
+  Scenario scenario = LoadScenario(path);
+  const Workload& w = scenario.settings.workload;
+  EXPECT_EQ(w.schema_file, files.Path("shop.sql"));
+  EXPECT_EQ(w.created_schemas, std::vector<std::string>{"shop"});
+  EXPECT_EQ(w.created_tables, (std::vector<std::string>{"shop.items", "shop.log"}));
+  EXPECT_EQ(w.job_file, files.Path("job.yaml"));
+  ASSERT_EQ(w.data.size(), 2u);
+  EXPECT_EQ(w.data[0].rows, 100);
+  EXPECT_EQ(w.data[0].columns[0].expression, "n");
+  EXPECT_EQ(w.data[0].columns[1].expression,
+            "(1 + floor(random() * (10::numeric - 1 + 1)))::bigint");
+  EXPECT_EQ(w.data[1].columns[0].key_table, "items");
+  EXPECT_TRUE(w.data[1].columns[0].key_zipf);
+  EXPECT_EQ(w.data[1].columns[1].expression, "'n' || n");
+  EXPECT_EQ(w.data[1].where, "item > 1");
+  EXPECT_EQ(w.invariant, "SELECT sum(stock) FROM shop.items");
+  ASSERT_EQ(scenario.cells.size(), 2u);
+  for (const auto& cell : scenario.cells) {
+    // The job's target and operation, its batch: keys under the scenario's.
+    EXPECT_EQ(cell.config.target.Name(), "shop.items");
+    EXPECT_EQ(cell.config.operation.item_sql,
+              "UPDATE shop.items SET stock = stock + 1 WHERE id = $1");
+    EXPECT_EQ(cell.config.operation.item_sql_at.file, files.Path("job.yaml"));
+    EXPECT_EQ(cell.config.batch.job, "restock");
+    EXPECT_EQ(cell.config.batch.chunk_size, 50);
+    EXPECT_EQ(cell.config.batch.workers, 2);
+  }
+  EXPECT_EQ(scenario.cells[1].config.policy.name, "online_priority");
+
+  // A job file's database:, policy: and the rest are not used, nor read: its
+  // ${VARIABLES} need not be set to plan with it.
+  auto production =
+      LoadScenario(files.Write("p.yaml",
+                               "scenario: {schema: shop.sql, job: production-job.yaml}\n"
+                               "policy: {name: skip_locked}\n"));
+  EXPECT_EQ(production.cells[0].config.policy.name, "skip_locked");
+  EXPECT_EQ(production.cells[0].config.operation.item_sql,
+            "UPDATE shop.items SET stock = 0 WHERE id = $1");
+  EXPECT_FALSE(production.cells[0].config.database.url);
+}
+
+TEST(ScenarioWorkload, ErrorsSayWhereAndHowToFit) {
+  WorkloadFiles files;
+  EXPECT_EQ(
+      files.Error("scenario: {schema: shop.sql, job: job.yaml}\ntarget: {table: shop.items}\n"),
+      "s.yaml:2:9: target: written here and in scenario.job (job.yaml) | remove target: here "
+      "(the cells use the job's target, targets, operation and enqueue.select), or remove "
+      "scenario.job to write your own.");
+  EXPECT_EQ(files.Error("scenario: {schema: shop.sql, job: orders-job.yaml}\n"),
+            "s.yaml:1:35: scenario.job: orders-job.yaml's target shop.orders is not a table that "
+            "scenario.schema creates | 'shop.sql' creates shop.items, shop.log; point the job's "
+            "target: at one of them, or give the schema file that creates shop.orders.");
+  EXPECT_EQ(files.Error("scenario: {job: job.yaml}\n"),
+            "s.yaml:1:17: scenario.job: job.yaml's target shop.items is not the demo table "
+            "public.products | give scenario.schema (the SQL file that creates shop.items) and "
+            "fill it with scenario.data or scenario.sample.");
+  // The job file's own errors point into it.
+  EXPECT_EQ(files.Error("scenario: {schema: shop.sql, job: bad-job.yaml}\n"),
+            "bad-job.yaml:1:21: batch.chunk_size: '0' is out of range | allowed range is 1 to "
+            "100000 inclusive.");
+  EXPECT_EQ(files.Error("scenario: {schema: nope.sql}\n"),
+            "s.yaml:1:20: scenario.schema: cannot read 'nope.sql' | give the path of the SQL file "
+            "that creates your tables, relative to the scenario file's folder (run a scenario "
+            "that names files by its path, not by a built-in name).");
+  EXPECT_EQ(files.Error("scenario: {schema: shop.sql}\ntarget: {table: shop.items}\n"),
+            "s.yaml:1:20: scenario.schema: the batch has no operation on your tables | give "
+            "scenario.job (your job's configuration file), or operation: with item_sql or "
+            "chunk_sql.");
+  EXPECT_EQ(files.Error("scenario: {schema: shop.sql}\ntarget: {table: shop.orders}\noperation: "
+                        "{item_sql: SELECT 1}\n"),
+            "s.yaml:2:17: target.table: the target shop.orders is not a table that scenario.schema "
+            "creates | 'shop.sql' creates shop.items, shop.log; set target.table to one of them, "
+            "or give scenario.job.");
+  EXPECT_EQ(files.Error(R"y(scenario:
+  schema: shop.sql
+  job: job.yaml
+  data:
+    - {table: shop.orders, rows: 10, columns: {id: sequence}}
+)y"),
+            "s.yaml:5:15: scenario.data[0].table: shop.orders is not a table that scenario.schema "
+            "creates | the tables filled in every cell are those 'shop.sql' creates: shop.items, "
+            "shop.log.");
+  EXPECT_EQ(files.Error(R"y(scenario:
+  schema: shop.sql
+  job: job.yaml
+  data:
+    - {table: shop.log, rows: 10, columns: {item: key(shop.items.id)}}
+    - {table: shop.items, rows: 10, columns: {id: sequence, stock: 1}}
+)y"),
+            "s.yaml:5:51: scenario.data[0].columns.item: 'key(shop.items.id)': shop.items is not "
+            "filled before shop.log | a key() picks keys of a table filled earlier: list "
+            "shop.items before this table under scenario.data (or copy it with scenario.sample).");
+  EXPECT_EQ(files.Error(R"y(scenario:
+  schema: shop.sql
+  job: job.yaml
+  data:
+    - {table: shop.items, rows: 10, columns: {id: "random(5, 1)"}}
+)y"),
+            "s.yaml:5:51: scenario.data[0].columns.id: 'random(5, 1)': MIN is larger than MAX | "
+            "write the smaller bound first, e.g. random(1, 5).");
+  EXPECT_EQ(files.Error("scenario:\n  data:\n    - {table: shop.items, rows: 1}\n"),
+            "s.yaml:3:5: scenario.data: generated rows need the tables' definition | give "
+            "scenario.schema, the SQL file that creates the tables.");
+  EXPECT_EQ(files.Error("scenario:\n  schema: shop.sql\n  job: job.yaml\n  sample: {from: "
+                        "COEXIST_NO_SUCH_VARIABLE, table: shop.items}\n"),
+            "s.yaml:4:18: scenario.sample.from: environment variable COEXIST_NO_SUCH_VARIABLE is "
+            "not set | export COEXIST_NO_SUCH_VARIABLE with the source database's URL, or write "
+            "the URL here.");
+}
 }  // namespace
 }  // namespace coexist::config

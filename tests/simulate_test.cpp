@@ -13,7 +13,9 @@
 
 #include "capacity/recommendation.h"
 #include "capacity/report.h"
+#include "capacity/workload.h"
 #include "config/scenario.h"
+#include "db/connection.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::capacity {
@@ -246,6 +248,196 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   EXPECT_GT(cells[0].latency->baseline_ms, 0);
   const auto& columns = CsvColumns();
   EXPECT_NE(std::find(columns.begin(), columns.end(), "latency_slowdowns"), columns.end());
+}
+
+// The shipped scenario of a user's own workload, shrunk to a few seconds:
+// the ledger made and filled by the scenario (config/examples/ledger.sql,
+// generated accounts and transfers), online payments and statements written
+// in SQL beside the built-in view, and the ledger job's own operation. The
+// report names them, and the scenario's own checks hold.
+config::Overrides Shrunk(config::Overrides more = {}) {
+  config::Overrides out = {{"scenario.queue_items", "300"}, {"scenario.warmup", "1s"},
+                           {"scenario.cooldown", "500ms"},  {"sweep.policy.name", "[skip_locked]"},
+                           {"online.users", "4"},           {"online.think_time", "20ms"},
+                           {"online.pool_size", "4"}};
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+const std::string kLedgerScenario =
+    std::string(COEXIST_SOURCE_DIR) + "/config/scenarios/ledger-posting.yaml";
+
+TEST_F(Simulate, AUsersTableTransactionsAndJobEndToEnd) {
+  auto scenario = config::LoadScenario(kLedgerScenario, Shrunk());
+  std::vector<CellResult> cells;
+  // As on a throwaway cluster: the users' own role, granted the user's tables.
+  RunScenario(conninfo(), scenario, {.online_role = "sim_ledger_" + database_name()}, cells);
+  ASSERT_EQ(cells.size(), 1u);
+  const auto& cell = cells[0];
+  EXPECT_EQ(cell.items, 300) << "the job's enqueue.select, its first scenario.queue_items rows";
+  EXPECT_EQ(cell.records, 500) << "the accounts generated";
+  EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 300);
+  EXPECT_GT(cell.done, 0);
+  EXPECT_EQ(cell.applied_twice, 0) << "scenario.applied_check";
+  EXPECT_EQ(cell.lost_updates, 0) << "scenario.invariant: the total of the balances";
+  EXPECT_GT(cell.before.transactions, 0);
+  EXPECT_GT(cell.during.transactions, 0);
+  EXPECT_EQ(cell.other_errors, 0) << "the SQL kinds ran with the role's rights";
+  // The database agrees.
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger.transfers WHERE posted_at IS NOT NULL"), cell.done);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger.entries"), 2 * cell.done);
+  EXPECT_EQ(Count("SELECT sum(balance) FROM ledger.accounts"), 500 * 1'000'000'000LL);
+
+  fs::path dir = fs::temp_directory_path() / ("coexist-ledger-" + std::to_string(getpid()));
+  WriteReport(dir, Summarize(scenario), cells);
+  std::ifstream json_in(dir / "results.json");
+  auto workload = nlohmann::json::parse(json_in)["scenario"]["workload"];
+  EXPECT_EQ(workload["table"],
+            "ledger.accounts (schema ledger.sql; ledger.accounts 500 rows generated; "
+            "ledger.transfers 4000 rows generated)");
+  EXPECT_EQ(workload["online"],
+            "4 users, think time 20 ms; mix: view 30, pay 50 (SQL), statement 20 (SQL)");
+  EXPECT_EQ(workload["batch"],
+            "job post-transfers from ledger.yaml: item_sql, keys: many; items from its "
+            "enqueue.select");
+  EXPECT_EQ(workload["checks"], "scenario.applied_check, scenario.invariant");
+  std::ifstream html_in(dir / "report.html");
+  std::stringstream html;
+  html << html_in.rdbuf();
+  EXPECT_NE(html.str().find("pay 50 (SQL)"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// scenario.invariant is a real check: a kind that makes money changes the
+// total, and the cell counts it as lost updates.
+TEST_F(Simulate, AChangedInvariantCountsAsLostUpdates) {
+  auto scenario = config::LoadScenario(
+      kLedgerScenario,
+      Shrunk({{"scenario.queue_items", "20"},
+              {"scenario.cooldown", "0s"},
+              {"online.custom_kinds.pay.script",
+               "['\\set payer random_key', 'UPDATE ledger.accounts SET balance = balance + 1 "
+               "WHERE id = :payer']"}}));
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_EQ(cells[0].applied_twice, 0);
+  EXPECT_EQ(cells[0].lost_updates,
+            Count("SELECT sum(balance) FROM ledger.accounts") - 500 * 1'000'000'000LL);
+  EXPECT_GT(cells[0].lost_updates, 0);
+}
+
+// scenario.data: each generator; key() picks from a table filled before
+// (zipf: the smallest keys most often); where: leaves rows out; SQL the
+// database refuses is an error at the table's entry.
+TEST_F(Simulate, GeneratedRowsFollowTheirGenerators) {
+  const std::string file = std::string(COEXIST_SOURCE_DIR) + "/config/scenarios/generated.yaml";
+  auto load = [&](const std::string& balance) {
+    return config::LoadScenarioString(R"y(scenario:
+  schema: ../examples/ledger.sql
+  job: ../examples/ledger.yaml
+  data:
+    - table: ledger.accounts
+      rows: 100
+      columns: {id: "'a' || lpad(n::text, 3, '0')", balance: ")y" +
+                                          balance + R"y("}
+    - table: ledger.transfers
+      rows: 2000
+      columns:
+        id: sequence
+        from_account: key(ledger.accounts.id)
+        to_account: key(ledger.accounts.id, zipf)
+        amount: random(1, 5)
+      where: from_account <> to_account
+)y",
+                                      file);
+  };
+  auto conn = Connect();
+  auto scenario = load("random(10, 20)");
+  EXPECT_EQ(PrepareUserTables(*conn, scenario.settings.workload, scenario.cells[0].config), 100);
+  EXPECT_EQ(QueryValue("SELECT min(balance) = 10 AND max(balance) = 20 FROM ledger.accounts"), "t");
+  long long transfers = Count("SELECT count(*) FROM ledger.transfers");
+  EXPECT_LT(transfers, 2000) << "where: left out the transfers to oneself";
+  EXPECT_GT(transfers, 1900);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger.transfers WHERE from_account = to_account"), 0);
+  EXPECT_EQ(QueryValue("SELECT min(amount) = 1 AND max(amount) = 5 AND max(id) <= 2000 "
+                       "FROM ledger.transfers"),
+            "t");
+  // zipf pays a001 about one transfer in five (1/H(100)); uniform one in 100.
+  EXPECT_GT(Count("SELECT count(*) FROM ledger.transfers WHERE to_account = 'a001'"),
+            transfers / 10);
+  EXPECT_LT(Count("SELECT count(*) FROM ledger.transfers WHERE from_account = 'a001'"),
+            transfers / 10);
+
+  auto bad = load("nope(n)");
+  try {
+    PrepareUserTables(*conn, bad.settings.workload, bad.cells[0].config);
+    FAIL() << "filled";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), file +
+                                         ":5:7: scenario.data[0]: ledger.accounts could not be "
+                                         "filled: function nope(integer) does not exist");
+  }
+}
+
+// scenario.sample only ever reads its source, in a READ ONLY transaction: a
+// where: that would write (nextval) is refused there and reported at the
+// key, and the source stays as it was. Its password is never shown.
+TEST_F(Simulate, ASampleOnlyReadsItsSource) {
+  std::string source_db = database_name() + "_source";
+  {
+    auto conn = Connect();
+    pqxx::nontransaction(*conn).exec("CREATE DATABASE " + source_db);
+  }
+  std::string source = coexist::testing::ClusterEnvironment::Get().ConnectionString(source_db);
+  {
+    auto conn = db::Connect(source);
+    pqxx::work tx(*conn);
+    tx.exec(
+        "CREATE SCHEMA ledger; CREATE SEQUENCE ledger.hits;"
+        "CREATE TABLE ledger.accounts (id text PRIMARY KEY, balance bigint NOT NULL,"
+        "  version bigint NOT NULL DEFAULT 0, opened date);"
+        "INSERT INTO ledger.accounts (id, balance) SELECT 'a' || g, 100 * g"
+        "  FROM generate_series(1, 50) g");
+    tx.commit();
+  }
+  ASSERT_EQ(setenv("COEXIST_TEST_SAMPLE_URL", (source + " password=sekret").c_str(), 1), 0);
+  const std::string file = std::string(COEXIST_SOURCE_DIR) + "/config/scenarios/sample.yaml";
+  auto load = [&](const std::string& where) {
+    return config::LoadScenarioString(R"y(scenario:
+  schema: ../examples/ledger.sql
+  job: ../examples/ledger.yaml
+  sample: {from: COEXIST_TEST_SAMPLE_URL, table: ledger.accounts, rows: 30,
+           where: ")y" + where + R"y("}
+)y",
+                                      file);
+  };
+  auto conn = Connect();
+  auto sampled = load("balance > 1000");
+  EXPECT_EQ(PrepareUserTables(*conn, sampled.settings.workload, sampled.cells[0].config), 30);
+  EXPECT_EQ(Count("SELECT min(balance) FROM ledger.accounts"), 1100);
+  for (const auto& [what, text] : DescribeWorkload(sampled.cells[0])) {
+    EXPECT_EQ(text.find("sekret"), std::string::npos) << text;
+  }
+
+  auto writing = load("nextval('ledger.hits') > 0");
+  try {
+    PrepareUserTables(*conn, writing.settings.workload, writing.cells[0].config);
+    FAIL() << "the source was written";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              file +
+                  ":5:19: scenario.sample.where: the source refused the query: cannot execute "
+                  "nextval() in a read-only transaction");
+    EXPECT_EQ(e.hint().find("sekret"), std::string::npos) << e.hint();
+  }
+  auto check = db::Connect(source);
+  pqxx::read_transaction tx(*check);
+  EXPECT_EQ(tx.exec("SELECT is_called FROM ledger.hits")[0][0].as<std::string>(), "f");
+  EXPECT_EQ(tx.exec("SELECT count(*) FROM ledger.accounts")[0][0].as<long long>(), 50);
+  tx.commit();
+  check.reset();
+  pqxx::nontransaction(*conn).exec("DROP DATABASE " + source_db);
 }
 
 }  // namespace
