@@ -38,9 +38,9 @@ class SharedRunsTest : public testing::DatabaseTest {
     std::filesystem::create_directories(dir_);
     WriteConfig("shared.yaml", "shared", "{name: online_priority, max_wait: 10s}");
     for (int round = 0; round < 2; ++round) {
-      auto status = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
-                                Path("shared.yaml"), "enqueue", "--select",
-                                "SELECT id FROM products WHERE id > 100"});
+      auto status =
+          RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", Path("shared.yaml"),
+                      "enqueue", "--select", "SELECT id FROM products WHERE id > 100"});
       ASSERT_EQ(status.status, 0) << status.output;
     }
   }
@@ -65,8 +65,8 @@ class SharedRunsTest : public testing::DatabaseTest {
 
   pid_t StartRun(const std::string& config, const std::string& log) {
     SpawnOptions options;
-    options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config", Path(config),
-                    "batch",        "run"};
+    options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                    Path(config),   "batch",          "run"};
     options.output_path = Path(log);
     options.parent_death_signal = SIGKILL;
     return Spawn(options);
@@ -137,8 +137,7 @@ TEST_P(SharedRunsPolicyTest, ThreeRunsDrainOneQueueOfRepeatedKeysOnceEvenWhenOne
   // A survivor marked the killed run abandoned while it worked, and handed
   // back what it had taken over.
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'abandoned'"), 1);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'abandoned' AND done > 0"),
-            2)
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'abandoned' AND done > 0"), 2)
       << "each survivor did a share";
   // What was deferred goes in a later run.
   for (int again = 0; again < 3 && Count("SELECT count(*) FROM coexist.queue WHERE state <> "
@@ -183,8 +182,7 @@ TEST_F(SharedRunsTest, ExclusiveAndSharedRunsOfAJobNeverWorkSideBySide) {
   auto exclusive = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
                                Path("exclusive.yaml"), "batch", "run"});
   EXPECT_EQ(exclusive.status, 4) << exclusive.output;
-  EXPECT_NE(exclusive.output.find("job shared is already running: held by run "),
-            std::string::npos)
+  EXPECT_NE(exclusive.output.find("job shared is already running: held by run "), std::string::npos)
       << exclusive.output;
   EXPECT_EQ(WaitForExit(shared), 0) << Log("shared.log");
 
