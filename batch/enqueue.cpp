@@ -7,6 +7,7 @@
 #include <pqxx/pqxx>
 
 #include "common/error.h"
+#include "db/array_literal.h"
 #include "db/connection.h"
 #include "db/migrations.h"
 #include "db/queue_store.h"
@@ -113,11 +114,26 @@ std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name, boo
     EnqueueItem item;
     item.line = number;
     if (fields.size() > 3) item.shard = fields[3];
-    if (integer_keys) {
-      item.key = std::to_string(ParseKey(fields[0], name, number));
+    // An array literal ("{3,1,2}", quoted in CSV for its commas) names an
+    // item's several records, as an array column of --select does.
+    const std::string& key = fields[0];
+    std::vector<std::string> keys = {key};
+    bool several = key.size() >= 2 && key.front() == '{' && key.back() == '}';
+    if (several) {
+      keys = db::ParseArrayLiteral(key);
+      if (keys.empty()) Bad(name, number, "the array of keys is empty");
+    }
+    for (auto& k : keys) {
+      if (integer_keys) {
+        k = std::to_string(ParseKey(k, name, number));
+      } else if (k.empty()) {
+        Bad(name, number, "the key is empty");
+      }
+    }
+    if (several) {
+      item.keys = std::move(keys);
     } else {
-      if (fields[0].empty()) Bad(name, number, "the key is empty");
-      item.key = fields[0];
+      item.key = std::move(keys[0]);
     }
     if (fields.size() > 1) item.payload = CheckPayload(fields[1], name, number);
     if (fields.size() > 2 && !fields[2].empty()) item.idempotency_key = fields[2];

@@ -32,7 +32,8 @@ struct EnqueueResult {
 };
 
 // CSV: key[,payload[,idempotency_key]] per line, RFC 4180 quoting, an
-// optional header line starting with "key". JSON lines: one object per line
+// optional header line starting with "key"; a key written as an array
+// literal ("{3,1,2}") names an item's several records. JSON lines: one object per line
 // with "key" (or "keys": a non-empty array of keys, for an item of several
 // records), optional "payload" (object) and "idempotency_key" (string).
 // Blank lines are skipped. With `integer_keys` (the key column is an

@@ -286,6 +286,35 @@ TEST_F(SeveralKeysTest, JsonLinesTakeKeysArrays) {
   EXPECT_EQ(error_of("{\"keys\": [1, \"x\"]}"), "orders.jsonl:1: \"key\" must be an integer");
 }
 
+TEST_F(SeveralKeysTest, CsvTakesKeysAsArrayLiterals) {
+  std::istringstream in(
+      "\"{3,1,2}\",\"{\"\"qty\"\": 1}\"\n"
+      "4\n");
+  auto items = ParseCsv(in, "orders.csv");
+  ASSERT_EQ(items.size(), 2U);
+  EXPECT_EQ(items[0].keys, (std::vector<std::string>{"3", "1", "2"}));
+  EXPECT_EQ(items[0].payload, "{\"qty\":1}");
+  EXPECT_TRUE(items[1].keys.empty());
+  EXPECT_EQ(items[1].key, "4");
+  // Text keys: a uuid in braces is one key; an array of them several.
+  std::istringstream text("{A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11}\n\"{a,b}\"\n");
+  auto texts = ParseCsv(text, "orders.csv", /*integer_keys=*/false);
+  EXPECT_EQ(texts[0].keys, (std::vector<std::string>{"A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}));
+  EXPECT_EQ(texts[1].keys, (std::vector<std::string>{"a", "b"}));
+
+  auto error_of = [](const std::string& line) {
+    std::istringstream bad(line);
+    try {
+      ParseCsv(bad, "orders.csv");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("{}\n"), "orders.csv:1: the array of keys is empty");
+  EXPECT_EQ(error_of("\"{1,x}\"\n"), "orders.csv:1: 'x' is not an integer key");
+}
+
 TEST_F(SeveralKeysTest, SelectWithAnArrayColumnEnqueuesItemsOfSeveralKeys) {
   auto result =
       EnqueueSelect(conninfo(), "orders",
