@@ -185,6 +185,7 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
     }
     auto next = Clock::now();
     bool pacer_stopped = false;
+    bool job_stop_seen = false;
     while (running > 0) {
       if (options.stop != nullptr && *options.stop) workers_stop = true;
       if (workers_stop && !pacer_stopped) {
@@ -199,7 +200,8 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
         if (options.on_progress) options.on_progress({run_id, now, queued, rate});
         try {
           pqxx::work tx(*c.conn);
-          c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
+          auto job_stop_by =
+              c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
           // A shared run rescues a sibling that died (its run lock is free)
           // while it works: its items and takeovers do not wait for the
           // next run of the job.
@@ -208,6 +210,14 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
             swept = ClearDeadRuns(tx, *c.queue, *c.sql);
           tx.commit();
           LogSweep(swept, config.batch.job);
+          // `coexist ctl --job J stop` reaches every run of the job through
+          // its runs row: stop claiming as a socket `stop` would.
+          if (job_stop_by && !job_stop_seen) {
+            job_stop_seen = true;
+            spdlog::info("job stop requested run_id={} job={} actor={}", run_id, config.batch.job,
+                         log::Value(*job_stop_by));
+            pacer.RequestStop("job_stop");
+          }
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
                         run_id, log::Value(e.what()));
@@ -306,7 +316,7 @@ ExitCode ExitCodeOf(const RunSummary& summary) {
   if (summary.counts.dead > 0) return ExitCode::kItemsDead;
   if (summary.counts.deferred > 0) return ExitCode::kItemsDeferred;
   // Claiming stopped early (window closed, drain margin, signal, ctl stop,
-  // stop file, critical load) with items still queued: not a full success.
+  // ctl --job stop, stop file, critical load) with items still queued: not a full success.
   if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
   return ExitCode::kOk;
 }
