@@ -4,7 +4,9 @@
 // kill -9 mid-run. Every item must be applied exactly once (a ledger row per
 // item, and each row's stock is its items plus what online users added),
 // every surviving run must have done a share, and the killed run's items go
-// to the others. Exclusive and shared runs of a job never work side by side.
+// to the others. A daemon in shared mode works beside two runs. Exclusive
+// and shared runs of a job never work side by side. `coexist ctl --job J
+// stop` stops every run of the job through the database.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -63,10 +65,12 @@ class SharedRunsTest : public testing::DatabaseTest {
                               << testing::LedgerOperation(sleep);
   }
 
-  pid_t StartRun(const std::string& config, const std::string& log) {
+  // `coexist batch run`, or (command "daemon") `coexist batch daemon`.
+  pid_t StartRun(const std::string& config, const std::string& log,
+                 const std::string& command = "run") {
     SpawnOptions options;
     options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config",
-                    Path(config),   "batch",          "run"};
+                    Path(config),   "batch",          command};
     options.output_path = Path(log);
     options.parent_death_signal = SIGKILL;
     return Spawn(options);
@@ -196,6 +200,47 @@ TEST_F(SharedRunsTest, ExclusiveAndSharedRunsOfAJobNeverWorkSideBySide) {
             std::string::npos)
       << second.output;
   EXPECT_EQ(WaitForExit(first), 0) << Log("exclusive.log");
+}
+
+TEST_F(SharedRunsTest, ADaemonAndTwoRunsDrainOneQueueOfRepeatedKeysOnce) {
+  // Chunks of 0.05 s: the queue takes three runs a few seconds.
+  WriteConfig("shared.yaml", "shared", "{name: online_priority}", "0.05");
+  pid_t daemon = StartRun("shared.yaml", "daemon.log", "daemon");
+  auto runs_of = [&](pid_t pid) {
+    return Count("SELECT count(*) FROM coexist.runs WHERE pid = " + std::to_string(pid));
+  };
+  // The daemon's first run is at work before the others start.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (runs_of(daemon) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(runs_of(daemon), 1) << Log("daemon.log");
+  std::vector<pid_t> runs = {StartRun("shared.yaml", "run0"), StartRun("shared.yaml", "run1")};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(WaitForExit(runs[i]), 0) << Log("run" + std::to_string(i));
+  }
+  WaitForLedger(2 * kKeys);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(WaitForExit(daemon), 0) << Log("daemon.log");
+
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 2 * kKeys);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
+                  "2) k"),
+            0)
+      << "each key's two items applied once each";
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 2"), 0);
+  EXPECT_GT(Count("SELECT coalesce(sum(done), 0) FROM coexist.runs WHERE pid = " +
+                  std::to_string(daemon)),
+            0)
+      << "the daemon's run did a share";
+  for (pid_t run : runs) {
+    EXPECT_GT(
+        Count("SELECT coalesce(sum(done), 0) FROM coexist.runs WHERE pid = " + std::to_string(run)),
+        0)
+        << "each batch run did a share";
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'succeeded'"), 0);
 }
 
 TEST_F(SharedRunsTest, CtlJobStopStopsEveryRunOfTheJobThroughTheDatabase) {
