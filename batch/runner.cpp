@@ -128,6 +128,11 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
                               {"adaptive", config.pacing.adaptive},
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
     summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
+    // Session-level, so it outlives this transaction and lives as long as
+    // the connection. Taken before the row commits: a shared sibling's
+    // sweep, which abandons a running run whose lock is free, never sees
+    // this row without it.
+    c.queue->LockRun(tx, summary.run_id);
     // Windows a drained run released (release_when_done) hold again while
     // this run works: InstallGuard wrote them, or (rows only, no DDL) here.
     if (!c.installed && !policy.Windows().empty()) WriteWindows(tx, config);
@@ -135,8 +140,6 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
   }
-  pqxx::nontransaction tx(*c.conn);
-  c.queue->LockRun(tx, summary.run_id);  // lives as long as the connection
   return queued;
 }
 
