@@ -43,7 +43,7 @@ std::string ConfiguredSocket(Context& context) {
 }
 
 // `ctl --job J stop`: every running run of J, on any host, reads the
-// request in its next heartbeat. Prints {"ok":true,"job":J,"stopping":[ids]}.
+// request in its next heartbeat. Prints {"job":J,"ok":true,"stopping":[ids]}.
 int StopJob(Context& context, const std::string& job, const std::string& socket_path,
             const std::string& command) {
   if (!socket_path.empty()) {
