@@ -13,8 +13,8 @@
 // of shared over exclusive mode at one process (target <= 10 %).
 //   build/bench/shared_bench [--records N] [--chunk N] [--rounds N]
 
-#include <spdlog/spdlog.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,9 +80,9 @@ Measurement Measure(const std::string& conninfo, pqxx::connection& conn, const f
   for (int i = 0; i < processes; ++i) {
     summaries.push_back((dir / (job + "." + std::to_string(i) + ".json")).string());
     SpawnOptions options;
-    options.argv = {COEXIST_BINARY, "--database-url", conninfo,         "--config",
-                    config,         "--log-level",    "warn",           "batch",
-                    "run",          "--no-install",   "--json",         summaries.back()};
+    options.argv = {COEXIST_BINARY, "--database-url", conninfo, "--config",
+                    config,         "--log-level",    "warn",   "batch",
+                    "run",          "--no-install",   "--json", summaries.back()};
     options.output_path = (dir / (job + "." + std::to_string(i) + ".log")).string();
     options.parent_death_signal = SIGKILL;
     pids.push_back(Spawn(options));
@@ -96,8 +96,8 @@ Measurement Measure(const std::string& conninfo, pqxx::connection& conn, const f
       std::fprintf(stderr, "%s: process %d exited %d (log: %s.%d.log)\n", job.c_str(), i, status,
                    (dir / job).c_str(), i);
     }
-    auto summary = nlohmann::json::parse(std::ifstream(summaries[static_cast<size_t>(i)]),
-                                         nullptr, /*allow_exceptions=*/false);
+    auto summary = nlohmann::json::parse(std::ifstream(summaries[static_cast<size_t>(i)]), nullptr,
+                                         /*allow_exceptions=*/false);
     if (!summary.is_object()) {  // the run failed before its summary
       m.shares.push_back(0);
       continue;
@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
   std::printf("seeding %lld rows...\n", records);
   db::InstallMigrations(*conn);
   db::SeedDemoTable(*conn, records);
-  batch::InstallGuard(*conn, config::LoadString(ConfigText("bench", "shared", chunk), "bench.yaml"));
+  batch::InstallGuard(*conn,
+                      config::LoadString(ConfigText("bench", "shared", chunk), "bench.yaml"));
 
   // The four measurements, interleaved round by round so that the table's
   // growth and the cache weigh on each alike; the best round counts.
@@ -148,12 +149,12 @@ int main(int argc, char** argv) {
     int processes;
     Measurement best;
   };
-  std::vector<Case> cases = {{"exclusive", 1, {}}, {"shared", 1, {}}, {"shared", 2, {}},
-                             {"shared", 3, {}}};
+  std::vector<Case> cases = {
+      {"exclusive", 1, {}}, {"shared", 1, {}}, {"shared", 2, {}}, {"shared", 3, {}}};
   for (int round = 0; round < rounds; ++round) {
     for (auto& c : cases) {
-      std::string job = std::string(c.runs) + "_" + std::to_string(c.processes) + "p_r" +
-                        std::to_string(round);
+      std::string job =
+          std::string(c.runs) + "_" + std::to_string(c.processes) + "p_r" + std::to_string(round);
       auto m = Measure(conninfo, *conn, dir, job, c.runs, c.processes, records, chunk);
       std::printf("  round %d: %-9s %d process%s %10.0f items/s  (%s)\n", round + 1, c.runs,
                   c.processes, c.processes == 1 ? "  " : "es", m.rate, Shares(m.shares).c_str());
