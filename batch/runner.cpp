@@ -128,6 +128,11 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
                               {"adaptive", config.pacing.adaptive},
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
     summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
+    // Session-level, so it outlives this transaction and lives as long as
+    // the connection. Taken before the row commits: a shared sibling's
+    // sweep, which abandons a running run whose lock is free, never sees
+    // this row without it.
+    c.queue->LockRun(tx, summary.run_id);
     // Windows a drained run released (release_when_done) hold again while
     // this run works: InstallGuard wrote them, or (rows only, no DDL) here.
     if (!c.installed && !policy.Windows().empty()) WriteWindows(tx, config);
@@ -135,8 +140,6 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
   }
-  pqxx::nontransaction tx(*c.conn);
-  c.queue->LockRun(tx, summary.run_id);  // lives as long as the connection
   return queued;
 }
 
@@ -185,6 +188,7 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
     }
     auto next = Clock::now();
     bool pacer_stopped = false;
+    bool job_stop_seen = false;
     while (running > 0) {
       if (options.stop != nullptr && *options.stop) workers_stop = true;
       if (workers_stop && !pacer_stopped) {
@@ -199,7 +203,8 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
         if (options.on_progress) options.on_progress({run_id, now, queued, rate});
         try {
           pqxx::work tx(*c.conn);
-          c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
+          auto job_stop_by =
+              c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
           // A shared run rescues a sibling that died (its run lock is free)
           // while it works: its items and takeovers do not wait for the
           // next run of the job.
@@ -208,6 +213,14 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
             swept = ClearDeadRuns(tx, *c.queue, *c.sql);
           tx.commit();
           LogSweep(swept, config.batch.job);
+          // `coexist ctl --job J stop` reaches every run of the job through
+          // its runs row: stop claiming as a socket `stop` would.
+          if (job_stop_by && !job_stop_seen) {
+            job_stop_seen = true;
+            spdlog::info("job stop requested run_id={} job={} actor={}", run_id, config.batch.job,
+                         log::Value(*job_stop_by));
+            pacer.RequestStop("job_stop");
+          }
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
                         run_id, log::Value(e.what()));
@@ -306,7 +319,7 @@ ExitCode ExitCodeOf(const RunSummary& summary) {
   if (summary.counts.dead > 0) return ExitCode::kItemsDead;
   if (summary.counts.deferred > 0) return ExitCode::kItemsDeferred;
   // Claiming stopped early (window closed, drain margin, signal, ctl stop,
-  // stop file, critical load) with items still queued: not a full success.
+  // ctl --job stop, stop file, critical load) with items still queued: not a full success.
   if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
   return ExitCode::kOk;
 }

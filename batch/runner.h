@@ -30,7 +30,9 @@ struct RunSummary {
   // succeeded (every settled item done), incomplete (some deferred or dead,
   // or claiming stopped early), failed (an error ended it).
   std::string outcome;
-  // Why claiming stopped: drained, stopped (signal), outside_window, drain_margin.
+  // Why claiming stopped: drained, stopped (signal), outside_window,
+  // drain_margin, or pacing's operator (ctl stop), job_stop (ctl --job J
+  // stop, through the database), stop_file, critical_load.
   std::string stop_reason;
   RunCounts counts;              // what this run settled
   long long queued_left = 0;     // the job's items still queued at the end
@@ -89,7 +91,7 @@ SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& con
 
 // 0 when every settled item is done and the queue was drained;
 // kItemsDeferred when some were deferred, or when claiming stopped early
-// (outside_window, drain_margin, stopped, operator, stop_file,
+// (outside_window, drain_margin, stopped, operator, job_stop, stop_file,
 // critical_load) with items still queued; kItemsDead when some died (it
 // wins over deferred). docs/batch.md.
 ExitCode ExitCodeOf(const RunSummary& summary);

@@ -156,7 +156,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
   conn.prepare("abandon_runs", "SELECT r FROM coexist.abandon_stale_runs($1) AS r");
   conn.prepare("heartbeat_run", R"sql(
     UPDATE coexist.runs SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
-     WHERE run_id = $1)sql");
+     WHERE run_id = $1
+    RETURNING stop_requested_at IS NOT NULL, coalesce(stop_requested_by, 'unknown'))sql");
   conn.prepare("finish_run", R"sql(
     UPDATE coexist.runs
        SET heartbeat_at = now(), ended_at = now(), outcome = $2, claimed = $3, done = $4,
@@ -220,9 +221,12 @@ std::vector<long long> QueueStore::AbandonStaleRuns(pqxx::transaction_base& tx) 
   return BigintColumn(tx.exec_prepared("abandon_runs", job_.job));
 }
 
-void QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed,
-                              long long done, long long deferred, long long dead) {
-  tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead);
+std::optional<std::string> QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
+                                                    long long claimed, long long done,
+                                                    long long deferred, long long dead) {
+  auto result = tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead);
+  if (result.empty() || !result[0][0].as<bool>()) return std::nullopt;
+  return result[0][1].as<std::string>();
 }
 
 void QueueStore::FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,

@@ -103,8 +103,13 @@ class QueueStore {
   // Marks the job's running runs whose lock is free as abandoned, waiting for
   // their chunks in flight to end first. Call it holding the job's lock.
   std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
-  void HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed, long long done,
-                    long long deferred, long long dead);
+  // Refreshes the run's heartbeat and counts. Returns who asked the job's
+  // runs to stop (`coexist ctl --job J stop`, 0022: the actor, "unknown"
+  // when the request names none) once the run's row holds such a request;
+  // nullopt until then.
+  std::optional<std::string> HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
+                                          long long claimed, long long done, long long deferred,
+                                          long long dead);
   void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
                  long long claimed, long long done, long long deferred, long long dead,
                  const std::string& details_json);

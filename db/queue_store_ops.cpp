@@ -137,6 +137,17 @@ long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
   return result[0][0].as<long long>();
 }
 
+std::vector<long long> RequestJobStop(pqxx::connection_base& conn, const std::string& job,
+                                      const std::string& actor) {
+  pqxx::work tx(conn);
+  std::vector<long long> runs;
+  for (const auto& row : tx.exec_params("SELECT coexist.request_job_stop($1, $2)", job, actor)) {
+    runs.push_back(row[0].as<long long>());
+  }
+  tx.commit();
+  return runs;
+}
+
 std::vector<RunRow> ListRuns(pqxx::connection_base& conn, const std::string& job, int limit) {
   pqxx::read_transaction tx(conn);
   std::vector<RunRow> out;

@@ -4,7 +4,8 @@
 // reports read and repair on the queue and the runs. The queue and runs
 // commands: `coexist queue status`, `queue retry --dead`, `queue purge`,
 // `runs list`, `runs show` (docs/operations.md, "Repair without SQL" and
-// "Retention"); the daemon's retention calls PurgeOldRows too. `runs sweep`
+// "Retention"); the daemon's retention calls PurgeOldRows too; `ctl --job J
+// stop` calls RequestJobStop. `runs sweep`
 // is batch::SweepDeadRuns. `db status` reads ReadQueueTotals, capacity
 // planning the cell functions at the end.
 //
@@ -76,6 +77,18 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
 // were retried (0: none were dead; nothing is written then).
 long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
                          const std::string& actor);
+
+// `coexist ctl --job J stop`: asks every running run of `job` (on any
+// host, exclusive or shared) to stop claiming, through its runs row
+// (0022's request_job_stop: stop_requested_at and _by set, one
+// job_stop_requested event per run, actor = `actor`), in one transaction of
+// its own. Each run reads the request in its next heartbeat (once a
+// second) and stops as `ctl stop` would (stop_reason job_stop). Returns the
+// ids of the runs asked, oldest first; a run asked before is not asked
+// again, and a run that starts afterwards is not asked at all. Empty: none
+// was running.
+std::vector<long long> RequestJobStop(pqxx::connection_base& conn, const std::string& job,
+                                      const std::string& actor);
 
 // How old a row must be to go: a done item since done_at, an event since
 // `at`, a finished run since ended_at. Zero (or less) keeps that kind.

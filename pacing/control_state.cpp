@@ -54,6 +54,7 @@ std::string ControlState::Handle(std::string_view raw) {
     return json{{"ok", true}, {"paused", paused_}}.dump();
   }
   if (!has_value && line == "stop") {
+    if (!stop_) stop_reason_ = "operator";
     stop_ = true;
     spdlog::info("operator command command=stop");
     Changed();
@@ -136,8 +137,9 @@ void ControlState::RequestPause(bool paused) {
   Changed();
 }
 
-void ControlState::RequestStop() {
+void ControlState::RequestStop(const std::string& reason) {
   std::lock_guard lock(mutex_);
+  if (!stop_) stop_reason_ = reason;
   stop_ = true;
   Changed();
 }
@@ -150,6 +152,11 @@ bool ControlState::paused() const {
 bool ControlState::stop_requested() const {
   std::lock_guard lock(mutex_);
   return stop_;
+}
+
+std::string ControlState::stop_reason() const {
+  std::lock_guard lock(mutex_);
+  return stop_reason_;
 }
 
 config::LoadThresholds ControlState::max_load() const {

@@ -56,9 +56,14 @@ class ControlState {
   std::string Handle(std::string_view line);
 
   void RequestPause(bool paused);
-  void RequestStop();
+  // Stops the run as the socket's `stop` does; `reason` is what the run's
+  // stop_reason says ("operator", or "job_stop" for `coexist ctl --job J
+  // stop` through the database). The first stop's reason stays.
+  void RequestStop(const std::string& reason = "operator");
   bool paused() const;
   bool stop_requested() const;
+  // The first stop's reason; "" while none was asked.
+  std::string stop_reason() const;
   config::LoadThresholds max_load() const;
   std::optional<SizingOverride> TakeSizingOverride();
 
@@ -83,6 +88,7 @@ class ControlState {
   unsigned long long generation_ = 0;
   bool paused_ = false;
   bool stop_ = false;
+  std::string stop_reason_;
   config::LoadThresholds max_load_;
   std::optional<SizingOverride> sizing_;
   StatusSnapshot status_;

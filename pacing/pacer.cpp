@@ -302,7 +302,7 @@ struct Pacer::Impl {
   }
 
   std::string StopReason() {
-    if (control.stop_requested()) return "operator";
+    if (control.stop_requested()) return control.stop_reason();
     if (FileExists(options.pacing.stop_file)) return "stop_file";
     if (throttle.state() == ThrottleState::kStopped) return "critical_load";
     return "";
@@ -409,7 +409,7 @@ std::string Pacer::StopReason() {
   return impl_->stop_reason;
 }
 
-void Pacer::RequestStop() { impl_->control.RequestStop(); }
+void Pacer::RequestStop(const std::string& reason) { impl_->control.RequestStop(reason); }
 
 std::string Pacer::StatusJson() { return impl_->control.Handle("status"); }
 

@@ -104,10 +104,13 @@ class Pacer {
 
   void SetRunId(long long run_id);
   // Why BeforeChunk returned nullopt: "operator" (socket `stop` or
-  // RequestStop), "stop_file" or "critical_load"; "" while running.
+  // RequestStop), "job_stop" (RequestStop("job_stop"): `coexist ctl --job J
+  // stop` through the database), "stop_file" or "critical_load"; "" while
+  // running.
   std::string StopReason();
-  // The same as the socket's `stop` (e.g. from a SIGTERM handler).
-  void RequestStop();
+  // The same as the socket's `stop` (e.g. from a SIGTERM handler), with
+  // the reason StopReason gives.
+  void RequestStop(const std::string& reason = "operator");
   // The socket's `status` answer (one JSON line), also for logs and tests.
   std::string StatusJson();
   // nullopt when pacing.online_latency is not set.

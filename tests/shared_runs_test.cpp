@@ -4,7 +4,9 @@
 // kill -9 mid-run. Every item must be applied exactly once (a ledger row per
 // item, and each row's stock is its items plus what online users added),
 // every surviving run must have done a share, and the killed run's items go
-// to the others. Exclusive and shared runs of a job never work side by side.
+// to the others. A daemon in shared mode works beside two runs. Exclusive
+// and shared runs of a job never work side by side. `coexist ctl --job J
+// stop` stops every run of the job through the database.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -63,10 +65,12 @@ class SharedRunsTest : public testing::DatabaseTest {
                               << testing::LedgerOperation(sleep);
   }
 
-  pid_t StartRun(const std::string& config, const std::string& log) {
+  // `coexist batch run`, or (command "daemon") `coexist batch daemon`.
+  pid_t StartRun(const std::string& config, const std::string& log,
+                 const std::string& command = "run") {
     SpawnOptions options;
     options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config",
-                    Path(config),   "batch",          "run"};
+                    Path(config),   "batch",          command};
     options.output_path = Path(log);
     options.parent_death_signal = SIGKILL;
     return Spawn(options);
@@ -196,6 +200,134 @@ TEST_F(SharedRunsTest, ExclusiveAndSharedRunsOfAJobNeverWorkSideBySide) {
             std::string::npos)
       << second.output;
   EXPECT_EQ(WaitForExit(first), 0) << Log("exclusive.log");
+}
+
+TEST_F(SharedRunsTest, ADaemonAndTwoRunsDrainOneQueueOfRepeatedKeysOnce) {
+  // Chunks of 0.05 s: the queue takes three runs a few seconds.
+  WriteConfig("shared.yaml", "shared", "{name: online_priority}", "0.05");
+  pid_t daemon = StartRun("shared.yaml", "daemon.log", "daemon");
+  auto runs_of = [&](pid_t pid) {
+    return Count("SELECT count(*) FROM coexist.runs WHERE pid = " + std::to_string(pid));
+  };
+  // The daemon's first run is at work before the others start.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (runs_of(daemon) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(runs_of(daemon), 1) << Log("daemon.log");
+  std::vector<pid_t> runs = {StartRun("shared.yaml", "run0"), StartRun("shared.yaml", "run1")};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(WaitForExit(runs[i]), 0) << Log("run" + std::to_string(i));
+  }
+  WaitForLedger(2 * kKeys);
+  kill(daemon, SIGTERM);
+  EXPECT_EQ(WaitForExit(daemon), 0) << Log("daemon.log");
+
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 2 * kKeys);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
+                  "2) k"),
+            0)
+      << "each key's two items applied once each";
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 2"), 0);
+  EXPECT_GT(Count("SELECT coalesce(sum(done), 0) FROM coexist.runs WHERE pid = " +
+                  std::to_string(daemon)),
+            0)
+      << "the daemon's run did a share";
+  for (pid_t run : runs) {
+    EXPECT_GT(
+        Count("SELECT coalesce(sum(done), 0) FROM coexist.runs WHERE pid = " + std::to_string(run)),
+        0)
+        << "each batch run did a share";
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'succeeded'"), 0);
+}
+
+TEST_F(SharedRunsTest, CtlJobStopStopsEveryRunOfTheJobThroughTheDatabase) {
+  // Chunks of 0.1 s: the queue takes two runs several seconds, so the stop
+  // finds both at work.
+  WriteConfig("shared.yaml", "shared", "{name: online_priority}", "0.1");
+  WriteConfig("exclusive.yaml", "exclusive", "{name: online_priority}", "0.1");
+  auto running = [&] {
+    return Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'running'");
+  };
+  auto ctl_stop = [&] {
+    return RunCommand(
+        {COEXIST_BINARY, "--database-url", conninfo(), "ctl", "--job", "shared", "stop"});
+  };
+  std::vector<pid_t> runs = {StartRun("shared.yaml", "run0"), StartRun("shared.yaml", "run1")};
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while ((running() < 2 || Count("SELECT count(*) FROM ledger") < 20) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(running(), 2);
+
+  auto stop = ctl_stop();
+  ASSERT_EQ(stop.status, 0) << stop.output;
+  std::string ids =
+      QueryValue("SELECT string_agg(run_id::text, ',' ORDER BY run_id) FROM coexist.runs");
+  EXPECT_NE(stop.output.find(R"({"job":"shared","ok":true,"stopping":[)" + ids + "]}"),
+            std::string::npos)
+      << stop.output;
+  // Claiming stopped early with items still queued: exit 2, as for ctl stop.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::string log = "run" + std::to_string(i);
+    EXPECT_EQ(WaitForExit(runs[i]), 2) << Log(log);
+    EXPECT_NE(Log(log).find("claiming stopped: job_stop"), std::string::npos) << Log(log);
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'incomplete' AND "
+                  "details->>'stop_reason' = 'job_stop' AND stop_requested_at IS NOT NULL"),
+            2);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'job_stop_requested' AND "
+                  "job = 'shared' AND actor LIKE 'admin:%'"),
+            2);
+  EXPECT_GT(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"),
+            Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"))
+      << "every done item applied once, no claimed one applied";
+
+  // An exclusive run is stopped the same way; the stopped runs are not
+  // asked again, and a run that started after a stop is not stopped by it.
+  pid_t exclusive = StartRun("exclusive.yaml", "exclusive.log");
+  long long done = Count("SELECT count(*) FROM ledger");
+  deadline = std::chrono::steady_clock::now() + 60s;
+  while ((running() < 1 || Count("SELECT count(*) FROM ledger") < done + 10) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  std::string exclusive_id =
+      QueryValue("SELECT run_id::text FROM coexist.runs WHERE outcome = 'running'");
+  stop = ctl_stop();
+  ASSERT_EQ(stop.status, 0) << stop.output;
+  EXPECT_NE(stop.output.find(R"("stopping":[)" + exclusive_id + "]}"), std::string::npos)
+      << stop.output;
+  EXPECT_EQ(WaitForExit(exclusive), 2) << Log("exclusive.log");
+  EXPECT_EQ(
+      QueryValue("SELECT details->>'stop_reason' FROM coexist.runs WHERE run_id = " + exclusive_id),
+      "job_stop");
+
+  // Nothing running: nothing to stop.
+  stop = ctl_stop();
+  EXPECT_EQ(stop.status, 0) << stop.output;
+  EXPECT_NE(stop.output.find(R"("stopping":[])"), std::string::npos) << stop.output;
+}
+
+TEST_F(SharedRunsTest, CtlJobSendsOnlyStopThroughTheDatabase) {
+  auto pause =
+      RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "ctl", "--job", "shared", "pause"});
+  EXPECT_EQ(pause.status, 64) << pause.output;
+  EXPECT_NE(pause.output.find("coexist: ctl --job shared pause: only stop goes through the "
+                              "database\nHINT: pause, resume, status and the sizing commands "
+                              "steer one run through its control socket: pass --socket PATH, or "
+                              "--config FILE with pacing.control_socket set, without --job."),
+            std::string::npos)
+      << pause.output;
+  auto both = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "ctl", "--job", "shared",
+                          "--socket", Path("x.sock"), "stop"});
+  EXPECT_EQ(both.status, 64) << both.output;
+  EXPECT_NE(both.output.find("coexist: --job and --socket both given\n"), std::string::npos)
+      << both.output;
 }
 
 }  // namespace
