@@ -24,7 +24,9 @@ std::vector<EventRow> ListEvents(pqxx::connection_base& conn, const EventFilter&
            " item_id, target::text, record_key, actor, subject, details::text"
            " FROM coexist.events"
            " WHERE ($1 = '' OR kind = $1) AND ($2 = '' OR job = $2)"
-           "   AND ($3::text IS NULL OR record_key = coexist.canonical_key(target, $3::text))"
+           "   AND ($3::text IS NULL OR coexist.canonical_key(target, $3::text) IN"
+           "        (SELECT record_key UNION ALL"
+           "         SELECT jsonb_array_elements_text(details->'keys')))"
            "   AND ($4::bigint IS NULL OR at >= now() - $4::bigint * interval '1 millisecond')"
            "   AND ($5::timestamptz IS NULL OR at >= $5::timestamptz)"
            " ORDER BY event_id DESC LIMIT $6",

@@ -79,11 +79,12 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
          SET attempts = q.attempts + 1, last_error = f.error, run_id = $3, updated_at = now(),
              state = CASE WHEN q.attempts + 1 >= $4 THEN 'dead' ELSE 'queued' END::coexist.item_state
         FROM f WHERE q.item_id = f.item_id
-      RETURNING q.item_id, q.record_key, q.state, q.attempts, f.error),
+      RETURNING q.item_id, q.record_key, q.state, q.attempts, f.error, q.record_keys),
     e AS (
       INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
       SELECT 'item_dead', $5, $3, item_id, $6::regclass, record_key, 'batch run ' || $3,
              jsonb_build_object('attempts', attempts, 'error', error)
+             || coexist.keys_detail(record_keys)
         FROM u WHERE state = 'dead'
       RETURNING 1)
     SELECT count(*) FROM u WHERE state = 'dead')sql");
@@ -106,17 +107,19 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
              not_before = now() + $6::interval, run_id = $4, updated_at = now()
         FROM d WHERE q.item_id = d.item_id
       RETURNING q.item_id, q.record_key, q.deferrals, q.timeouts, q.state, q.last_error, d.reason,
-                d.escalated),
+                d.escalated, q.record_keys),
     e AS (
       INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
       SELECT k.kind, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
              jsonb_build_object('reason', u.reason, 'deferrals', u.deferrals)
+             || coexist.keys_detail(u.record_keys)
         FROM u CROSS JOIN LATERAL (VALUES ('item_deferred'), (CASE WHEN u.escalated
                                    THEN 'item_escalated' END)) AS k(kind)
        WHERE k.kind IS NOT NULL AND u.state = 'deferred'
       UNION ALL
       SELECT 'item_dead', $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
              jsonb_build_object('timeouts', u.timeouts, 'error', u.last_error)
+             || coexist.keys_detail(u.record_keys)
         FROM u WHERE u.state = 'dead'
       RETURNING 1)
     SELECT item_id FROM u WHERE state = 'dead' ORDER BY item_id)sql");

@@ -18,6 +18,7 @@
 #include "batch/runner.h"
 #include "common/error.h"
 #include "config/config.h"
+#include "db/events.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::batch {
@@ -368,6 +369,20 @@ TEST_F(SeveralKeysTest, AFailingRowFailsTheWholeItemAndNoneOfItsRowsChange) {
   EXPECT_EQ(QueryValue("SELECT state FROM coexist.queue WHERE payload->>'uid' = 'u1'"), "dead");
   ExpectWholeItemsAppliedOnce();  // u1 changed none of its four rows
   EXPECT_EQ(Count("SELECT count(*) FROM app.applied WHERE uid = 'u1'"), 0);
+  // Its item_dead event names all four records; `events --record` finds it
+  // by a key that is not the lead one, spelled in upper case.
+  EXPECT_EQ(QueryValue("SELECT e.details->'keys' = to_jsonb(q.record_keys) FROM coexist.events e"
+                       " JOIN coexist.queue q USING (item_id) WHERE e.kind = 'item_dead'"),
+            "t");
+  auto conn = Connect();
+  db::EventFilter filter;
+  filter.kind = "item_dead";
+  filter.record_key =
+      QueryValue("SELECT upper(record_keys[3]) FROM coexist.queue WHERE payload->>'uid' = 'u1'");
+  auto found = db::ListEvents(*conn, filter);
+  ASSERT_EQ(found.size(), 1U);
+  EXPECT_EQ(std::to_string(*found[0].item_id),
+            QueryValue("SELECT item_id FROM coexist.queue WHERE payload->>'uid' = 'u1'"));
 }
 
 TEST_F(SeveralKeysTest, ARowLockedOnlineDefersTheWholeItemAndItsFollowersWait) {
