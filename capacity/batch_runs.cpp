@@ -27,17 +27,17 @@ BatchRuns::BatchRuns(const std::string& conninfo, const config::Config& config, 
       start_seconds_(static_cast<size_t>(processes)),
       errors_(static_cast<size_t>(processes)) {
   for (int i = 0; i < processes; ++i) {
-    threads_.emplace_back([this, conninfo, cell_start, processes, i,
-                           own = ConfigOfRun(config, i + 1, processes)] {
-      auto at = static_cast<size_t>(i);
-      start_seconds_[at] = Since(cell_start);
-      try {
-        summaries_[at] = batch::Run(conninfo, own, {.install = true, .stop = &stop_});
-      } catch (...) {
-        errors_[at] = std::current_exception();
-      }
-      if (--running_ == 0) on_all_done_();
-    });
+    threads_.emplace_back(
+        [this, conninfo, cell_start, i, own = ConfigOfRun(config, i + 1, processes)] {
+          auto at = static_cast<size_t>(i);
+          start_seconds_[at] = Since(cell_start);
+          try {
+            summaries_[at] = batch::Run(conninfo, own, {.install = true, .stop = &stop_});
+          } catch (...) {
+            errors_[at] = std::current_exception();
+          }
+          if (--running_ == 0) on_all_done_();
+        });
   }
 }
 
