@@ -41,8 +41,21 @@ struct ChunkPoint {
   long long items = 0;
 };
 
-// Everything measured in one cell of a scenario's sweep: one batch run with
-// online load before, during and after it, on fresh data.
+// One run of the job in a cell (scenario.batch_processes of them run at
+// once): its share of the cell's batch, from its own summary.
+struct RunShare {
+  long long run_id = 0;
+  long long done = 0;
+  long long deferred = 0;
+  long long dead = 0;
+  double start_seconds = 0;  // since the cell's start
+  double seconds = 0;        // the run's own duration
+  std::string stop_reason;   // drained, stopped, ...
+};
+
+// Everything measured in one cell of a scenario's sweep: one batch (one
+// run, or scenario.batch_processes runs side by side) with online load
+// before, during and after it, on fresh data.
 struct CellResult {
   int index = 0;       // 1-based, in the order the cells ran
   int sweep_cell = 0;  // the sweep's cell it ran (config::ScenarioCell::index)
@@ -69,18 +82,25 @@ struct CellResult {
   // with the queue for a grown cell or a projection check cell.
   double window_seconds = 0;
 
-  // The batch.
+  // The batch: its runs together. batch_seconds is one run's own duration,
+  // or from the first run's start to the last one's end; items_per_second
+  // is done / batch_seconds.
   double batch_seconds = 0;
   double items_per_second = 0;
-  long long items = 0;  // queued for this cell
+  int batch_processes = 1;     // runs of the job started at once
+  std::vector<RunShare> runs;  // in the order they were started
+  long long items = 0;         // queued for this cell
   long long done = 0;
   long long deferred = 0;
   long long dead = 0;
   long long queued_left = 0;
   bool batch_finished = false;      // every item ended done/deferred/dead
   bool finished_in_window = false;  // and within scenario.window
-  std::vector<ChunkPoint> chunks;   // done chunks in the order they ended
-  // What pacing.online_latency did; nullopt when the cell's config does not set it.
+  // Done chunks in the order they ended; with several runs, each chunk's
+  // time is since its own run's start (the runs start together).
+  std::vector<ChunkPoint> chunks;
+  // What pacing.online_latency did (the first run's, with several);
+  // nullopt when the cell's config does not set it.
   std::optional<pacing::LatencySummary> latency;
 
   // The online side.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,19 @@
 #include "common/error.h"
 
 namespace coexist::capacity {
+
+std::string RunSharesText(const CellResult& cell, const std::string& separator) {
+  std::string out;
+  for (const auto& run : cell.runs)
+    out += (out.empty() ? "" : separator) + std::to_string(run.done);
+  return out;
+}
+
+bool SeveralRuns(const std::vector<CellResult>& cells) {
+  return std::any_of(cells.begin(), cells.end(),
+                     [](const CellResult& c) { return c.batch_processes > 1; });
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -72,6 +86,8 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["grown_from"] = c.grown_from;
   f["records"] = c.records;
   f["window_seconds"] = c.window_seconds;
+  f["batch_processes"] = c.batch_processes;
+  f["run_shares"] = RunSharesText(c, ";");
   return f;
 }
 
@@ -191,6 +207,17 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     for (const auto& chunk : c.chunks) chunks.push_back({chunk.at_seconds, chunk.items});
     cell["chunks_done"] = chunks;  // [seconds since the run started, items]
     cell["batch_span_seconds"] = {c.batch_start_seconds, c.batch_end_seconds};
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+    for (const auto& r : c.runs) {
+      runs.push_back({{"run_id", r.run_id},
+                      {"done", r.done},
+                      {"deferred", r.deferred},
+                      {"dead", r.dead},
+                      {"start_seconds", r.start_seconds},
+                      {"seconds", r.seconds},
+                      {"stop_reason", r.stop_reason}});
+    }
+    cell["runs"] = runs;  // each run's share of the batch
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& t : c.timeline) {
       timeline.push_back({{"at", t.at_seconds},
@@ -278,18 +305,22 @@ void WriteReport(const fs::path& dir, const ScenarioSummary& scenario,
 }
 
 void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
+  // With several runs in a cell: how many, and what each of them did.
+  bool shares = SeveralRuns(cells);
   out << fmt::format(
       "{:>4} {:<18} {:<14} {:>3} {:>8} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} "
-      "{:>8} {:>5}\n",
+      "{:>8} {:>5}{}\n",
       "cell", "policy", "load", "rep", "items", "batch_s", "items/s", "done", "deferred", "dead",
-      "left", "p99_bef", "p99_dur", "refused", "revoked", "lost");
+      "left", "p99_bef", "p99_dur", "refused", "revoked", "lost",
+      shares ? fmt::format(" {:>5} {}", "runs", "done per run") : "");
   for (const auto& c : cells) {
     out << fmt::format(
         "{:>4} {:<18} {:<14} {:>3} {:>8} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} "
-        "{:>9.1f} {:>8} {:>8} {:>5}\n",
+        "{:>9.1f} {:>8} {:>8} {:>5}{}\n",
         c.index, c.policy, c.load_level, c.repeat, c.items, c.batch_seconds, c.items_per_second,
         c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals,
-        c.revocations, c.lost_updates);
+        c.revocations, c.lost_updates,
+        shares ? fmt::format(" {:>5} {}", c.batch_processes, RunSharesText(c, " + ")) : "");
   }
 }
 

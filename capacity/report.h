@@ -28,6 +28,11 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
 void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
                           const std::vector<CellResult>& cells);
 
+// Each run's items done, joined by `separator` ("160 + 140").
+std::string RunSharesText(const CellResult& cell, const std::string& separator);
+// Whether some cell ran several runs of the job (scenario.batch_processes).
+bool SeveralRuns(const std::vector<CellResult>& cells);
+
 // The CSV columns, in order (results.csv's header).
 const std::vector<std::string>& CsvColumns();
 

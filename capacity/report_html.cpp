@@ -7,6 +7,7 @@
 
 #include "capacity/projection.h"
 #include "capacity/recommendation.h"
+#include "capacity/report.h"
 #include "capacity/svg_chart.h"
 
 namespace coexist::capacity {
@@ -70,6 +71,47 @@ std::vector<Bin> Bins(const CellResult& c) {
     if (it != bins.end()) it->batch_items += chunk.items;
   }
   return bins;
+}
+
+// When scenario.batch_processes is swept: per policy (and load), the runs
+// side by side against the batch's items/s and the online p99 ratio, the
+// median of the cells at each number of runs.
+std::string ProcessesCharts(const std::vector<CellResult>& cells) {
+  std::vector<int> counts;
+  std::vector<std::string> labels;
+  for (const auto& c : cells) {
+    if (c.check_of != 0) continue;
+    if (std::find(counts.begin(), counts.end(), c.batch_processes) == counts.end())
+      counts.push_back(c.batch_processes);
+    if (std::find(labels.begin(), labels.end(), Label(c)) == labels.end())
+      labels.push_back(Label(c));
+  }
+  if (counts.size() < 2) return "";
+  std::sort(counts.begin(), counts.end());
+  auto chart = [&](const std::string& title, const std::string& y_label, auto figure) {
+    LineChartSpec spec{.title = title, .x_label = "batch processes", .y_label = y_label};
+    for (const auto& label : labels) {
+      Series s{label};
+      for (int count : counts) {
+        std::vector<double> values;
+        for (const auto& c : cells) {
+          if (c.check_of == 0 && Label(c) == label && c.batch_processes == count)
+            values.push_back(figure(c));
+        }
+        if (values.empty()) continue;
+        s.x.push_back(count);
+        s.y.push_back(SpreadOf(values).median);
+      }
+      spec.series.push_back(s);
+    }
+    return "<figure>" + LineChart(spec) + "</figure>\n";
+  };
+  return chart("Batch processes vs batch throughput", "items per second",
+               [](const CellResult& c) { return c.items_per_second; }) +
+         chart("Batch processes vs online p99 ratio", "p99 during / p99 before",
+               [](const CellResult& c) {
+                 return c.before.p99_ms > 0 ? c.during.p99_ms / c.before.p99_ms : 0;
+               });
 }
 
 std::string Charts(const std::vector<CellResult>& cells) {
@@ -150,6 +192,7 @@ std::string Charts(const std::vector<CellResult>& cells) {
     }
     return "<figure>" + BarChart(spec) + "</figure>\n";
   };
+  out += ProcessesCharts(cells);
   out += bars("Batch throughput per policy", "items per second",
               [](const CellResult& c) { return c.items_per_second; });
   out += bars("Online p99 during the batch", "ms",
@@ -388,21 +431,24 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
                         "conflicts", "refusals", "revocations", "lost"}) {
     html += std::string("<th>") + h + "</th>";
   }
+  const bool several_runs = SeveralRuns(cells);
+  if (several_runs) html += "<th>runs: done per run</th>";
   html += "</tr>\n";
   for (const auto& c : cells) {
     html += fmt::format(
         "<tr><td>{}</td><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td>"
         "<td>{:.1f}</td><td>{:.0f}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td>{}</tr>\n",
         c.index, Escape(c.policy), Escape(c.load_level), c.repeat,
         c.grown_from > 0
             ? fmt::format("{} (grown from {}, over {} rows)", c.items, c.grown_from, c.records)
             : std::to_string(c.items),
         c.batch_seconds, c.items_per_second, c.done, c.deferred, c.dead, c.queued_left,
         c.before.p99_ms, c.during.p99_ms, c.after.p99_ms, c.conflicts, c.refusals, c.revocations,
-        c.lost_updates == 0 ? "0"
-                            : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>");
+        c.lost_updates == 0 ? "0" : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>",
+        several_runs ? fmt::format("<td>{}: {}</td>", c.batch_processes, RunSharesText(c, " + "))
+                     : "");
   }
   html += "</table>\n";
   html += LatencyObjectiveHtml(cells);

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "batch/enqueue.h"
-#include "batch/runner.h"
+#include "capacity/batch_runs.h"
 #include "capacity/workload.h"
 #include "db/connection.h"
 #include "db/migrations.h"
@@ -303,25 +303,15 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
     AddOnline(cell, report);
   }
 
-  // The batch on its own thread while the online load goes on; the load
-  // ends when the batch does, or when the window closes.
-  std::atomic<bool> stop_batch{false};
+  // The batch's runs on their own threads while the online load goes on;
+  // the load ends when the last run does, or when the window closes.
   OnlinePhase during(online_conninfo, config, size.window, kBatchTick, start, cell);
-  batch::RunSummary summary;
-  std::exception_ptr batch_error;
   cell.batch_start_seconds = Since(start);
-  std::jthread batch_thread([&] {
-    try {
-      summary = batch::Run(conninfo, config, {.install = true, .stop = &stop_batch});
-    } catch (...) {
-      batch_error = std::current_exception();
-    }
-    during.Stop();
-  });
+  BatchRuns runs(conninfo, config, settings.batch_processes, start, [&during] { during.Stop(); });
   std::jthread stop_watch([&](std::stop_token token) {
     while (!token.stop_requested()) {
       if (options.stop != nullptr && options.stop->load()) {
-        stop_batch = true;
+        runs.Stop();
         during.Stop();
         return;
       }
@@ -329,21 +319,14 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
     }
   });
   auto during_report = during.Run();
-  stop_batch = true;  // the window closed, or the batch is done already
-  batch_thread.join();
+  runs.Stop();  // the window closed, or the runs are done already
   stop_watch.request_stop();
   stop_watch.join();
+  runs.Finish(cell, std::chrono::duration<double>(size.window).count());
   cell.batch_end_seconds = Since(start);
-  if (batch_error) std::rethrow_exception(batch_error);
   cell.during = PhaseOf(during_report);
   AddOnline(cell, during_report);
   AddDuringErrors(cell, during_report);
-  cell.revocations = std::max(cell.revocations, summary.counts.revoked);
-  cell.batch_seconds = summary.seconds;
-  cell.batch_finished = summary.stop_reason == "drained";
-  cell.latency = summary.latency;
-  cell.finished_in_window =
-      cell.batch_finished && summary.seconds <= std::chrono::duration<double>(size.window).count();
 
   // The batch's window closes with the batch: time_window's refusals stop.
   CloseWindows(conninfo);
@@ -479,11 +462,13 @@ class CellRunner {
     cell.index = index;
     cell.sweep_cell = spec.index;
     spdlog::info(
-        "cell measured cell={} policy={} repeat={} items={} batch_seconds={:.2f} done={} "
-        "deferred={} dead={} p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} applied_twice={}",
-        cell.index, cell.policy, cell.repeat, cell.items, cell.batch_seconds, cell.done,
-        cell.deferred, cell.dead, cell.before.p99_ms, cell.during.p99_ms, cell.lost_updates,
-        cell.applied_twice);
+        "cell measured cell={} policy={} repeat={} items={} batch_processes={} "
+        "batch_seconds={:.2f} "
+        "done={} deferred={} dead={} p99_before_ms={:.2f} p99_during_ms={:.2f} lost={} "
+        "applied_twice={}",
+        cell.index, cell.policy, cell.repeat, cell.items, cell.batch_processes, cell.batch_seconds,
+        cell.done, cell.deferred, cell.dead, cell.before.p99_ms, cell.during.p99_ms,
+        cell.lost_updates, cell.applied_twice);
     return index;
   }
 

@@ -20,6 +20,9 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 
 constexpr std::string_view kScenarioKeys[] = {"scenario", "sweep", "policy_options"};
+// scenario.batch_processes: each run holds batch.workers connections and
+// its control connection, so a few runs already fill a test server.
+constexpr int kMaxBatchProcesses = 16;
 
 // A path written in the scenario, relative to the scenario file's folder.
 std::string Resolve(const Section& s, const std::string& written) {
@@ -307,6 +310,7 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   }
   s.Duration("min_batch_time", out.min_batch_time, milliseconds(0), hours(1));
   s.Int("repeat", out.repeat, 1, 100);
+  s.Int("batch_processes", out.batch_processes, 1, kMaxBatchProcesses);
   ReadWorkload(s, out.workload);
   if (auto o = s.Map("objectives")) {
     o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
@@ -333,6 +337,26 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
                        FormatDuration(out.min_batch_time), FormatDuration(out.window)),
            "give scenario.window at least scenario.min_batch_time.");
   }
+}
+
+// Several runs of the job in one cell share its queue: shared mode, which
+// the scenario may not contradict. `runs_at`: where the scenario (or its
+// sweep) writes batch.runs; nullopt when only its job file does, whose
+// batch: keys are defaults under the scenario's own settings.
+void ApplyBatchProcesses(Config& config, const ScenarioSettings& settings,
+                         const std::optional<Mark>& runs_at) {
+  if (settings.batch_processes < 2) return;
+  if (config.batch.runs == RunsMode::kExclusive && runs_at) {
+    throw ConfigError(
+        *runs_at, "batch.runs",
+        fmt::format("'exclusive' allows one run of the job at a time, and "
+                    "scenario.batch_processes asks for {}",
+                    settings.batch_processes),
+        "several runs work one job's queue at once only in shared mode: write batch.runs: "
+        "shared (or leave it out: batch_processes above 1 implies it), or set "
+        "scenario.batch_processes: 1.");
+  }
+  config.batch.runs = RunsMode::kShared;
 }
 
 struct Axis {
@@ -380,6 +404,18 @@ void SetPath(YAML::Node root, const std::string& key, const YAML::Node& value) {
     node.reset(node[parts[i]]);
   }
   node[parts.back()] = value;
+}
+
+// Where the scenario writes batch.runs for the cell at `position`: the swept
+// value, or the file's (the cell's copy of the file keeps no positions).
+std::optional<Mark> RunsWrittenAt(const YAML::Node& root, const std::vector<Axis>& axes,
+                                  const std::vector<size_t>& position, const Section& top) {
+  for (size_t a = 0; a < axes.size(); ++a) {
+    if (axes[a].axis.key == "batch.runs") return top.MarkOf(axes[a].value_nodes[position[a]]);
+  }
+  const YAML::Node& batch = root["batch"];
+  if (batch && batch.IsMap() && batch["runs"]) return top.MarkOf(batch["runs"]);
+  return std::nullopt;
 }
 
 std::string LoadLevel(const std::map<std::string, std::string>& parameters) {
@@ -599,6 +635,7 @@ Scenario Load(const std::string& yaml, const std::string& path, const Overrides&
       }
       cell.config = ReadConfig(cell_root, path);
       CheckWorkloadFits(cell.config, workload, job ? &*job : nullptr, top);
+      ApplyBatchProcesses(cell.config, cell.settings, RunsWrittenAt(root, axes, position, top));
     } catch (const ConfigError& e) {
       if (e.mark().line > 0 || axes.empty()) throw;
       // A key the sweep created has no position: point at the sweep entry.

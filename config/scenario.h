@@ -142,6 +142,11 @@ struct ScenarioSettings {
   // gives the median and the spread (min-max) of the key figures, and the
   // recommendation judges the median.
   int repeat = 1;  // 1..100
+  // Runs of the job each cell starts at once, side by side on its queue
+  // (docs/batch.md, "Shared runs"); the cell's batch figures are theirs
+  // together. Above 1 it implies batch.runs: shared (the scenario writing
+  // batch.runs: exclusive is a configuration error); 1 runs as batch.runs says.
+  int batch_processes = 1;  // 1..16
   Objectives objectives;
   Workload workload;
 };

@@ -526,6 +526,24 @@ TEST(Scenario, ReadsTheCellLengthAndRepeats) {
   EXPECT_EQ(defaults.repeat, 1);
 }
 
+TEST(Scenario, SeveralBatchProcessesRunShared) {
+  auto scenario = LoadScenarioString(R"(
+sweep:
+  scenario.batch_processes: [1, 3]
+)",
+                                     "p.yaml");
+  ASSERT_EQ(scenario.cells.size(), 2u);
+  EXPECT_EQ(scenario.settings.batch_processes, 1);
+  EXPECT_EQ(scenario.cells[0].settings.batch_processes, 1);
+  EXPECT_EQ(scenario.cells[0].config.batch.runs, RunsMode::kExclusive) << "as batch.runs says";
+  EXPECT_EQ(scenario.cells[1].settings.batch_processes, 3);
+  EXPECT_EQ(scenario.cells[1].config.batch.runs, RunsMode::kShared) << "implied";
+  EXPECT_EQ(scenario.cells[1].parameters.at("scenario.batch_processes"), "3");
+  auto written =
+      LoadScenarioString("scenario:\n  batch_processes: 2\nbatch:\n  runs: shared\n", "w.yaml");
+  EXPECT_EQ(written.cells[0].config.batch.runs, RunsMode::kShared);
+}
+
 TEST(Scenario, ScenarioKeysAreSweptPerCell) {
   auto scenario = LoadScenarioString(R"(
 scenario:
@@ -634,7 +652,20 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
   BadInput{"min_batch_time_longer_than_the_window",
            "scenario:\n  window: 30s\n  min_batch_time: 45s\n",
            "bad.yaml:3:19: scenario.min_batch_time: a batch of at least 45s cannot finish inside "
-           "the window (30s)", "at least scenario.min_batch_time"}
+           "the window (30s)", "at least scenario.min_batch_time"},
+  BadInput{"no_batch_processes", "scenario:\n  batch_processes: 0\n",
+           "bad.yaml:2:20: scenario.batch_processes: '0' is out of range",
+           "allowed range is 1 to 16"},
+  BadInput{"several_batch_processes_of_an_exclusive_job",
+           "scenario:\n  batch_processes: 2\nbatch:\n  job: j\n  runs: exclusive\n",
+           "bad.yaml:5:9: batch.runs: 'exclusive' allows one run of the job at a time, and "
+           "scenario.batch_processes asks for 2",
+           "write batch.runs: shared (or leave it out: batch_processes above 1 implies it), or set "
+           "scenario.batch_processes: 1."},
+  BadInput{"swept_batch_processes_of_an_exclusive_job",
+           "batch:\n  runs: exclusive\nsweep:\n  scenario.batch_processes: [1, 3]\n",
+           "bad.yaml:2:9: batch.runs: 'exclusive' allows one run of the job at a time, and "
+           "scenario.batch_processes asks for 3", "only in shared mode"}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 

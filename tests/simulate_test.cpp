@@ -183,6 +183,70 @@ online:
             "f");
 }
 
+// scenario.batch_processes: 2 starts two shared runs of the job in the
+// cell; each takes a share, the shares add up to the items, and the
+// checks (ledger, settled, lost updates) hold over both runs together.
+TEST_F(Simulate, TwoBatchProcessesShareTheCell) {
+  fs::path dir = fs::temp_directory_path() / ("coexist-sim-shared-" + std::to_string(getpid()));
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 200
+  queue_items: 4000
+  warmup: 800ms
+  cooldown: 300ms
+  window: 30s
+  batch_processes: 2
+batch: {job: shared, chunk_size: 20, workers: 1}
+policy: {name: skip_locked}
+online: {users: 2, think_time: 20ms, pool_size: 2}
+)",
+                                             "shared.yaml");
+  ASSERT_EQ(scenario.cells.size(), 1u);
+  EXPECT_EQ(scenario.cells[0].config.batch.runs, config::RunsMode::kShared);
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 1u);
+  const CellResult& cell = cells[0];
+  EXPECT_EQ(cell.batch_processes, 2);
+  ASSERT_EQ(cell.runs.size(), 2u);
+  long long shares = 0;
+  for (const auto& run : cell.runs) {
+    EXPECT_GT(run.done, 0) << "run " << run.run_id << " did a share";
+    EXPECT_EQ(run.stop_reason, "drained");
+    shares += run.done;
+  }
+  EXPECT_NE(cell.runs[0].run_id, cell.runs[1].run_id);
+  // The database's count of done items is the two runs' shares together;
+  // every item is done, deferred, dead, or queued behind a deferred item
+  // of its key (skip_locked defers an item an online user holds).
+  EXPECT_EQ(shares, cell.done);
+  EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 4000);
+  EXPECT_TRUE(cell.batch_finished);
+  EXPECT_EQ(cell.applied_twice, 0);
+  EXPECT_EQ(cell.lost_updates, 0);
+  EXPECT_EQ(cell.rows_changed_by_batch, cell.done) << "settled moved once per done item";
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM public.batch_ledger"), std::to_string(cell.done));
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM coexist.runs WHERE job = 'shared'"), "2");
+  // From the first start to the last end: at least each run's own time.
+  for (const auto& run : cell.runs) EXPECT_GE(cell.batch_seconds, run.seconds);
+  EXPECT_DOUBLE_EQ(cell.items_per_second, static_cast<double>(cell.done) / cell.batch_seconds);
+
+  WriteReport(dir, Summarize(scenario), cells);
+  std::ifstream json_in(dir / "results.json");
+  auto json = nlohmann::json::parse(json_in);
+  const auto& runs = json["cells"][0]["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["done"].get<long long>() + runs[1]["done"].get<long long>(), cell.done);
+  EXPECT_EQ(json["cells"][0]["batch_processes"], 2);
+  EXPECT_EQ(json["cells"][0]["run_shares"],
+            std::to_string(cell.runs[0].done) + ";" + std::to_string(cell.runs[1].done));
+  std::ostringstream table;
+  PrintTable(table, cells);
+  EXPECT_NE(table.str().find("runs done per run"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find(RunSharesText(cell, " + ")), std::string::npos) << table.str();
+  fs::remove_all(dir);
+}
+
 // scenario.min_batch_time grows a cell whose batch ended sooner, and
 // its repeats run the grown queue; the recommendation judges their median.
 TEST_F(Simulate, ACellGrowsToItsMinimumBatchTimeAndRepeats) {
