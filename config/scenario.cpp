@@ -542,13 +542,8 @@ void CheckWorkloadFits(Config& config, const Workload& w, const Config* job, con
   }
 }
 
-Scenario Load(const std::string& yaml, const std::string& path, const Overrides& overrides) {
-  YAML::Node root = ParseYaml(yaml, path);
-  if (!root.IsMap()) {
-    Section(YAML::Node(YAML::NodeType::Map), "", path)
-        .Fail(root, "",
-              "a scenario file must be a map of sections (scenario:, sweep:, online:, ...)");
-  }
+// The --set overrides, written into `root` (a swept key into sweep:).
+void ApplyOverrides(YAML::Node& root, const Overrides& overrides) {
   for (const auto& [key, value] : overrides) {
     if (key.empty() || key.front() == '.' || key.back() == '.' ||
         key.find("..") != std::string::npos) {
@@ -564,6 +559,16 @@ Scenario Load(const std::string& yaml, const std::string& path, const Overrides&
       SetPath(root, key, node);
     }
   }
+}
+
+Scenario Load(const std::string& yaml, const std::string& path, const Overrides& overrides) {
+  YAML::Node root = ParseYaml(yaml, path);
+  if (!root.IsMap()) {
+    Section(YAML::Node(YAML::NodeType::Map), "", path)
+        .Fail(root, "",
+              "a scenario file must be a map of sections (scenario:, sweep:, online:, ...)");
+  }
+  ApplyOverrides(root, overrides);
 
   Scenario scenario;
   const std::string name = std::filesystem::path(path).stem().string();
@@ -577,22 +582,29 @@ Scenario Load(const std::string& yaml, const std::string& path, const Overrides&
     top.Fail(policy_options, "policy_options", "expected a map of policy name: {keys}");
   }
 
-  // The base configuration: the file without the scenario's own sections.
-  YAML::Node base(YAML::NodeType::Map);
-  for (const auto& item : root) {
-    std::string key = item.first.Scalar();
-    if (std::find(std::begin(kScenarioKeys), std::end(kScenarioKeys), key) ==
-        std::end(kScenarioKeys)) {
-      base[item.first] = item.second;
+  // A cell's base configuration: the file without the scenario's own
+  // sections, parsed afresh for each cell (YAML::Clone would drop the
+  // marks, and a cell's error must name its line and column).
+  auto base_of = [&](const YAML::Node& parsed) {
+    YAML::Node base(YAML::NodeType::Map);
+    for (const auto& item : parsed) {
+      std::string key = item.first.Scalar();
+      if (std::find(std::begin(kScenarioKeys), std::end(kScenarioKeys), key) ==
+          std::end(kScenarioKeys)) {
+        base[item.first] = item.second;
+      }
     }
-  }
+    return base;
+  };
 
   std::vector<size_t> position(axes.size(), 0);
   for (int index = 1;; ++index) {
-    YAML::Node cell_root = YAML::Clone(base);
+    YAML::Node fresh = ParseYaml(yaml, path);
+    ApplyOverrides(fresh, overrides);
+    YAML::Node cell_root = base_of(fresh);
     // The scenario's own section, for swept scenario.* keys.
     YAML::Node cell_top(YAML::NodeType::Map);
-    if (root["scenario"]) cell_top["scenario"] = YAML::Clone(root["scenario"]);
+    if (fresh["scenario"]) cell_top["scenario"] = fresh["scenario"];
     bool settings_swept = false;
     ScenarioCell cell;
     cell.index = index;

@@ -624,6 +624,10 @@ TEST_P(BadScenario, NamesTheProblemAndWhereItIs) {
 
 // clang-format off
 INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
+  // A cell's own keys keep their place (each cell is parsed afresh: a
+  // cloned tree had none and said bad.yaml:1:1).
+  BadInput{"cell_key_out_of_range", "scenario:\n  queue_items: 1000\nbatch:\n  chunk_size: 0\n",
+           "bad.yaml:4:15: batch.chunk_size: '0' is out of range", "allowed range"},
   BadInput{"done_share_over_100", "scenario:\n  objectives:\n    min_done_share: 101%\n",
            "bad.yaml:3:21: scenario.objectives.min_done_share: '101%' is out of range",
            "allowed range is 0% to 100% inclusive."},
