@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/database_test.h"
+#include "tests/support/shell_command.h"
 
 namespace coexist {
 namespace {
@@ -25,18 +26,8 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using coexist::testing::ClusterEnvironment;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using coexist::testing::Outcome;
+using coexist::testing::Slurp;
 
 // A folder for one test's files and throwaway clusters.
 class CliTest : public coexist::testing::DatabaseTest {
@@ -65,11 +56,8 @@ class CliTest : public coexist::testing::DatabaseTest {
     std::string command =
         "env -u COEXIST_DATABASE_URL -u PGHOST -u PGDATABASE -u PGSERVICE TMPDIR=" +
         scratch_.string() + " XDG_STATE_HOME=" + scratch_.string() + " HOME=" + scratch_.string() +
-        " " + env + " " + COEXIST_BINARY + " " + args + " > " + (scratch_ / "out").string() +
-        " 2> " + (scratch_ / "err").string();
-    int raw = std::system(command.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), Slurp(scratch_ / "out"),
-            Slurp(scratch_ / "err")};
+        " " + env + " " + COEXIST_BINARY + " " + args;
+    return coexist::testing::RunShell(command, scratch_);
   }
 
   int ThrowawayFolders() const {

@@ -19,6 +19,7 @@
 #include "db/connection.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
+#include "tests/support/shell_command.h"
 
 namespace coexist {
 namespace {
@@ -276,18 +277,8 @@ TEST(ShardRouting, TheInputNamesTheShardOnlyWhenAskedTo) {
 
 // --- Three databases of the test cluster ---
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::Outcome;
+using testing::Slurp;
 
 // Three copies of the template database (schema, products 1..100 with
 // stock 1000, a ledger each), the job's file over them, and the coexist
@@ -353,11 +344,8 @@ class ShardedJob : public ::testing::Test {
 
   Outcome Run(const std::string& args) {
     std::string command = "env -u COEXIST_DATABASE_URL -u PGHOST -u PGDATABASE -u PGSERVICE " +
-                          std::string(COEXIST_BINARY) + " --log-level warn " + args + " > " +
-                          (scratch_ / "out").string() + " 2> " + (scratch_ / "err").string();
-    int raw = std::system(command.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), Slurp(scratch_ / "out"),
-            Slurp(scratch_ / "err")};
+                          std::string(COEXIST_BINARY) + " --log-level warn " + args;
+    return testing::RunShell(command, scratch_);
   }
 
   // keys 1..100, one per line.
