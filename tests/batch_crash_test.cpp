@@ -114,6 +114,21 @@ class BatchCrashTest : public testing::DatabaseTest {
     ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)
         << "the kill left no takeover; make the run slower";
   }
+  // pg_ctl restart -m immediate while `pid` runs: every connection breaks
+  // at once. Its exit status, or nullopt (and the process killed) when it
+  // did not end within 60 s.
+  std::optional<int> RestartServerUnder(pid_t pid) {
+    auto& cluster = testing::ClusterEnvironment::Get().cluster();
+    cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+    std::this_thread::sleep_for(300ms);
+    cluster.StartServer();
+    auto status = WaitForExitWithin(pid, 60s);
+    if (!status) {
+      kill(pid, SIGKILL);
+      WaitForExit(pid);
+    }
+    return status;
+  }
   std::string Log(const std::string& name) {
     std::ifstream in(dir_ / name);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -345,16 +360,8 @@ TEST_P(BatchCrashPolicyTest, AnImmediateServerRestartEndsTheRunAndTheNextOneFini
   WriteConfig(GetParam(), 4);
   pid_t pid = StartRun("first.log");
   WaitForLedger(300);
-  auto& cluster = testing::ClusterEnvironment::Get().cluster();
-  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
-  std::this_thread::sleep_for(300ms);
-  cluster.StartServer();
-  auto status = WaitForExitWithin(pid, 60s);
-  if (!status) {
-    kill(pid, SIGKILL);
-    WaitForExit(pid);
-    FAIL() << "the run did not end after the restart\n" << Log("first.log");
-  }
+  auto status = RestartServerUnder(pid);
+  ASSERT_TRUE(status) << "the run did not end after the restart\n" << Log("first.log");
   EXPECT_EQ(*status, 75) << Log("first.log");
   EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the restart";
 
@@ -459,16 +466,8 @@ TEST_P(SeveralKeysCrashTest, KillNineMidRunThenTheNextRunSettlesEveryOrderOnce) 
 TEST_P(SeveralKeysCrashTest, AnImmediateServerRestartThenTheNextRunSettlesEveryOrderOnce) {
   pid_t pid = StartRun("first.log");
   WaitForSettled(60);
-  auto& cluster = testing::ClusterEnvironment::Get().cluster();
-  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
-  std::this_thread::sleep_for(300ms);
-  cluster.StartServer();
-  auto status = WaitForExitWithin(pid, 60s);
-  if (!status) {
-    kill(pid, SIGKILL);
-    WaitForExit(pid);
-    FAIL() << "the run did not end after the restart\n" << Log("first.log");
-  }
+  auto status = RestartServerUnder(pid);
+  ASSERT_TRUE(status) << "the run did not end after the restart\n" << Log("first.log");
   EXPECT_EQ(*status, 75) << Log("first.log");
   pid = StartRun("second.log");
   EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
