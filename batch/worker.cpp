@@ -389,12 +389,8 @@ void Worker::LockInKeyOrder(pqxx::dbtransaction& tx, const std::vector<const Ite
                             std::map<long long, policies::Decision>& waits,
                             const std::set<RecordKey>& held_elsewhere, Outcome& out) {
   std::map<RecordKey, std::vector<const Item*>> items_of;
-  std::vector<RecordKey> keys;
   for (const auto* item : going) {
-    for (const auto& key : item->keys) {
-      items_of[key].push_back(item);
-      keys.push_back(key);
-    }
+    for (const auto& key : item->keys) items_of[key].push_back(item);
   }
   std::set<long long> not_now;  // items this chunk does not apply
   auto leave_for_later = [&](const Item& item) {
@@ -405,6 +401,8 @@ void Worker::LockInKeyOrder(pqxx::dbtransaction& tx, const std::vector<const Ite
     return std::any_of(items.begin(), items.end(),
                        [&](const Item* item) { return !not_now.count(item->item_id); });
   };
+  std::vector<RecordKey> keys;
+  for (const auto& entry : items_of) keys.push_back(entry.first);
   auto ordered = db_->sql->ExistingRecords(tx, keys);
   size_t next = 0;
   while (next < ordered.size()) {
