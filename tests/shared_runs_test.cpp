@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "db/cluster.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
 
@@ -176,6 +177,33 @@ INSTANTIATE_TEST_SUITE_P(Policies, SharedRunsPolicyTest,
                          [](const ::testing::TestParamInfo<const char*>& param) {
                            return param.index == 0 ? "online_priority" : "status_partition";
                          });
+
+// pg_ctl restart -m immediate under two shared runs: every connection
+// breaks at once, both runs end (75), and the next shared run marks both
+// abandoned and applies the rest, each item once.
+TEST_F(SharedRunsTest, AnImmediateServerRestartEndsEveryRunAndTheNextOneFinishes) {
+  pid_t first = StartRun("shared.yaml", "first.log");
+  pid_t second = StartRun("shared.yaml", "second.log");
+  WaitForLedger(150);
+  auto& cluster = testing::ClusterEnvironment::Get().cluster();
+  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+  std::this_thread::sleep_for(300ms);
+  cluster.StartServer();
+  EXPECT_EQ(WaitForExit(first), 75) << Log("first.log");
+  EXPECT_EQ(WaitForExit(second), 75) << Log("second.log");
+  EXPECT_LT(Count("SELECT count(*) FROM ledger"), 2 * kKeys) << "the runs finished first";
+
+  auto next = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                          Path("shared.yaml"), "batch", "run"});
+  EXPECT_EQ(next.status, 0) << next.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
+                  "2) k"),
+            0)
+      << "each key's two items applied once each";
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 2 * kKeys);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'abandoned'"), 2);
+}
 
 TEST_F(SharedRunsTest, ExclusiveAndSharedRunsOfAJobNeverWorkSideBySide) {
   // Shorter chunks: each run here drains the queue alone.
