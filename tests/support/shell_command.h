@@ -28,9 +28,8 @@ inline std::string Slurp(const std::filesystem::path& path) {
 
 // `command` (shell words) with its output in `scratch`/out and /err.
 inline Outcome RunShell(const std::string& command, const std::filesystem::path& scratch) {
-  int raw = std::system((command + " > " + (scratch / "out").string() + " 2> " +
-                         (scratch / "err").string())
-                            .c_str());
+  int raw = std::system(
+      (command + " > " + (scratch / "out").string() + " 2> " + (scratch / "err").string()).c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), Slurp(scratch / "out"),
           Slurp(scratch / "err")};
 }
