@@ -47,7 +47,7 @@ void BatchRuns::Finish(CellResult& cell, double window_seconds) {
     if (error) std::rethrow_exception(error);
   }
   cell.batch_processes = static_cast<int>(summaries_.size());
-  double first_start = start_seconds_.front(), last_end = 0;
+  double first_start = start_seconds_.front(), last_end = 0, longest_run = 0;
   bool drained = true;
   long long revoked = 0;
   for (size_t i = 0; i < summaries_.size(); ++i) {
@@ -61,11 +61,15 @@ void BatchRuns::Finish(CellResult& cell, double window_seconds) {
                          .stop_reason = s.stop_reason});
     first_start = std::min(first_start, start_seconds_[i]);
     last_end = std::max(last_end, start_seconds_[i] + s.seconds);
+    longest_run = std::max(longest_run, s.seconds);
     drained = drained && s.stop_reason == "drained";
     revoked += s.counts.revoked;
   }
-  // One run: its own measure, as `batch run` prints it.
-  cell.batch_seconds = summaries_.size() == 1 ? summaries_.front().seconds : last_end - first_start;
+  // One run: its own measure, as `batch run` prints it. Several: from the
+  // first start to the last end, never shorter than the longest run
+  // ((start + s) - start can round below s).
+  cell.batch_seconds = summaries_.size() == 1 ? summaries_.front().seconds
+                                              : std::max(last_end - first_start, longest_run);
   cell.revocations = std::max(cell.revocations, revoked);
   cell.batch_finished = drained;
   cell.latency = summaries_.front().latency;
