@@ -251,6 +251,7 @@ void FinishRun(Control& c, const config::Config& config, const policies::Policy&
   c.queue->FinishRun(tx, summary.run_id, summary.outcome, summary.counts.claimed,
                      summary.counts.done, summary.counts.deferred, summary.counts.dead,
                      SummaryJson(summary));
+  summary.together = c.queue->ReadRunsTogether(tx, summary.run_id);
   c.sql->HandBackOrphaned(tx, c.queue->DeleteOrphanedTakeovers(tx));
   if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
     c.queue->AddEvent(tx, "claim_refused", summary.run_id,
@@ -349,6 +350,12 @@ std::string SummaryJson(const RunSummary& s) {
                            {"slowdowns", s.latency->slowdowns},
                            {"seconds_over", s.latency->seconds_over}};
     if (!s.latency->on) j["online_latency"]["reason"] = s.latency->off_reason;
+  }
+  if (s.together) {
+    j["runs_together"] = {{"runs", s.together->runs},         {"running", s.together->running},
+                          {"failed", s.together->failed},     {"done", s.together->done},
+                          {"deferred", s.together->deferred}, {"dead", s.together->dead},
+                          {"seconds", s.together->seconds}};
   }
   return j.dump();
 }

@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/exit_codes.h"
 #include "config/config.h"
+#include "db/runs_together.h"
 #include "pacing/latency_summary.h"
 
 namespace coexist::batch {
@@ -41,6 +42,9 @@ struct RunSummary {
   double items_per_second = 0;  // done / seconds
   // What pacing.online_latency did; nullopt when it is not configured.
   std::optional<pacing::LatencySummary> latency;
+  // The job's runs that worked alongside this one, this one included, as
+  // the runs table says when it ended (shared runs: the job's figures).
+  std::optional<db::RunsTogether> together;
 };
 
 // Another session holds the job's lock: this run did nothing. Exit status

@@ -294,13 +294,15 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
       for (const auto& r : rows) out.push_back(RunJson(r));
       std::cout << out.dump(2) << '\n';
     } else {
-      std::cout << fmt::format("{:>6} {:<14} {:<17} {:<11} {:<25} {:>8} {:>8} {:>8} {:>6}\n", "run",
-                               "job", "policy", "outcome", "started", "seconds", "done", "deferred",
-                               "dead");
+      // host:pid tells a job's shared runs (batch.runs: shared) apart.
+      std::cout << fmt::format("{:>6} {:<14} {:<17} {:<11} {:<25} {:>8} {:>8} {:>8} {:>6}  {}\n",
+                               "run", "job", "policy", "outcome", "started", "seconds", "done",
+                               "deferred", "dead", "host:pid");
       for (const auto& r : rows) {
-        std::cout << fmt::format("{:>6} {:<14} {:<17} {:<11} {:<25} {:>8.1f} {:>8} {:>8} {:>6}\n",
-                                 r.run_id, r.job, r.policy, r.outcome, r.started_at, r.seconds,
-                                 r.done, r.deferred, r.dead);
+        std::cout << fmt::format(
+            "{:>6} {:<14} {:<17} {:<11} {:<25} {:>8.1f} {:>8} {:>8} {:>6}  {}:{}\n", r.run_id,
+            r.job, r.policy, r.outcome, r.started_at, r.seconds, r.done, r.deferred, r.dead, r.host,
+            r.pid);
       }
     }
     exit_code = 0;

@@ -34,6 +34,14 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
   char rate[64];
   std::snprintf(rate, sizeof(rate), "%.2f s, %.0f items/s", s.seconds, s.items_per_second);
   out << "  " << rate << "\n";
+  // Shared runs: the job's figures, over the runs that worked alongside.
+  if (s.together && s.together->runs > 1) {
+    const auto& t = *s.together;
+    std::snprintf(rate, sizeof(rate), "%.2f s", t.seconds);
+    out << "  with the job's other runs: " << t.runs << " runs (" << t.running << " still running, "
+        << t.failed << " failed or died), done " << t.done << ", deferred " << t.deferred
+        << ", dead " << t.dead << " in " << rate << "\n";
+  }
 }
 
 void WriteJson(const std::string& path, const std::string& json) {

@@ -16,6 +16,14 @@ metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
   run.counts = summary.counts;
   run.queued_left = summary.queued_left;
   run.latency = summary.latency;
+  run.together = summary.together;
+  // The database's clock orders the ends of a job's shared runs on every
+  // host alike; the textfile keeps the newest (metrics/run_metrics.h).
+  if (summary.together) {
+    run.finished_at = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(summary.together->read_at)));
+  }
   return run;
 }
 
@@ -31,7 +39,10 @@ metrics::RunMetrics FailedRunMetrics(const config::Config& config, double second
 
 void WriteRunTextfile(const config::Config& config, const metrics::RunMetrics& run) {
   if (config.metrics.textfile.empty()) return;
-  metrics::WriteTextfile(config.metrics.textfile, run);
+  if (!metrics::WriteTextfile(config.metrics.textfile, run)) {
+    spdlog::info("metrics textfile left alone: a run of the job that ended later wrote it path={}",
+                 config.metrics.textfile);
+  }
 }
 
 void WriteRunTextfileOrWarn(const config::Config& config, const metrics::RunMetrics& run) {

@@ -161,11 +161,27 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
     UPDATE coexist.runs SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
      WHERE run_id = $1
     RETURNING stop_requested_at IS NOT NULL, coalesce(stop_requested_by, 'unknown'))sql");
+  conn.prepare("lock_job_finish", "SELECT coexist.lock_job_finish($1)");
   conn.prepare("finish_run", R"sql(
     UPDATE coexist.runs
        SET heartbeat_at = now(), ended_at = now(), outcome = $2, claimed = $3, done = $4,
            deferred = $5, dead = $6, details = details || $7::jsonb
      WHERE run_id = $1)sql");
+  // A running run's span lasts until now; an abandoned one's ended at its
+  // last heartbeat (ended_at is when another run noticed).
+  conn.prepare("runs_together", R"sql(
+    WITH me AS (SELECT job, started_at, ended_at FROM coexist.runs WHERE run_id = $1),
+    spans AS (
+      SELECT r.outcome, r.done, r.deferred, r.dead, r.started_at,
+             CASE r.outcome WHEN 'running' THEN now() WHEN 'abandoned' THEN r.heartbeat_at
+                            ELSE r.ended_at END AS span_end
+        FROM coexist.runs r JOIN me ON r.job = me.job AND r.started_at <= me.ended_at)
+    SELECT count(*), count(*) FILTER (WHERE s.outcome = 'running'),
+           count(*) FILTER (WHERE s.outcome IN ('failed', 'abandoned')),
+           coalesce(sum(s.done), 0), coalesce(sum(s.deferred), 0), coalesce(sum(s.dead), 0),
+           coalesce(extract(epoch FROM max(s.span_end) - min(s.started_at)), 0)::float8,
+           extract(epoch FROM clock_timestamp())::float8
+      FROM spans s JOIN me ON s.span_end >= me.started_at)sql");
   conn.prepare("insert_event", R"sql(
     INSERT INTO coexist.events (kind, job, run_id, actor, details)
     VALUES ($1, $2, $3::bigint, 'batch run ' || $3::bigint, $4::jsonb))sql");
@@ -235,7 +251,22 @@ std::optional<std::string> QueueStore::HeartbeatRun(pqxx::transaction_base& tx, 
 void QueueStore::FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
                            long long claimed, long long done, long long deferred, long long dead,
                            const std::string& details_json) {
+  // The job's runs end one at a time (0024): the runs together read after
+  // this see the final counts of every run that ended before.
+  tx.exec_prepared("lock_job_finish", job_.job);
   tx.exec_prepared("finish_run", run_id, outcome, claimed, done, deferred, dead, details_json);
+}
+
+RunsTogether QueueStore::ReadRunsTogether(pqxx::transaction_base& tx, long long run_id) {
+  auto row = tx.exec_prepared1("runs_together", run_id);
+  return {.runs = row[0].as<long long>(),
+          .running = row[1].as<long long>(),
+          .failed = row[2].as<long long>(),
+          .done = row[3].as<long long>(),
+          .deferred = row[4].as<long long>(),
+          .dead = row[5].as<long long>(),
+          .seconds = row[6].as<double>(),
+          .read_at = row[7].as<double>()};
 }
 
 void QueueStore::AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,

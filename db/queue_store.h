@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "db/runs_together.h"
+
 namespace pqxx {
 class connection_base;
 class transaction_base;
@@ -113,6 +115,9 @@ class QueueStore {
   void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
                  long long claimed, long long done, long long deferred, long long dead,
                  const std::string& details_json);
+  // The job's runs whose span overlaps the (finished) run's own, the run
+  // included (db/runs_together.h).
+  RunsTogether ReadRunsTogether(pqxx::transaction_base& tx, long long run_id);
   void AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
                 const std::string& details_json);
   long long CountQueued(pqxx::transaction_base& tx);

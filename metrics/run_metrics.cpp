@@ -5,6 +5,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -24,24 +26,47 @@ double Seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
-// The last-success timestamp a previous file recorded for the job; epoch 0
-// when there is none.
-std::chrono::system_clock::time_point PreviousSuccess(const std::filesystem::path& path,
-                                                      const std::string& job) {
+// What a previous file recorded for the job in `metric` (a series with the
+// job label only); nullopt when there is no file or no such line.
+std::optional<double> PreviousValue(const std::filesystem::path& path, const std::string& metric,
+                                    const std::string& job) {
   std::ifstream in(path);
-  std::regex line("^coexist_batch_last_success_timestamp_seconds\\{job=\"" +
+  std::regex line("^" + metric + "\\{job=\"" +
                   std::regex_replace(job, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
                   "\"\\} ([0-9.e+]+)$");
   for (std::string text; std::getline(in, text);) {
     std::smatch match;
-    if (std::regex_match(text, match, line)) {
-      return std::chrono::system_clock::time_point(
-          std::chrono::duration_cast<std::chrono::system_clock::duration>(
-              std::chrono::duration<double>(std::stod(match[1]))));
+    if (std::regex_match(text, match, line)) return std::stod(match[1]);
+  }
+  return std::nullopt;
+}
+
+std::chrono::system_clock::time_point TimeOf(double seconds) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::duration<double>(seconds)));
+}
+
+// Holds an exclusive flock on a folder while the textfile's processes on
+// this host (shared runs of one job) decide and write, one at a time.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::filesystem::path& folder)
+      : fd_(open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ >= 0) {
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
     }
   }
-  return {};
-}
+  ~FolderLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 }  // namespace
 
@@ -105,14 +130,49 @@ std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_po
         .Add(job)
         .Set(run.latency->baseline_ms / 1000);
   }
+  if (run.together) {
+    const auto& t = *run.together;
+    const std::map<std::string, std::string> job_only{{"job", run.job}};
+    gauge("coexist_batch_last_runs_together",
+          "Runs of the job that worked alongside the last run, that run included.")
+        .Add(job_only)
+        .Set(static_cast<double>(t.runs));
+    gauge("coexist_batch_last_runs_together_running",
+          "Of those, the runs still running when the last run ended.")
+        .Add(job_only)
+        .Set(static_cast<double>(t.running));
+    gauge("coexist_batch_last_runs_together_failed", "Of those, the runs that failed or died.")
+        .Add(job_only)
+        .Set(static_cast<double>(t.failed));
+    auto& together_items = gauge("coexist_batch_last_runs_together_items",
+                                 "Items the runs together settled, by outcome.");
+    for (const auto& [outcome, n] :
+         {std::pair{"done", t.done}, {"deferred", t.deferred}, {"dead", t.dead}}) {
+      together_items.Add({{"job", run.job}, {"outcome", outcome}}).Set(static_cast<double>(n));
+    }
+    gauge("coexist_batch_last_runs_together_duration_seconds",
+          "From the first start of the runs together to the last end.")
+        .Add(job_only)
+        .Set(t.seconds);
+  }
   gauge("coexist_batch_queued_items", "Items of the job still queued when the last run ended.")
       .Add({{"job", run.job}})
       .Set(static_cast<double>(run.queued_left));
   return prometheus::TextSerializer().Serialize(registry.Collect());
 }
 
-void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
-  auto last_success = run.succeeded ? run.finished_at : PreviousSuccess(path, run.job);
+bool WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
+  auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  FolderLock lock(folder);
+  // A sibling shared run on this host that ended later wrote the newer
+  // view of the job (its runs together include this one's figures).
+  auto previous_end = PreviousValue(path, "coexist_batch_last_run_timestamp_seconds", run.job);
+  if (previous_end && TimeOf(*previous_end) > run.finished_at) return false;
+  auto last_success =
+      run.succeeded
+          ? run.finished_at
+          : TimeOf(PreviousValue(path, "coexist_batch_last_success_timestamp_seconds", run.job)
+                       .value_or(0));
   std::string text = Exposition(run, last_success);
   auto fail = [&](const std::string& what, int error) {
     throw Error(
@@ -123,7 +183,6 @@ void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
   // A fresh, unpredictable name in the target's folder (mkstemp: O_CREAT |
   // O_EXCL, so a symlink planted there is never followed), made durable
   // (fsync) before the rename replaces the old file in one step.
-  auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::string temp = (folder / ("." + path.filename().string() + ".XXXXXX")).string();
   int fd = mkstemp(temp.data());
   if (fd < 0) fail("cannot create a temporary file in " + folder.string(), errno);
@@ -158,6 +217,7 @@ void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
     fsync(dir);
     close(dir);
   }
+  return true;
 }
 
 }  // namespace coexist::metrics

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "batch/run_counts.h"
+#include "db/runs_together.h"
 #include "pacing/latency_summary.h"
 
 namespace coexist::metrics {
@@ -22,6 +23,9 @@ struct RunMetrics {
   long long queued_left = 0;
   // pacing.online_latency; absent when it is not configured.
   std::optional<pacing::LatencySummary> latency;
+  // The job's runs that worked alongside this one (shared runs); absent when
+  // the run could not read them (it failed).
+  std::optional<db::RunsTogether> together;
 };
 
 // The exposition text (Prometheus text format 0.0.4) for one run.
@@ -33,8 +37,10 @@ std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_po
 // new temporary file of an unpredictable name in the same folder (mkstemp,
 // which never follows a symlink planted there), synced, then renamed over
 // `path` (mode 0644), so the collector never reads half a file. When this run failed, the
-// last-success timestamp of the previous file is kept. Throws coexist::Error (EX_CANTCREAT) when
+// last-success timestamp of the previous file is kept. Processes on one host that write one
+// file (shared runs of a job) take turns (flock on the folder), and a file whose run ended later
+// is left alone: returns false then, true when written. Throws coexist::Error (EX_CANTCREAT) when
 // the file cannot be written.
-void WriteTextfile(const std::filesystem::path& path, const RunMetrics& run);
+bool WriteTextfile(const std::filesystem::path& path, const RunMetrics& run);
 
 }  // namespace coexist::metrics

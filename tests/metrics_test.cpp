@@ -121,6 +121,56 @@ TEST(Metrics, ASymlinkAtThePredictableTemporaryNameIsNotFollowed) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Metrics, TheRunsTogetherShowOnlyWhenRead) {
+  auto time = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  auto run = SampleRun(true, 1000);
+  EXPECT_FALSE(testing::ParseExposition(Exposition(run, time))
+                   .contains(R"(coexist_batch_last_runs_together{job="nightly"})"));
+
+  run.together = db::RunsTogether{
+      .runs = 3, .running = 1, .failed = 1, .done = 250, .deferred = 7, .dead = 1, .seconds = 40};
+  auto samples = testing::ParseExposition(Exposition(run, time));
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together{job="nightly"})"), 3);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_running{job="nightly"})"), 1);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_failed{job="nightly"})"), 1);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_items{job="nightly",outcome="done"})"),
+            250);
+  EXPECT_EQ(
+      samples.at(R"(coexist_batch_last_runs_together_items{job="nightly",outcome="deferred"})"), 7);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_items{job="nightly",outcome="dead"})"),
+            1);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_duration_seconds{job="nightly"})"), 40);
+  // The run's own series keep the run's own figures.
+  EXPECT_EQ(
+      samples.at(
+          R"(coexist_batch_last_run_items{job="nightly",outcome="done",policy="skip_locked"})"),
+      90);
+}
+
+// Shared runs of a job on one host write one file: a run that ends after
+// a sibling but writes before it must not be replaced by the older view.
+TEST(Metrics, AFileOfARunThatEndedLaterIsLeftAlone) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("coexist-later-" + std::to_string(getpid()) + ".prom");
+  auto later = SampleRun(true, 2000);
+  later.counts.done = 70;
+  EXPECT_TRUE(WriteTextfile(path, later));
+  EXPECT_FALSE(WriteTextfile(path, SampleRun(true, 1500)));
+  auto read = [&] {
+    std::stringstream text;
+    text << std::ifstream(path).rdbuf();
+    return testing::ParseExposition(text.str());
+  };
+  EXPECT_EQ(read().at(R"(coexist_batch_last_run_timestamp_seconds{job="nightly"})"), 2000);
+  EXPECT_EQ(
+      read().at(
+          R"(coexist_batch_last_run_items{job="nightly",outcome="done",policy="skip_locked"})"),
+      70);
+  EXPECT_TRUE(WriteTextfile(path, SampleRun(true, 2500)));
+  EXPECT_EQ(read().at(R"(coexist_batch_last_run_timestamp_seconds{job="nightly"})"), 2500);
+  std::filesystem::remove(path);
+}
+
 TEST(Metrics, AnUnwritableFolderIsAClearError) {
   EXPECT_THROW(WriteTextfile("/nonexistent-dir/coexist.prom", SampleRun(true, 1)), Error);
 }

@@ -14,12 +14,14 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "common/subprocess.h"
 #include "db/cluster.h"
 #include "tests/support/database_test.h"
+#include "tests/support/exposition.h"
 #include "tests/support/ledger_operation.h"
 
 namespace coexist {
@@ -68,10 +70,11 @@ class SharedRunsTest : public testing::DatabaseTest {
 
   // `coexist batch run`, or (command "daemon") `coexist batch daemon`.
   pid_t StartRun(const std::string& config, const std::string& log,
-                 const std::string& command = "run") {
+                 const std::string& command = "run", const std::vector<std::string>& extra = {}) {
     SpawnOptions options;
     options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config",
                     Path(config),   "batch",          command};
+    options.argv.insert(options.argv.end(), extra.begin(), extra.end());
     options.output_path = Path(log);
     options.parent_death_signal = SIGKILL;
     return Spawn(options);
@@ -269,6 +272,86 @@ TEST_F(SharedRunsTest, ADaemonAndTwoRunsDrainOneQueueOfRepeatedKeysOnce) {
         << "each batch run did a share";
   }
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'succeeded'"), 0);
+}
+
+// Two shared runs drain the job together. Each run's summary and metrics
+// give the job's figures over the runs that worked alongside it; the runs
+// end one at a time (0024), so the one that ends second has the job's
+// totals, and the host's one textfile keeps its view.
+TEST_F(SharedRunsTest, TheRunThatEndsLastReportsTheJobsRunsTogether) {
+  WriteConfig("shared.yaml", "shared", "{name: online_priority}");
+  std::ofstream(Path("shared.yaml"), std::ios::app)
+      << "metrics: {textfile: " << Path("job.prom") << "}\n";
+  // Held here, the job's finish lock makes both runs reach their end and
+  // wait for it: then they end one at a time, as they must.
+  auto holder = Connect("coexist-test finish lock");
+  pqxx::work hold(*holder);
+  hold.exec("SELECT coexist.lock_job_finish('shared')");
+  std::vector<pid_t> runs;
+  for (int i = 0; i < 2; ++i) {
+    runs.push_back(StartRun("shared.yaml", "run" + std::to_string(i), "run",
+                            {"--json", Path("run" + std::to_string(i) + ".json")}));
+  }
+  auto waiting = [&] {
+    return Count(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND classid = coexist.finish_lock_class()::oid");
+  };
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (waiting() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(waiting(), 2) << Log("run0") << Log("run1");
+  hold.commit();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ASSERT_EQ(WaitForExit(runs[i]), 0) << Log("run" + std::to_string(i));
+  }
+  std::vector<nlohmann::json> summaries;
+  for (int i = 0; i < 2; ++i) {
+    summaries.push_back(nlohmann::json::parse(Log("run" + std::to_string(i) + ".json")));
+  }
+  // Both did a share, so each worked while the other did: they overlap.
+  long long done = 0;
+  for (const auto& s : summaries) {
+    EXPECT_GT(s["done"].get<long long>(), 0) << s.dump();
+    EXPECT_EQ(s["runs_together"]["runs"], 2) << s.dump();
+    EXPECT_EQ(s["runs_together"]["failed"], 0) << s.dump();
+    done += s["done"].get<long long>();
+  }
+  EXPECT_EQ(done, 2 * kKeys);
+  // The first to end saw the other still running; the last saw its end.
+  size_t last = summaries[0]["runs_together"]["running"] == 0 ? 0 : 1;
+  const auto& first = summaries[1 - last];
+  EXPECT_EQ(first["runs_together"]["running"], 1) << first.dump();
+  EXPECT_EQ(summaries[last]["runs_together"]["running"], 0) << summaries[last].dump();
+  EXPECT_EQ(summaries[last]["runs_together"]["done"], 2 * kKeys) << summaries[last].dump();
+  EXPECT_EQ(summaries[last]["runs_together"]["deferred"], 0);
+  EXPECT_GT(summaries[last]["runs_together"]["seconds"].get<double>(), 0);
+  EXPECT_NE(Log("run" + std::to_string(last))
+                .find("with the job's other runs: 2 runs (0 still "
+                      "running, 0 failed or died), done " +
+                      std::to_string(2 * kKeys)),
+            std::string::npos)
+      << Log("run" + std::to_string(last));
+
+  // `runs list` shows the job's runs side by side, each with its process.
+  auto list =
+      RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "runs", "list", "--job", "shared"});
+  ASSERT_EQ(list.status, 0) << list.output;
+  for (pid_t run : runs) {
+    EXPECT_NE(list.output.find(":" + std::to_string(run) + "\n"), std::string::npos) << list.output;
+  }
+
+  auto samples = testing::ParseExposition(Log("job.prom"));
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together{job="shared"})"), 2);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_running{job="shared"})"), 0);
+  EXPECT_EQ(samples.at(R"(coexist_batch_last_runs_together_items{job="shared",outcome="done"})"),
+            2 * kKeys);
+  EXPECT_EQ(
+      samples.at(
+          R"(coexist_batch_last_run_items{job="shared",outcome="done",policy="online_priority"})"),
+      summaries[last]["done"].get<long long>())
+      << "the run's own series are the last run's";
 }
 
 TEST_F(SharedRunsTest, CtlJobStopStopsEveryRunOfTheJobThroughTheDatabase) {
