@@ -16,6 +16,7 @@
 #include <optional>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 
@@ -48,14 +49,16 @@ std::chrono::system_clock::time_point TimeOf(double seconds) {
 }
 
 // Holds an exclusive flock on a folder while the textfile's processes on
-// this host (shared runs of one job) decide and write, one at a time.
+// this host (shared runs of one job) decide and write, one at a time. Any
+// reader of the folder can take that lock: after 5 s the write goes ahead
+// without it rather than keep the run from ending.
 class FolderLock {
  public:
   explicit FolderLock(const std::filesystem::path& folder)
       : fd_(open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-    if (fd_ >= 0) {
-      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-      }
+    if (fd_ < 0) return;
+    for (int attempt = 0; attempt < 500 && flock(fd_, LOCK_EX | LOCK_NB) != 0; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
   ~FolderLock() {
