@@ -236,15 +236,19 @@ bool Worker::RunChunk(long long& after, int size) {
       keys_.WaitForRelease(milliseconds(50));
       return true;
     }
-    Decide(tx, items, out);
     if (policy_.TakesOver()) {
+      Decide(tx, items, out);
       // status_partition, step 1: the records become the batch's (CX004
       // for online writers) and the row locks go with this commit.
       db_->sql->TakeOver(tx, run_id_, out.apply);
       db_->queue->DeferItems(tx, run_id_, out.deferrals);
       out.dead += db_->queue->FailItems(tx, run_id_, out.refused);
     } else {
-      ApplyScanning(tx, out.apply, out);
+      std::optional<ApplyFailure> failed;
+      if (!ApplyUnprobed(tx, items, out, failed)) {
+        Decide(tx, items, out);
+        ApplyScanning(tx, out.apply, out, false, failed);
+      }
       Finish(tx, out);
     }
     tx.commit();
@@ -565,59 +569,137 @@ bool Worker::LockStep(pqxx::dbtransaction& tx, const RecordKey& key, millisecond
   return locked;
 }
 
+// Nothing in the way (skip_locked, which defers every locked row, and no
+// live edit lock on the chunk's records): the operation runs first, without
+// the probe that would lock each row beforehand, with lock_timeout cut to
+// kUnprobedLockTimeout so that a row another transaction holds is never
+// waited for. A lock it cannot get at once rolls the try back, and the chunk
+// goes the probing way (so do the next kProbeFirstChunks chunks: someone
+// is in the way). After the operation the chunk holds its rows, so the edit
+// locks are read again, as RecheckEditLocks does: one taken meanwhile rolls
+// the try back too. Any other failure is the probing way's first try.
+bool Worker::ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
+                           std::optional<ApplyFailure>& failed) {
+  constexpr const char* kUnprobedLockTimeout = "1ms";
+  constexpr int kProbeFirstChunks = 16;
+  if (!policy_.DefersEveryRowLock() || policy_.TakesOver()) return false;
+  if (probe_first_chunks_ > 0) {
+    --probe_first_chunks_;
+    return false;
+  }
+  bool one_key = config_.operation.keys == config::ItemKeys::kOne;
+  std::vector<RecordKey> keys;
+  for (const auto& item : items) {
+    if (one_key && item.keys.size() > 1) return false;  // refused on the probing way
+    keys.insert(keys.end(), item.keys.begin(), item.keys.end());
+  }
+  if (!db_->sql->LiveEditLocks(tx, keys).empty()) return false;
+  bool open = false;
+  try {
+    auto timeout = tx.exec(
+        "SAVEPOINT unprobed; SELECT current_setting('lock_timeout'), "
+        "set_config('lock_timeout', '" +
+        std::string(kUnprobedLockTimeout) + "', true)");
+    open = true;
+    db_->operation->Apply(tx, items);
+    if (!db_->sql->LiveEditLocks(tx, keys).empty()) {
+      tx.exec("ROLLBACK TO SAVEPOINT unprobed; RELEASE SAVEPOINT unprobed");
+      return false;
+    }
+    tx.exec("SELECT set_config('lock_timeout', " + tx.quote(timeout[0][0].as<std::string>()) +
+            ", true); RELEASE SAVEPOINT unprobed");
+  } catch (const pqxx::failure& e) {
+    if (!open) throw;
+    switch (db::Classify(e)) {
+      case db::FailureKind::kConnectionLost:
+      case db::FailureKind::kInDoubt:
+      case db::FailureKind::kBug:
+        throw;
+      default:
+        break;
+    }
+    // Also undoes the short lock_timeout (set in the savepoint).
+    tx.exec("ROLLBACK TO SAVEPOINT unprobed; RELEASE SAVEPOINT unprobed");
+    const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+    if (sql != nullptr && db::SqlStateOf(*sql) == db::sqlstate::kLockNotAvailable) {
+      probe_first_chunks_ = kProbeFirstChunks;
+      return false;
+    }
+    failed = JudgeFailure(e, out);
+    return false;
+  }
+  for (const auto& item : items) {
+    out.apply.push_back(item);
+    out.applied.push_back(item.item_id);
+    waiting_.erase(item.item_id);
+  }
+  return true;
+}
+
+Worker::ApplyFailure Worker::JudgeFailure(const pqxx::failure& e, Outcome& out) const {
+  ApplyFailure failure{e.what(), ""};
+  auto& error = failure.error;
+  while (!error.empty() && error.back() == '\n') error.pop_back();
+  switch (db::Classify(e)) {
+    case db::FailureKind::kConnectionLost:
+    case db::FailureKind::kInDoubt:
+    case db::FailureKind::kBug:
+      throw;
+    // A refusal no item can help (a right revoked, a table gone, the server
+    // out of resources or read-only) stops the run with the chunk rolled
+    // back and no item charged; charged, it would kill the whole queue in a
+    // few chunks.
+    case db::FailureKind::kConfiguration:
+      throw OperationRefusedError(error);
+    case db::FailureKind::kServer:
+      throw TempFailError("the server could not run the operation: " + error,
+                          "no item was charged; the next run picks them up.");
+    // A timeout, deadlock or serialization failure says nothing about the
+    // items: the statement is tried again in smaller pieces, and what
+    // fails again is deferred, never charged an attempt.
+    case db::FailureKind::kRetryable:
+      if (dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr) {
+        failure.transient = "deadlock";
+      } else if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {
+        failure.transient = "serialization";
+      } else {
+        failure.transient = "timeout";
+        out.timed_out = true;  // the pacer shrinks the next chunks
+      }
+      break;
+    case db::FailureKind::kItem:
+      break;
+  }
+  return failure;
+}
+
 // Spring Batch's chunk scanning: the whole set in a savepoint; when it fails,
 // each half in its own, down to single items, which then fail alone. A
 // statement or lock timeout is not the items' fault: the set is retried once
 // in halves (pacing's split on timeout), and what times out again is
 // deferred, not failed.
 void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
-                           bool split_after_timeout) {
+                           bool split_after_timeout, const std::optional<ApplyFailure>& first_try) {
   if (items.empty()) return;
-  std::string error;
-  // Set when trying again may pass: the reason the items are deferred if
-  // the halves fail the same way ("timeout", "deadlock", "serialization").
-  std::string transient;
   auto started = steady_clock::now();
-  try {
-    Savepoint sub(tx, "apply");
-    db_->operation->Apply(tx, items);
-    sub.Release();
-    for (const auto& item : items) out.applied.push_back(item.item_id);
-    return;
-  } catch (const pqxx::failure& e) {
-    error = e.what();
-    while (!error.empty() && error.back() == '\n') error.pop_back();
-    switch (db::Classify(e)) {
-      case db::FailureKind::kConnectionLost:
-      case db::FailureKind::kInDoubt:
-      case db::FailureKind::kBug:
-        throw;
-      // A refusal no item can help (a right revoked, a table gone, the server
-      // out of resources or read-only) stops the run with the chunk rolled
-      // back and no item charged; charged, it would kill the whole queue in a
-      // few chunks.
-      case db::FailureKind::kConfiguration:
-        throw OperationRefusedError(error);
-      case db::FailureKind::kServer:
-        throw TempFailError("the server could not run the operation: " + error,
-                            "no item was charged; the next run picks them up.");
-      // A timeout, deadlock or serialization failure says nothing about the
-      // items: the statement is tried again in smaller pieces, and what
-      // fails again is deferred, never charged an attempt.
-      case db::FailureKind::kRetryable:
-        if (dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr) {
-          transient = "deadlock";
-        } else if (dynamic_cast<const pqxx::transaction_rollback*>(&e) != nullptr) {
-          transient = "serialization";
-        } else {
-          transient = "timeout";
-          out.timed_out = true;  // the pacer shrinks the next chunks
-        }
-        break;
-      case db::FailureKind::kItem:
-        break;
+  ApplyFailure failure;
+  if (first_try) {
+    failure = *first_try;
+  } else {
+    try {
+      Savepoint sub(tx, "apply");
+      db_->operation->Apply(tx, items);
+      sub.Release();
+      for (const auto& item : items) out.applied.push_back(item.item_id);
+      return;
+    } catch (const pqxx::failure& e) {
+      failure = JudgeFailure(e, out);
     }
   }
+  // Set when trying again may pass: the reason the items are deferred if
+  // the halves fail the same way ("timeout", "deadlock", "serialization").
+  const std::string& transient = failure.transient;
+  std::string& error = failure.error;
   if (!transient.empty()) {
     auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
     spdlog::warn("chunk rolled back reason={} items={} took_ms={} retry={}", transient,
@@ -634,7 +716,6 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     return;
   }
   if (items.size() == 1) {
-    while (!error.empty() && error.back() == '\n') error.pop_back();
     spdlog::warn("item failed item_id={} key={} error={}", items[0].item_id, items[0].key,
                  log::Value(error));
     out.failures.push_back({items[0].item_id, error});

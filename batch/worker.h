@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,7 +22,8 @@
 
 namespace pqxx {
 class dbtransaction;
-}
+class failure;
+}  // namespace pqxx
 
 namespace coexist::pacing {
 class Pacer;
@@ -156,8 +158,25 @@ class Worker {
                          policies::Decision& decision, Outcome& out);
   bool LockStep(pqxx::dbtransaction& tx, const db::RecordKey& key, std::chrono::milliseconds step,
                 policies::RecordFacts& facts, std::vector<Blocker>& blockers);
+  // Why a try of the operation failed: its error, and the reason an item
+  // is deferred when the halves fail that way again ("" when the failure
+  // is the items' own).
+  struct ApplyFailure {
+    std::string error;
+    std::string transient;
+  };
+  // The whole chunk applied before any row is probed, when nothing is in
+  // the way (docs/batch.md, "Nothing in the way"): true when it was; false
+  // when the chunk takes the probing way instead, with `failed` set when
+  // the try failed for a reason the probing way must not try again first.
+  bool ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
+                     std::optional<ApplyFailure>& failed);
+  // Throws what stops the run; otherwise what the try's failure means.
+  ApplyFailure JudgeFailure(const pqxx::failure& e, Outcome& out) const;
+  // `first_try`: the whole set's try already failed so (ApplyUnprobed).
   void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
-                     bool split_after_timeout = false);
+                     bool split_after_timeout = false,
+                     const std::optional<ApplyFailure>& first_try = std::nullopt);
   void Finish(pqxx::dbtransaction& tx, Outcome& out);
   bool WaitForWaiting();
   std::chrono::milliseconds Waited(long long item_id) const;
@@ -179,6 +198,9 @@ class Worker {
   struct Db;
   std::unique_ptr<Db> db_;
   std::map<long long, Waiting> waiting_;
+  // Chunks to go the probing way before the next unprobed try: set after a
+  // row was in the way.
+  int probe_first_chunks_ = 0;
 };
 
 }  // namespace coexist::batch

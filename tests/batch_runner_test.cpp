@@ -191,6 +191,36 @@ TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   ExpectAppliedOnce();
 }
 
+// With nothing in the way skip_locked applies a chunk before probing its
+// rows (docs/batch.md, "Nothing in the way"). A row an online user holds
+// stops that try at once: it rolls back whole and the chunk goes the
+// probing way, which defers the held item and applies the others once; the
+// rolled-back try charges nothing and counts no timeout.
+TEST_F(BatchRunnerTest, SkipLockedRollsBackTheUnprobedTryThatMeetsAHeldRow) {
+  EnqueueRange(1, 30);
+  auto online = Connect("coexist-online");
+  pqxx::work hold(*online);
+  hold.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");
+
+  auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n"));
+  EXPECT_EQ(summary.counts.done, 29);
+  EXPECT_EQ(summary.counts.deferred, 1);
+  EXPECT_EQ(summary.counts.dead, 0);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || defer_reason || ' ' || attempts || ' ' || timeouts "
+                       "FROM coexist.queue WHERE record_key = '7'"),
+            "deferred row_locked 0 0");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done' AND attempts <> 1"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id BETWEEN 1 AND 30 AND id <> 7 "
+                  "AND stock <> 1001"),
+            0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 1);
+  ExpectAppliedOnce();
+  // The online transaction was never disturbed: it still saves.
+  hold.exec("UPDATE products SET stock = 0 WHERE id = 7");
+  hold.commit();
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "0");
+}
+
 TEST_F(BatchRunnerTest, SkipLockedEscalatesAfterMaxDeferrals) {
   EnqueueRange(1, 3);
   auto online = Connect("coexist-online");
