@@ -247,6 +247,10 @@ bool Worker::RunChunk(long long& after, int size) {
       std::optional<ApplyFailure> failed;
       if (!ApplyUnprobed(tx, items, out, failed)) {
         Decide(tx, items, out);
+        // The failed try stands for the first try of the same items only:
+        // a smaller set (some deferred) is tried afresh, or an item could
+        // be charged with the error of one that is no longer in it.
+        if (out.apply.size() != items.size()) failed.reset();
         ApplyScanning(tx, out.apply, out, false, failed);
       }
       Finish(tx, out);
@@ -577,7 +581,8 @@ bool Worker::LockStep(pqxx::dbtransaction& tx, const RecordKey& key, millisecond
 // goes the probing way (so do the next kProbeFirstChunks chunks: someone
 // is in the way). After the operation the chunk holds its rows, so the edit
 // locks are read again, as RecheckEditLocks does: one taken meanwhile rolls
-// the try back too. Any other failure is the probing way's first try.
+// the try back too. Any other failure is the probing way's first try when
+// that way decides to apply the same items.
 bool Worker::ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
                            std::optional<ApplyFailure>& failed) {
   constexpr const char* kUnprobedLockTimeout = "1ms";

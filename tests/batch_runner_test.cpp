@@ -221,6 +221,35 @@ TEST_F(BatchRunnerTest, SkipLockedRollsBackTheUnprobedTryThatMeetsAHeldRow) {
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "0");
 }
 
+// An unprobed try that fails for an error the statement raises before it
+// locks any row (here key 13's, whose row an online user holds) stands for
+// the first try only of the same items: once 13 is deferred, key 1 is tried
+// afresh and done at its first attempt, never charged with 13's error.
+TEST_F(BatchRunnerTest, AFailedUnprobedTryIsNotChargedToTheItemsLeftAfterTheProbe) {
+  EnqueueRange(1, 1);
+  EnqueueRange(13, 13);
+  auto online = Connect("coexist-online");
+  pqxx::work hold(*online);
+  hold.exec("SELECT 1 FROM products WHERE id = 13 FOR UPDATE");
+  auto config = Config("  name: skip_locked\n");
+  config.operation.chunk_sql =
+      "WITH u AS (UPDATE products SET stock = stock + 1 WHERE id = ANY ($1::bigint[])\n"
+      "             AND (SELECT sum(1 / (k - 13)) FROM unnest($1::bigint[]) k) IS NOT NULL\n"
+      "           RETURNING id)\n"
+      "INSERT INTO ledger (key) SELECT id FROM u";
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.counts.done, 1);
+  EXPECT_EQ(summary.counts.deferred, 1);
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || attempts || ' ' || coalesce(last_error, '-') "
+                       "FROM coexist.queue WHERE record_key = '1'"),
+            "done 1 -");
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || defer_reason || ' ' || attempts "
+                       "FROM coexist.queue WHERE record_key = '13'"),
+            "deferred row_locked 0");
+  ExpectAppliedOnce();
+  hold.commit();
+}
+
 TEST_F(BatchRunnerTest, SkipLockedEscalatesAfterMaxDeferrals) {
   EnqueueRange(1, 3);
   auto online = Connect("coexist-online");
