@@ -14,6 +14,10 @@ constexpr double kTailShare = 0.9;
 // At least this many chunks before the steady part starts.
 constexpr size_t kHeadChunks = 2;
 
+double ItemsPerRow(const CellResult& cell) {
+  return cell.records > 0 ? static_cast<double>(cell.items) / static_cast<double>(cell.records) : 0;
+}
+
 }  // namespace
 
 double DurationModel::SecondsFor(long long items) const {
@@ -26,6 +30,7 @@ DurationModel ModelOf(const CellResult& cell) {
   const auto& chunks = cell.chunks;
   m.done_share =
       cell.items > 0 ? static_cast<double>(cell.done) / static_cast<double>(cell.items) : 0;
+  m.items_per_row = ItemsPerRow(cell);
   if (!cell.batch_finished) {
     m.untrusted_reason = "the batch did not finish, so its tail was not measured";
     return m;
@@ -105,11 +110,21 @@ std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cel
                       .load_level = base->load_level,
                       .measured_items = base->items,
                       .check_items = check.items,
+                      .measured_records = base->records,
+                      .check_records = check.records,
                       .model = ModelOf(*base),
                       .measured_seconds = check.batch_seconds};
+    double measured_per_row = ItemsPerRow(*base), check_per_row = ItemsPerRow(check);
     if (!c.model.trusted) {
       c.untrusted_reason = "the model of cell " + std::to_string(c.cell) +
                            " is not trusted: " + c.model.untrusted_reason;
+    } else if (measured_per_row > 0 && check_per_row > 0 &&
+               std::abs(check_per_row - measured_per_row) >
+                   kItemsPerRowTolerance * measured_per_row) {
+      c.untrusted_reason = fmt::format(
+          "the check cell queued {:.2f} items per row ({} over {} rows), the measured cell {:.2f} "
+          "({} over {}): the model holds for the items per row it measured",
+          check_per_row, check.items, check.records, measured_per_row, base->items, base->records);
     } else if (!check.batch_finished) {
       c.untrusted_reason = "the check cell's batch did not finish";
     } else {

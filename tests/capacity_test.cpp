@@ -278,6 +278,39 @@ TEST(ProjectionCheck, ComparesTheProjectionWithTheCheckCell) {
   EXPECT_EQ(Recommend({Measured(), check}, Scenario())[0].outcomes.size(), 1u);
 }
 
+// The model's steady rate holds for the items per row it measured: a check
+// cell with more items on each row (the same rows, a larger queue) gives no
+// error figure, and says why.
+TEST(ProjectionCheck, HoldsOnlyAtTheMeasuredItemsPerRow) {
+  CellResult measured = Measured();
+  measured.records = 4000;
+  EXPECT_DOUBLE_EQ(ModelOf(measured).items_per_row, 1);
+  CellResult check = Measured();
+  check.index = 2;
+  check.check_of = 1;
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  check.records = 40'000;  // as the check cell seeds them: one item per row
+  auto checks = CheckProjections({measured, check});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].trusted) << checks[0].untrusted_reason;
+  EXPECT_EQ(checks[0].measured_records, 4000);
+  EXPECT_EQ(checks[0].check_records, 40'000);
+  EXPECT_DOUBLE_EQ(checks[0].error_percent, 1.5);
+
+  check.records = 39'500;  // rounding is within kItemsPerRowTolerance
+  EXPECT_TRUE(CheckProjections({measured, check})[0].trusted);
+
+  check.records = 4000;  // ten items per row where the model measured one
+  checks = CheckProjections({measured, check});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].trusted);
+  EXPECT_EQ(checks[0].untrusted_reason,
+            "the check cell queued 10.00 items per row (40000 over 4000 rows), the measured cell "
+            "1.00 (4000 over 4000): the model holds for the items per row it measured");
+  EXPECT_EQ(checks[0].projected_seconds, 0);
+}
+
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
   auto dir =
       std::filesystem::temp_directory_path() / ("coexist-report-" + std::to_string(getpid()));
