@@ -311,6 +311,24 @@ TEST(ProjectionCheck, HoldsOnlyAtTheMeasuredItemsPerRow) {
   EXPECT_EQ(checks[0].projected_seconds, 0);
 }
 
+TEST(ProjectionCheck, StdoutGivesBothCellsRows) {
+  CellResult measured = Measured();
+  measured.records = 4000;
+  CellResult check = measured;
+  check.index = 2;
+  check.check_of = 1;
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  check.records = 40'000;
+  std::ostringstream out;
+  PrintProjections(out, Scenario(), {measured, check});
+  EXPECT_EQ(out.str(),
+            "projection cell 1 (skip_locked): 1000000 items in 5003 s (3.0 s fixed + 200 items/s, "
+            "at 1.00 items per row as measured), does not fit the window\n"
+            "projection check cell 1 -> 2 (skip_locked): 4000 -> 40000 items over 4000 -> 40000 "
+            "rows: projected 203.0 s, measured 200.0 s, error +1.5%\n");
+}
+
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
   auto dir =
       std::filesystem::temp_directory_path() / ("coexist-report-" + std::to_string(getpid()));
