@@ -77,7 +77,10 @@ struct ProjectionCheck {
   long long check_items = 0;
   long long measured_records = 0;  // the target's rows in each cell; 0: unknown
   long long check_records = 0;
+  // The measured cell's model or, with scenario.repeat, the median of its
+  // repeats' models (steady rate, fixed seconds and done share each).
   DurationModel model;
+  int repeats = 1;               // the measurements `model` is made of
   bool trusted = false;          // the model was trusted and the check cell finished
   std::string untrusted_reason;  // why there is no error figure
   double projected_seconds = 0;

@@ -256,6 +256,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                                 {"check_items", c.check_items},
                                 {"measured_records", c.measured_records},
                                 {"check_records", c.check_records},
+                                {"repeats", c.repeats},
                                 {"model", ModelJson(c.model)},
                                 {"trusted", c.trusted},
                                 {"measured_seconds", c.measured_seconds}};
@@ -357,9 +358,10 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
     }
   }
   for (const auto& c : CheckProjections(cells)) {
-    out << fmt::format("projection check cell {} -> {} ({}): {} -> {} items{}: ", c.cell,
-                       c.check_cell, c.policy, c.measured_items, c.check_items,
-                       RowsText(c.measured_records, c.check_records));
+    out << fmt::format(
+        "projection check cell {} -> {} ({}): {} -> {} items{}{}: ", c.cell, c.check_cell, c.policy,
+        c.measured_items, c.check_items, RowsText(c.measured_records, c.check_records),
+        c.repeats > 1 ? fmt::format(", model the median of {} measurements", c.repeats) : "");
     if (c.trusted) {
       out << fmt::format("projected {:.1f} s, measured {:.1f} s, error {:+.1f}%\n",
                          c.projected_seconds, c.measured_seconds, c.error_percent);

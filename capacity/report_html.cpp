@@ -217,7 +217,8 @@ std::string ProjectionChecksHtml(const std::vector<CellResult>& cells) {
       "<h2>Projection check</h2><p>Each measured cell's model projected to its check cell's "
       "queue (scenario.projection_check), against the duration measured there. The check cell "
       "seeds rows in proportion to its items, so each row has as many items as in the measured "
-      "cell.</p>\n"
+      "cell. A cell measured several times (scenario.repeat) is projected through the median of "
+      "its measurements' models.</p>\n"
       "<table><tr><th>cell</th><th>policy</th><th>load</th><th>items (rows)</th><th>check "
       "items (rows)</th><th>projected</th><th>measured</th><th>error</th></tr>\n";
   for (const auto& c : checks) {
@@ -227,12 +228,15 @@ std::string ProjectionChecksHtml(const std::vector<CellResult>& cells) {
         c.cell, c.check_cell, Escape(c.policy), Escape(c.load_level), c.measured_items,
         c.measured_records > 0 ? fmt::format(" ({})", c.measured_records) : "", c.check_items,
         c.check_records > 0 ? fmt::format(" ({})", c.check_records) : "");
-    html += c.trusted ? fmt::format("<td>{:.1f} s</td><td>{:.1f} s</td><td>{:+.1f}%</td></tr>\n",
-                                    c.projected_seconds, c.measured_seconds, c.error_percent)
-                      : fmt::format(
-                            "<td colspan=3 class=text>{:.1f} s measured; no projection: "
-                            "{}</td></tr>\n",
-                            c.measured_seconds, Escape(c.untrusted_reason));
+    html += c.trusted
+                ? fmt::format("<td>{:.1f} s{}</td><td>{:.1f} s</td><td>{:+.1f}%</td></tr>\n",
+                              c.projected_seconds,
+                              c.repeats > 1 ? fmt::format(" (median model of {})", c.repeats) : "",
+                              c.measured_seconds, c.error_percent)
+                : fmt::format(
+                      "<td colspan=3 class=text>{:.1f} s measured; no projection: "
+                      "{}</td></tr>\n",
+                      c.measured_seconds, Escape(c.untrusted_reason));
   }
   return html + "</table>\n";
 }

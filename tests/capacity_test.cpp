@@ -311,6 +311,43 @@ TEST(ProjectionCheck, HoldsOnlyAtTheMeasuredItemsPerRow) {
   EXPECT_EQ(checks[0].projected_seconds, 0);
 }
 
+// With scenario.repeat, the check is set against the median of the repeats'
+// models, so that one noisy measurement weighs less.
+TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
+  std::vector<CellResult> cells;
+  for (int repeat = 1; repeat <= 3; ++repeat) {
+    CellResult c = Measured();  // 200 items/s steady, 3 s fixed
+    c.index = c.repeat = repeat;
+    c.sweep_cell = 1;
+    // Repeat 2 twice as fast (fixed 1.5 s), repeat 3 half as fast (6 s).
+    double stretch = repeat == 1 ? 1 : repeat == 2 ? 0.5 : 2;
+    for (auto& chunk : c.chunks) chunk.at_seconds *= stretch;
+    c.batch_seconds *= stretch;
+    cells.push_back(c);
+  }
+  CellResult check = Measured();
+  check.index = 4;
+  check.sweep_cell = 1;
+  check.check_of = 3;  // the last repeat, as RunScenario sets it
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  cells.push_back(check);
+  auto checks = CheckProjections(cells);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].repeats, 3);
+  EXPECT_TRUE(checks[0].trusted) << checks[0].untrusted_reason;
+  EXPECT_DOUBLE_EQ(checks[0].model.steady_rate, 200);
+  EXPECT_DOUBLE_EQ(checks[0].model.fixed_seconds, 3);
+  EXPECT_DOUBLE_EQ(checks[0].projected_seconds, 203);
+
+  // An untrusted repeat leaves no figure, and names its cell.
+  cells[0].chunks.resize(8);
+  checks = CheckProjections(cells);
+  EXPECT_FALSE(checks[0].trusted);
+  EXPECT_EQ(checks[0].untrusted_reason,
+            "the model of cell 1 is not trusted: 8 chunks done, fewer than 10: queue more items");
+}
+
 TEST(ProjectionCheck, StdoutGivesBothCellsRows) {
   CellResult measured = Measured();
   measured.records = 4000;
