@@ -14,6 +14,16 @@ constexpr double kTailShare = 0.9;
 // At least this many chunks before the steady part starts.
 constexpr size_t kHeadChunks = 2;
 
+double ItemsPerRow(const CellResult& cell) {
+  return cell.records > 0 ? static_cast<double>(cell.items) / static_cast<double>(cell.records) : 0;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 }  // namespace
 
 double DurationModel::SecondsFor(long long items) const {
@@ -26,6 +36,7 @@ DurationModel ModelOf(const CellResult& cell) {
   const auto& chunks = cell.chunks;
   m.done_share =
       cell.items > 0 ? static_cast<double>(cell.done) / static_cast<double>(cell.items) : 0;
+  m.items_per_row = ItemsPerRow(cell);
   if (!cell.batch_finished) {
     m.untrusted_reason = "the batch did not finish, so its tail was not measured";
     return m;
@@ -92,6 +103,46 @@ std::vector<Projection> Project(const std::vector<CellResult>& cells,
   return out;
 }
 
+namespace {
+
+// The model a check is set against: the measured cell's or, when the cell
+// was measured several times (scenario.repeat), the median of its repeats'
+// steady rates, fixed seconds and done shares, so that what ran beside one
+// short measurement weighs less. Every repeat's model must be trusted;
+// otherwise the first untrusted one is returned, with its cell in `cell`.
+DurationModel CheckModel(const std::vector<CellResult>& cells, const CellResult& base, int& cell,
+                         int& repeats) {
+  std::vector<DurationModel> models;
+  cell = base.index;
+  for (const auto& c : cells) {
+    bool repeat_of_base =
+        c.index == base.index || (base.sweep_cell != 0 && c.check_of == 0 &&
+                                  c.sweep_cell == base.sweep_cell && c.items == base.items);
+    if (!repeat_of_base) continue;
+    models.push_back(ModelOf(c));
+    if (!models.back().trusted) {
+      cell = c.index;
+      repeats = 1;
+      return models.back();
+    }
+  }
+  repeats = static_cast<int>(models.size());
+  if (models.size() == 1) return models.front();
+  DurationModel median = ModelOf(base);
+  std::vector<double> rates, fixed, shares;
+  for (const auto& m : models) {
+    rates.push_back(m.steady_rate);
+    fixed.push_back(m.fixed_seconds);
+    shares.push_back(m.done_share);
+  }
+  median.steady_rate = Median(rates);
+  median.fixed_seconds = Median(fixed);
+  median.done_share = Median(shares);
+  return median;
+}
+
+}  // namespace
+
 std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cells) {
   std::vector<ProjectionCheck> out;
   for (const auto& check : cells) {
@@ -105,11 +156,22 @@ std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cel
                       .load_level = base->load_level,
                       .measured_items = base->items,
                       .check_items = check.items,
-                      .model = ModelOf(*base),
+                      .measured_records = base->records,
+                      .check_records = check.records,
                       .measured_seconds = check.batch_seconds};
+    int model_cell = base->index;
+    c.model = CheckModel(cells, *base, model_cell, c.repeats);
+    double measured_per_row = ItemsPerRow(*base), check_per_row = ItemsPerRow(check);
     if (!c.model.trusted) {
-      c.untrusted_reason = "the model of cell " + std::to_string(c.cell) +
+      c.untrusted_reason = "the model of cell " + std::to_string(model_cell) +
                            " is not trusted: " + c.model.untrusted_reason;
+    } else if (measured_per_row > 0 && check_per_row > 0 &&
+               std::abs(check_per_row - measured_per_row) >
+                   kItemsPerRowTolerance * measured_per_row) {
+      c.untrusted_reason = fmt::format(
+          "the check cell queued {:.2f} items per row ({} over {} rows), the measured cell {:.2f} "
+          "({} over {}): the model holds for the items per row it measured",
+          check_per_row, check.items, check.records, measured_per_row, base->items, base->records);
     } else if (!check.batch_finished) {
       c.untrusted_reason = "the check cell's batch did not finish";
     } else {

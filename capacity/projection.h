@@ -27,6 +27,11 @@ struct DurationModel {
   double done_share = 0;         // done / queued in the measured cell
   int steady_chunks = 0;         // chunks the rate was measured over
   double steady_seconds = 0;     // and the time they took
+  // Queued items per row of the target in the measured cell; 0 when its
+  // rows are unknown. The rate holds for this many: items of one key wait
+  // for each other and find each other in the claim, so more items per row
+  // run slower (docs/capacity.md, "The projection model").
+  double items_per_row = 0;
 
   // The projected batch duration for `items` queued items.
   double SecondsFor(long long items) const;
@@ -58,7 +63,11 @@ std::vector<Projection> Project(const std::vector<CellResult>& cells,
                                 const ScenarioSummary& scenario);
 
 // A projection check: the model of a measured cell projected to the items
-// of its check cell, against the check cell's measured duration.
+// of its check cell, against the check cell's measured duration. The check
+// cell seeds its rows in proportion to its items (items per row as in the
+// measured cell); when it could not (the user's own tables, the 100,000,000
+// rows limit) there is no error figure: the model does not hold across
+// items per row.
 struct ProjectionCheck {
   int cell = 0;  // the measured cell
   int check_cell = 0;
@@ -66,13 +75,22 @@ struct ProjectionCheck {
   std::string load_level;
   long long measured_items = 0;
   long long check_items = 0;
+  long long measured_records = 0;  // the target's rows in each cell; 0: unknown
+  long long check_records = 0;
+  // The measured cell's model or, with scenario.repeat, the median of its
+  // repeats' models (steady rate, fixed seconds and done share each).
   DurationModel model;
+  int repeats = 1;               // the measurements `model` is made of
   bool trusted = false;          // the model was trusted and the check cell finished
   std::string untrusted_reason;  // why there is no error figure
   double projected_seconds = 0;
   double measured_seconds = 0;
   double error_percent = 0;  // (projected - measured) / measured
 };
+
+// Items per row may differ this much (relatively) between the measured and
+// the check cell: the check's rows are rounded up to a whole number.
+inline constexpr double kItemsPerRowTolerance = 0.02;
 
 std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cells);
 

@@ -171,7 +171,8 @@ nlohmann::ordered_json ModelJson(const DurationModel& m) {
           {"fixed_seconds", m.fixed_seconds},
           {"done_share", m.done_share},
           {"steady_chunks", m.steady_chunks},
-          {"steady_seconds", m.steady_seconds}};
+          {"steady_seconds", m.steady_seconds},
+          {"items_per_row", m.items_per_row}};
 }
 
 nlohmann::ordered_json WorkloadJson(const std::vector<std::pair<std::string, std::string>>& w) {
@@ -253,6 +254,9 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                                 {"load_level", c.load_level},
                                 {"measured_items", c.measured_items},
                                 {"check_items", c.check_items},
+                                {"measured_records", c.measured_records},
+                                {"check_records", c.check_records},
+                                {"repeats", c.repeats},
                                 {"model", ModelJson(c.model)},
                                 {"trusted", c.trusted},
                                 {"measured_seconds", c.measured_seconds}};
@@ -324,24 +328,40 @@ void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
   }
 }
 
+namespace {
+
+// " over 1000 -> 10000 rows", or "" when the rows are unknown.
+std::string RowsText(long long measured_records, long long check_records) {
+  if (measured_records <= 0 || check_records <= 0) return "";
+  return fmt::format(" over {} -> {} rows", measured_records, check_records);
+}
+
+}  // namespace
+
 void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
                       const std::vector<CellResult>& cells) {
   for (const auto& p : Project(cells, scenario)) {
     out << fmt::format("projection cell {} ({}): ", p.cell, p.policy);
     if (p.model.trusted) {
-      out << fmt::format("{} items in {:.0f} s ({:.1f} s fixed + {:.0f} items/s){}\n",
-                         scenario.production_queue_items, p.projected_seconds,
-                         p.model.fixed_seconds, p.model.steady_rate,
-                         scenario.production_window_seconds <= 0 ? ""
-                         : p.fits_window                         ? ", fits the window"
-                                                                 : ", does not fit the window");
+      out << fmt::format(
+          "{} items in {:.0f} s ({:.1f} s fixed + {:.0f} items/s{}){}\n",
+          scenario.production_queue_items, p.projected_seconds, p.model.fixed_seconds,
+          p.model.steady_rate,
+          p.model.items_per_row > 0
+              ? fmt::format(", at {:.2f} items per row as measured", p.model.items_per_row)
+              : "",
+          scenario.production_window_seconds <= 0 ? ""
+          : p.fits_window                         ? ", fits the window"
+                                                  : ", does not fit the window");
     } else {
       out << "none, " << p.model.untrusted_reason << '\n';
     }
   }
   for (const auto& c : CheckProjections(cells)) {
-    out << fmt::format("projection check cell {} -> {} ({}): {} -> {} items: ", c.cell,
-                       c.check_cell, c.policy, c.measured_items, c.check_items);
+    out << fmt::format(
+        "projection check cell {} -> {} ({}): {} -> {} items{}{}: ", c.cell, c.check_cell, c.policy,
+        c.measured_items, c.check_items, RowsText(c.measured_records, c.check_records),
+        c.repeats > 1 ? fmt::format(", model the median of {} measurements", c.repeats) : "");
     if (c.trusted) {
       out << fmt::format("projected {:.1f} s, measured {:.1f} s, error {:+.1f}%\n",
                          c.projected_seconds, c.measured_seconds, c.error_percent);

@@ -215,21 +215,28 @@ std::string ProjectionChecksHtml(const std::vector<CellResult>& cells) {
   if (checks.empty()) return "";
   std::string html =
       "<h2>Projection check</h2><p>Each measured cell's model projected to its check cell's "
-      "queue (scenario.projection_check), against the duration measured there.</p>\n"
-      "<table><tr><th>cell</th><th>policy</th><th>load</th><th>items</th><th>check "
-      "items</th><th>projected</th><th>measured</th><th>error</th></tr>\n";
+      "queue (scenario.projection_check), against the duration measured there. The check cell "
+      "seeds rows in proportion to its items, so each row has as many items as in the measured "
+      "cell. A cell measured several times (scenario.repeat) is projected through the median of "
+      "its measurements' models.</p>\n"
+      "<table><tr><th>cell</th><th>policy</th><th>load</th><th>items (rows)</th><th>check "
+      "items (rows)</th><th>projected</th><th>measured</th><th>error</th></tr>\n";
   for (const auto& c : checks) {
     html += fmt::format(
-        "<tr><td>{} &rarr; {}</td><td class=text>{}</td><td class=text>{}</td><td>{}</td>"
-        "<td>{}</td>",
+        "<tr><td>{} &rarr; {}</td><td class=text>{}</td><td class=text>{}</td><td>{}{}</td>"
+        "<td>{}{}</td>",
         c.cell, c.check_cell, Escape(c.policy), Escape(c.load_level), c.measured_items,
-        c.check_items);
-    html += c.trusted ? fmt::format("<td>{:.1f} s</td><td>{:.1f} s</td><td>{:+.1f}%</td></tr>\n",
-                                    c.projected_seconds, c.measured_seconds, c.error_percent)
-                      : fmt::format(
-                            "<td colspan=3 class=text>{:.1f} s measured; no projection: "
-                            "{}</td></tr>\n",
-                            c.measured_seconds, Escape(c.untrusted_reason));
+        c.measured_records > 0 ? fmt::format(" ({})", c.measured_records) : "", c.check_items,
+        c.check_records > 0 ? fmt::format(" ({})", c.check_records) : "");
+    html += c.trusted
+                ? fmt::format("<td>{:.1f} s{}</td><td>{:.1f} s</td><td>{:+.1f}%</td></tr>\n",
+                              c.projected_seconds,
+                              c.repeats > 1 ? fmt::format(" (median model of {})", c.repeats) : "",
+                              c.measured_seconds, c.error_percent)
+                : fmt::format(
+                      "<td colspan=3 class=text>{:.1f} s measured; no projection: "
+                      "{}</td></tr>\n",
+                      c.measured_seconds, Escape(c.untrusted_reason));
   }
   return html + "</table>\n";
 }
@@ -406,7 +413,8 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
         "<h2>Projection for production</h2><p>Batch duration for {} items from each cell's "
         "model: fixed costs (setup, the first chunks, the tail of waits and deferred items) plus "
         "the items at the steady rate measured between the first and the last tenth of the "
-        "items. Assumes the same online load, hardware, data size and policy settings.</p>\n"
+        "items. Assumes the same online load, hardware, items per row of the target and policy "
+        "settings.</p>\n"
         "<table><tr><th>cell</th><th>policy</th><th>load</th><th>steady items/s</th><th>fixed "
         "s</th><th>projected</th><th>fits {:.0f} s window</th></tr>\n",
         s.production_queue_items, s.production_window_seconds);

@@ -63,6 +63,15 @@ long long PrepareData(const std::string& conninfo, const config::ScenarioSetting
     }
     tx.commit();
   }
+  // Statistics of the empty queue before it is filled. Otherwise the
+  // previous cell's changes let autoanalyze sample the queue while the
+  // enqueue's uncommitted rows fill it (pages, no live rows), and the
+  // enqueue trigger (mark_followers) plans for an empty queue: a scan of the
+  // queue per item. Seen once: 300,000 items still queueing after 4 minutes.
+  {
+    pqxx::nontransaction analyze(*conn);
+    db::AnalyzeQueue(analyze);
+  }
   std::string select, key_type = "bigint";
   {
     pqxx::read_transaction tx(*conn);
@@ -360,14 +369,6 @@ std::string Now() {
   return text;
 }
 
-// The window of a projection check cell: the scenario's, scaled with the
-// items and doubled, so that the check runs to its end; at most 24 h.
-std::chrono::milliseconds CheckWindow(const config::ScenarioSettings& s) {
-  double scale = 2.0 * static_cast<double>(s.projection_check) / static_cast<double>(s.queue_items);
-  double ms = std::min(std::max(1.0, scale) * static_cast<double>(s.window.count()), 86'400'000.0);
-  return std::chrono::milliseconds(static_cast<long long>(ms));
-}
-
 constexpr long long kMaxItems = 100'000'000;
 // A cell is grown at most this many times: a batch whose time does not grow
 // with its queue (setup, waits) would otherwise be grown without end.
@@ -411,6 +412,28 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
   double ms = std::min(scale * static_cast<double>(s.window.count()), 86'400'000.0);
   grown.window = std::max(s.window, std::chrono::milliseconds(static_cast<long long>(ms)));
   return grown;
+}
+
+// A projection check cell: scenario.projection_check items, over rows in
+// proportion, so that each row has as many items as in the measured cell
+// (more items per row run slower: docs/capacity.md, "The projection model");
+// at most 100,000,000 rows. The window is the measured cell's, scaled with
+// the items and doubled, so that the check runs to its end; at most 24 h.
+// With the user's own tables the rows are what scenario.data and
+// scenario.sample make, and the check says so when that changes the items
+// per row.
+CellSize CheckSize(const config::ScenarioSettings& s, const CellResult& measured) {
+  CellSize check{.items = s.projection_check, .check_of = measured.index};
+  long long base_items = std::max(measured.items, 1LL);
+  if (!s.workload.UserTables() && measured.records > 0) {
+    // In whole numbers: at most 1e8 x 1e8, well inside a long long.
+    check.records =
+        std::clamp((check.items * measured.records + base_items - 1) / base_items, 1LL, kMaxItems);
+  }
+  double scale = 2.0 * static_cast<double>(check.items) / static_cast<double>(base_items);
+  double ms = std::min(std::max(1.0, scale) * 1000.0 * measured.window_seconds, 86'400'000.0);
+  check.window = std::max(s.window, std::chrono::milliseconds(static_cast<long long>(ms)));
+  return check;
 }
 
 }  // namespace
@@ -550,9 +573,7 @@ void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
       measured = repeat == 1 ? runner.RunGrown(spec, size) : runner.Run(spec, size);
     }
     if (settings.projection_check == 0 || runner.Stopped()) continue;
-    runner.Run(spec, {.items = settings.projection_check,
-                      .window = CheckWindow(settings),
-                      .check_of = measured});
+    runner.Run(spec, CheckSize(settings, results[static_cast<size_t>(measured) - 1]));
   }
 }
 

@@ -23,6 +23,9 @@ constexpr std::string_view kScenarioKeys[] = {"scenario", "sweep", "policy_optio
 // scenario.batch_processes: each run holds batch.workers connections and
 // its control connection, so a few runs already fill a test server.
 constexpr int kMaxBatchProcesses = 16;
+// Rows of public.products one cell seeds (scenario.records, and a grown or a
+// check cell's rows).
+constexpr long long kMaxSeededRecords = 100'000'000;
 
 // A path written in the scenario, relative to the scenario file's folder.
 std::string Resolve(const Section& s, const std::string& written) {
@@ -293,7 +296,7 @@ void ReadWorkload(Section& s, Workload& w) {
 void ReadSettings(Section& s, ScenarioSettings& out) {
   s.String("name", out.name);
   s.String("description", out.description);
-  s.Int64("records", out.records, 1, 100'000'000);
+  s.Int64("records", out.records, 1, kMaxSeededRecords);
   s.Int64("queue_items", out.queue_items, 1, 100'000'000);
   s.Duration("warmup", out.warmup, milliseconds(0), hours(1));
   s.Duration("cooldown", out.cooldown, milliseconds(0), hours(1));
@@ -312,6 +315,20 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   s.Int("repeat", out.repeat, 1, 100);
   s.Int("batch_processes", out.batch_processes, 1, kMaxBatchProcesses);
   ReadWorkload(s, out.workload);
+  // A check cell seeds rows in proportion to its items, so that each row has
+  // as many items as in the measured cells (capacity/simulate.cpp,
+  // CheckSize); the user's own tables have the rows their data makes.
+  if (long long rows = (out.projection_check * out.records + out.queue_items - 1) / out.queue_items;
+      out.projection_check >= out.queue_items && !out.workload.UserTables() &&
+      rows > kMaxSeededRecords) {
+    s.Fail(s.node()["projection_check"], "projection_check",
+           fmt::format("{} items need {} rows to keep the measured cells' items per row ({} "
+                       "items over {} rows), more than the {} a cell seeds",
+                       out.projection_check, rows, out.queue_items, out.records, kMaxSeededRecords),
+           "the model holds for the items per row it measured, so the check keeps them "
+           "(docs/capacity.md, \"The projection model\"): lower scenario.projection_check, or "
+           "queue more items per row in the measured cells.");
+  }
   if (auto o = s.Map("objectives")) {
     o->Double("max_p99_ratio", out.objectives.max_p99_ratio, 1, 1'000'000);
     o->Percent("max_error_rate", out.objectives.max_error_percent);

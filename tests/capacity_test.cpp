@@ -278,6 +278,94 @@ TEST(ProjectionCheck, ComparesTheProjectionWithTheCheckCell) {
   EXPECT_EQ(Recommend({Measured(), check}, Scenario())[0].outcomes.size(), 1u);
 }
 
+// The model's steady rate holds for the items per row it measured: a check
+// cell with more items on each row (the same rows, a larger queue) gives no
+// error figure, and says why.
+TEST(ProjectionCheck, HoldsOnlyAtTheMeasuredItemsPerRow) {
+  CellResult measured = Measured();
+  measured.records = 4000;
+  EXPECT_DOUBLE_EQ(ModelOf(measured).items_per_row, 1);
+  CellResult check = Measured();
+  check.index = 2;
+  check.check_of = 1;
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  check.records = 40'000;  // as the check cell seeds them: one item per row
+  auto checks = CheckProjections({measured, check});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].trusted) << checks[0].untrusted_reason;
+  EXPECT_EQ(checks[0].measured_records, 4000);
+  EXPECT_EQ(checks[0].check_records, 40'000);
+  EXPECT_DOUBLE_EQ(checks[0].error_percent, 1.5);
+
+  check.records = 39'500;  // rounding is within kItemsPerRowTolerance
+  EXPECT_TRUE(CheckProjections({measured, check})[0].trusted);
+
+  check.records = 4000;  // ten items per row where the model measured one
+  checks = CheckProjections({measured, check});
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].trusted);
+  EXPECT_EQ(checks[0].untrusted_reason,
+            "the check cell queued 10.00 items per row (40000 over 4000 rows), the measured cell "
+            "1.00 (4000 over 4000): the model holds for the items per row it measured");
+  EXPECT_EQ(checks[0].projected_seconds, 0);
+}
+
+// With scenario.repeat, the check is set against the median of the repeats'
+// models, so that one noisy measurement weighs less.
+TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
+  std::vector<CellResult> cells;
+  for (int repeat = 1; repeat <= 3; ++repeat) {
+    CellResult c = Measured();  // 200 items/s steady, 3 s fixed
+    c.index = c.repeat = repeat;
+    c.sweep_cell = 1;
+    // Repeat 2 twice as fast (fixed 1.5 s), repeat 3 half as fast (6 s).
+    double stretch = repeat == 1 ? 1 : repeat == 2 ? 0.5 : 2;
+    for (auto& chunk : c.chunks) chunk.at_seconds *= stretch;
+    c.batch_seconds *= stretch;
+    cells.push_back(c);
+  }
+  CellResult check = Measured();
+  check.index = 4;
+  check.sweep_cell = 1;
+  check.check_of = 3;  // the last repeat, as RunScenario sets it
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  cells.push_back(check);
+  auto checks = CheckProjections(cells);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].repeats, 3);
+  EXPECT_TRUE(checks[0].trusted) << checks[0].untrusted_reason;
+  EXPECT_DOUBLE_EQ(checks[0].model.steady_rate, 200);
+  EXPECT_DOUBLE_EQ(checks[0].model.fixed_seconds, 3);
+  EXPECT_DOUBLE_EQ(checks[0].projected_seconds, 203);
+
+  // An untrusted repeat leaves no figure, and names its cell.
+  cells[0].chunks.resize(8);
+  checks = CheckProjections(cells);
+  EXPECT_FALSE(checks[0].trusted);
+  EXPECT_EQ(checks[0].untrusted_reason,
+            "the model of cell 1 is not trusted: 8 chunks done, fewer than 10: queue more items");
+}
+
+TEST(ProjectionCheck, StdoutGivesBothCellsRows) {
+  CellResult measured = Measured();
+  measured.records = 4000;
+  CellResult check = measured;
+  check.index = 2;
+  check.check_of = 1;
+  check.items = check.done = 40'000;
+  check.batch_seconds = 200;
+  check.records = 40'000;
+  std::ostringstream out;
+  PrintProjections(out, Scenario(), {measured, check});
+  EXPECT_EQ(out.str(),
+            "projection cell 1 (skip_locked): 1000000 items in 5003 s (3.0 s fixed + 200 items/s, "
+            "at 1.00 items per row as measured), does not fit the window\n"
+            "projection check cell 1 -> 2 (skip_locked): 4000 -> 40000 items over 4000 -> 40000 "
+            "rows: projected 203.0 s, measured 200.0 s, error +1.5%\n");
+}
+
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
   auto dir =
       std::filesystem::temp_directory_path() / ("coexist-report-" + std::to_string(getpid()));

@@ -642,6 +642,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
            "scenario:\n  queue_items: 5000\n  projection_check: 1000\n",
            "bad.yaml:3:21: scenario.projection_check: 1000 items is fewer than the 5000 queued in "
            "the measured cells", "10 times scenario.queue_items"},
+  BadInput{"projection_check_beyond_the_rows_a_cell_seeds",
+           "scenario:\n  records: 100000000\n  queue_items: 1000000\n  projection_check: "
+           "2000000\n",
+           "bad.yaml:4:21: scenario.projection_check: 2000000 items need 200000000 rows to keep "
+           "the measured cells' items per row (1000000 items over 100000000 rows), more than the "
+           "100000000 a cell seeds",
+           "the model holds for the items per row it measured, so the check keeps them "
+           "(docs/capacity.md, \"The projection model\"): lower scenario.projection_check, or "
+           "queue more items per row in the measured cells."},
   BadInput{"window_shorter_than_warmup", "scenario:\n  warmup: 10s\n  window: 5s\n",
            "bad.yaml:3:11: scenario.window: the window (5s) is shorter than the warm-up (10s)",
            "at least the warm-up"},

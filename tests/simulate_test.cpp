@@ -70,6 +70,8 @@ online:
   for (const auto& cell : cells) {
     EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items) << cell.policy;
     EXPECT_EQ(cell.items, cell.check_of == 0 ? 300 : 600) << cell.index;
+    // The check cell's rows grow with its items: 7.5 items per row in both.
+    EXPECT_EQ(cell.records, cell.check_of == 0 ? 40 : 80) << cell.index;
     EXPECT_EQ(cell.check_of, cell.index % 2 == 0 ? cell.index - 1 : 0);
     long long chunked = 0;
     for (const auto& chunk : cell.chunks) chunked += chunk.items;
@@ -111,6 +113,8 @@ online:
   for (const auto& check : json["projection_checks"]) {
     EXPECT_EQ(check["check_items"], 600);
     EXPECT_EQ(check["measured_items"], 300);
+    EXPECT_EQ(check["check_records"], 80);
+    EXPECT_EQ(check["measured_records"], 40);
     EXPECT_FALSE(check["trusted"].get<bool>());
     EXPECT_NE(check["untrusted_reason"].get<std::string>().find("is not trusted"),
               std::string::npos)
