@@ -54,10 +54,12 @@ policy_options:
 batch:
   job: tiny
   chunk_size: 50
+# Busy enough that online writes come in during a batch of 300 items,
+# which can last well under 100 ms (time_window must refuse some).
 online:
-  users: 4
-  think_time: 20ms
-  pool_size: 4
+  users: 8
+  think_time: 5ms
+  pool_size: 8
   offline_hold: 100ms
 )",
                                              "tiny.yaml");
