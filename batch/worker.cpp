@@ -599,40 +599,32 @@ bool Worker::ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     keys.insert(keys.end(), item.keys.begin(), item.keys.end());
   }
   if (!db_->sql->LiveEditLocks(tx, keys).empty()) return false;
-  bool open = false;
+  Savepoint sub(tx, "unprobed");
+  // Cut for this try only: rolling back to the savepoint restores it too.
+  auto lock_timeout =
+      tx.exec_params1(
+            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)",
+            kUnprobedLockTimeout)[0]
+          .as<std::string>();
   try {
-    auto timeout = tx.exec(
-        "SAVEPOINT unprobed; SELECT current_setting('lock_timeout'), "
-        "set_config('lock_timeout', '" +
-        std::string(kUnprobedLockTimeout) + "', true)");
-    open = true;
     db_->operation->Apply(tx, items);
-    if (!db_->sql->LiveEditLocks(tx, keys).empty()) {
-      tx.exec("ROLLBACK TO SAVEPOINT unprobed; RELEASE SAVEPOINT unprobed");
-      return false;
-    }
-    tx.exec("SELECT set_config('lock_timeout', " + tx.quote(timeout[0][0].as<std::string>()) +
-            ", true); RELEASE SAVEPOINT unprobed");
   } catch (const pqxx::failure& e) {
-    if (!open) throw;
-    switch (db::Classify(e)) {
-      case db::FailureKind::kConnectionLost:
-      case db::FailureKind::kInDoubt:
-      case db::FailureKind::kBug:
-        throw;
-      default:
-        break;
-    }
-    // Also undoes the short lock_timeout (set in the savepoint).
-    tx.exec("ROLLBACK TO SAVEPOINT unprobed; RELEASE SAVEPOINT unprobed");
     const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
     if (sql != nullptr && db::SqlStateOf(*sql) == db::sqlstate::kLockNotAvailable) {
+      sub.Rollback();
       probe_first_chunks_ = kProbeFirstChunks;
       return false;
     }
-    failed = JudgeFailure(e, out);
+    failed = JudgeFailure(e, out);  // throws what stops the run
+    sub.Rollback();
     return false;
   }
+  if (!db_->sql->LiveEditLocks(tx, keys).empty()) {
+    sub.Rollback();
+    return false;
+  }
+  tx.exec_params("SELECT set_config('lock_timeout', $1, true)", lock_timeout);
+  sub.Release();
   for (const auto& item : items) {
     out.apply.push_back(item);
     out.applied.push_back(item.item_id);
