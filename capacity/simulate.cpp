@@ -406,9 +406,8 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
       std::min(std::max(size.items + 1, static_cast<long long>(std::ceil(wanted))), kMaxItems);
   grown.grown_from = s.queue_items;
   double scale = static_cast<double>(grown.items) / static_cast<double>(s.queue_items);
-  // In whole numbers: at most 1e8 x 1e8, well inside a long long.
-  grown.records = std::clamp((grown.items * s.records + s.queue_items - 1) / s.queue_items,
-                             s.records, kMaxItems);
+  grown.records = std::clamp(config::RowsInProportion(grown.items, s.queue_items, s.records),
+                             s.records, config::kMaxSeededRecords);
   double ms = std::min(scale * static_cast<double>(s.window.count()), 86'400'000.0);
   grown.window = std::max(s.window, std::chrono::milliseconds(static_cast<long long>(ms)));
   return grown;
@@ -426,9 +425,8 @@ CellSize CheckSize(const config::ScenarioSettings& s, const CellResult& measured
   CellSize check{.items = s.projection_check, .check_of = measured.index};
   long long base_items = std::max(measured.items, 1LL);
   if (!s.workload.UserTables() && measured.records > 0) {
-    // In whole numbers: at most 1e8 x 1e8, well inside a long long.
-    check.records =
-        std::clamp((check.items * measured.records + base_items - 1) / base_items, 1LL, kMaxItems);
+    check.records = std::clamp(config::RowsInProportion(check.items, base_items, measured.records),
+                               1LL, config::kMaxSeededRecords);
   }
   double scale = 2.0 * static_cast<double>(check.items) / static_cast<double>(base_items);
   double ms = std::min(std::max(1.0, scale) * 1000.0 * measured.window_seconds, 86'400'000.0);

@@ -23,9 +23,6 @@ constexpr std::string_view kScenarioKeys[] = {"scenario", "sweep", "policy_optio
 // scenario.batch_processes: each run holds batch.workers connections and
 // its control connection, so a few runs already fill a test server.
 constexpr int kMaxBatchProcesses = 16;
-// Rows of public.products one cell seeds (scenario.records, and a grown or a
-// check cell's rows).
-constexpr long long kMaxSeededRecords = 100'000'000;
 
 // A path written in the scenario, relative to the scenario file's folder.
 std::string Resolve(const Section& s, const std::string& written) {
@@ -318,7 +315,7 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   // A check cell seeds rows in proportion to its items, so that each row has
   // as many items as in the measured cells (capacity/simulate.cpp,
   // CheckSize); the user's own tables have the rows their data makes.
-  if (long long rows = (out.projection_check * out.records + out.queue_items - 1) / out.queue_items;
+  if (long long rows = RowsInProportion(out.projection_check, out.queue_items, out.records);
       out.projection_check >= out.queue_items && !out.workload.UserTables() &&
       rows > kMaxSeededRecords) {
     s.Fail(s.node()["projection_check"], "projection_check",

@@ -104,6 +104,17 @@ struct Workload {
   bool UserTables() const { return !schema_file.empty(); }
 };
 
+// Rows of public.products one cell seeds, at most (scenario.records, and a
+// grown or a check cell's rows).
+constexpr long long kMaxSeededRecords = 100'000'000;
+
+// The rows that give `items` as many items per row as `items_of` had over
+// `records_of` (rounded up): a grown or a check cell's rows. In whole
+// numbers: at most 1e8 x 1e8, well inside a long long.
+constexpr long long RowsInProportion(long long items, long long items_of, long long records_of) {
+  return (items * records_of + items_of - 1) / items_of;
+}
+
 // `scenario:` — a capacity-planning run (`coexist simulate`): prepare data,
 // run the online load, run the batch inside it, measure. Defaults below.
 struct ScenarioSettings {

@@ -19,11 +19,7 @@ metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
   run.together = summary.together;
   // The database's clock orders the ends of a job's shared runs on every
   // host alike; the textfile keeps the newest (metrics/run_metrics.h).
-  if (summary.together) {
-    run.finished_at = std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::duration<double>(summary.together->read_at)));
-  }
+  if (summary.together) run.finished_at = summary.together->read_at;
   return run;
 }
 

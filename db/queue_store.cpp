@@ -266,7 +266,9 @@ RunsTogether QueueStore::ReadRunsTogether(pqxx::transaction_base& tx, long long 
           .deferred = row[4].as<long long>(),
           .dead = row[5].as<long long>(),
           .seconds = row[6].as<double>(),
-          .read_at = row[7].as<double>()};
+          .read_at = std::chrono::system_clock::time_point(
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                  std::chrono::duration<double>(row[7].as<double>())))};
 }
 
 void QueueStore::AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,

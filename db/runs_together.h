@@ -3,6 +3,8 @@
 // A plain record with no dependencies (the queue store reads it; the run's
 // summary and its metrics carry it).
 
+#include <chrono>
+
 namespace coexist::db {
 
 // The runs of a job that worked alongside one run: every run of the job
@@ -20,10 +22,9 @@ struct RunsTogether {
   long long deferred = 0;
   long long dead = 0;
   double seconds = 0;  // from the first start to the last end (or now)
-  // When they were read, by the database's clock (seconds since the epoch):
-  // the job's runs end one at a time (0024), so this orders their ends on
-  // every host alike.
-  double read_at = 0;
+  // When they were read, by the database's clock: the job's runs end one
+  // at a time (0024), so this orders their ends on every host alike.
+  std::chrono::system_clock::time_point read_at;
 };
 
 }  // namespace coexist::db
