@@ -175,10 +175,15 @@ TEST_P(SharedRunsPolicyTest, ThreeRunsDrainOneQueueOfRepeatedKeysOnceEvenWhenOne
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, SharedRunsPolicyTest,
+                         // skip_locked: its chunks try the operation before
+                         // probing rows ("Nothing in the way"), and meet the
+                         // online users' row locks there.
                          ::testing::Values("{name: online_priority, max_wait: 10s}",
-                                           "{name: status_partition}"),
+                                           "{name: status_partition}", "{name: skip_locked}"),
                          [](const ::testing::TestParamInfo<const char*>& param) {
-                           return param.index == 0 ? "online_priority" : "status_partition";
+                           return std::string(param.index == 0   ? "online_priority"
+                                              : param.index == 1 ? "status_partition"
+                                                                 : "skip_locked");
                          });
 
 // pg_ctl restart -m immediate under two shared runs: every connection
