@@ -6,11 +6,16 @@
 
 #include "batch/operation.h"
 #include "common/log.h"
+#include "db/queue_store_ops.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
 
 namespace coexist::batch {
 namespace {
+
+// Waiting items whose payloads the params check looks at: enough to see a
+// field that no item has, cheap on a queue of millions.
+constexpr int kPayloadSample = 1000;
 
 // What pg_class.relkind names, for "X is a view, not a table".
 std::string KindName(char kind) {
@@ -82,6 +87,45 @@ class Checker {
           t.version_column + " nor waits on what online users lock");
     }
     return true;
+  }
+
+  // The payload fields the operation binds (operation.params), against a
+  // sample of the job's waiting items: a field none of them has binds NULL
+  // for every item (a typo such as `dlta` for `delta`), which fails or,
+  // worse, applies NULL everywhere; a problem before anything runs. A field
+  // some lack: a warning.
+  void PayloadFields(pqxx::connection_base& conn, CheckScope::Operation scope) {
+    const auto& op = config_.operation;
+    if (scope == CheckScope::Operation::kSkip || op.params.empty()) return;
+    std::optional<db::PayloadFields> seen;
+    {
+      pqxx::read_transaction tx(conn);
+      seen = db::ReadPayloadFields(tx, config_.batch.job, op.params, kPayloadSample);
+    }
+    if (!seen || seen->looked_at == 0) return;
+    std::string present;
+    for (const auto& field : seen->present) present += (present.empty() ? "" : ", ") + field;
+    for (size_t i = 0; i < op.params.size(); ++i) {
+      const auto& field = op.params[i];
+      auto having = seen->having[i];
+      std::string key = "operation.params[" + std::to_string(i) + "]";
+      std::string items = std::to_string(seen->looked_at) + " waiting item" +
+                          (seen->looked_at == 1 ? "" : "s") + " of job " + config_.batch.job;
+      if (having == 0) {
+        Problem(i < op.params_at.size() ? op.params_at[i] : config::Mark{}, key,
+                "payload field '" + field + "' is in none of the " + items +
+                    ": every item would bind NULL for it",
+                present.empty() ? "their payloads have no fields: enqueue items whose payload "
+                                  "carries '" +
+                                      field + "', or remove it from params."
+                                : "their payloads have: " + present +
+                                      ". Name one of those, or remove it from params.");
+      } else if (having < seen->looked_at) {
+        report_.warnings.push_back(std::to_string(seen->looked_at - having) + " of the " + items +
+                                   " have no payload field '" + field + "' (" + key +
+                                   "): NULL is bound for them");
+      }
+    }
   }
 
   void OperationSql(pqxx::connection_base& conn, CheckScope::Operation scope) {
@@ -229,6 +273,7 @@ CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& con
   }
   // The operation of a target that is not there would only repeat it.
   if (target_ok) checker.OperationSql(conn, scope.operation);
+  checker.PayloadFields(conn, scope.operation);
   return report;
 }
 

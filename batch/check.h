@@ -6,7 +6,10 @@
 // refused), its key column an integer type and unique, its version column
 // there and an integer, its owner column there when one is configured; the
 // role may read and update it as the policy does; the operation SQL
-// prepares (never runs). User triggers on the target are warnings.
+// prepares (never runs); each payload field the operation binds
+// (operation.params) is in some of the job's waiting items' payloads (a
+// sample of 1,000; in none is a problem, missing in some a warning). User
+// triggers on the target are warnings.
 //
 // One check, called from everywhere: `config check --database`, `db
 // install`, `batch run`, `batch daemon` (through batch::Run), `enqueue` and

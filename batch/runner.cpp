@@ -257,6 +257,13 @@ void FinishRun(Control& c, const config::Config& config, const policies::Policy&
     c.queue->AddEvent(tx, "claim_refused", summary.run_id,
                       nlohmann::json{{"reason", summary.stop_reason}}.dump());
   }
+  if (summary.stop_reason == kStopFailuresInARow) {
+    c.queue->AddEvent(
+        tx, "run_stopped_failing", summary.run_id,
+        nlohmann::json{{"max_consecutive_failures", config.batch.max_consecutive_failures},
+                       {"dead", summary.counts.dead}}
+            .dump());
+  }
   // The batch is done: online users need not wait for the window's end.
   if (!failed && summary.stop_reason == "drained" && policy.ReleasesWindowsWhenDone()) {
     auto released = ReleaseWindows(tx, config.batch.job);

@@ -24,6 +24,12 @@
 
 namespace coexist::batch {
 
+// The stop reason of a run in which batch.max_consecutive_failures items
+// failed their first attempt in a row with none done: the operation or the
+// payloads are likely wrong for every item, and going on would kill the
+// queue.
+inline constexpr const char* kStopFailuresInARow = "failures_in_a_row";
+
 struct RunSummary {
   long long run_id = 0;
   std::string job;
@@ -32,8 +38,9 @@ struct RunSummary {
   // or claiming stopped early), failed (an error ended it).
   std::string outcome;
   // Why claiming stopped: drained, stopped (signal), outside_window,
-  // drain_margin, or pacing's operator (ctl stop), job_stop (ctl --job J
-  // stop, through the database), stop_file, critical_load.
+  // drain_margin, failures_in_a_row (kStopFailuresInARow), or pacing's
+  // operator (ctl stop), job_stop (ctl --job J stop, through the
+  // database), stop_file, critical_load.
   std::string stop_reason;
   RunCounts counts;              // what this run settled
   long long queued_left = 0;     // the job's items still queued at the end

@@ -12,6 +12,7 @@
 
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
+#include "batch/runner.h"
 #include "common/log.h"
 #include "db/connection.h"
 #include "db/failure.h"
@@ -35,6 +36,9 @@ struct Worker::Outcome {
   long long escalated = 0;
   long long revoked = 0;
   long long signalled = 0;
+  // Of failures and refused: items on their first attempt. Retries of items
+  // already known to fail say nothing new (batch.max_consecutive_failures).
+  long long first_attempt_failures = 0;
   bool timed_out = false;  // the operation hit statement_timeout or lock_timeout
   milliseconds lock_wait{0};
 
@@ -89,6 +93,16 @@ struct Listener : pqxx::notification_receiver {
 void Counters::AddDeferral(const std::string& reason) {
   std::lock_guard lock(reasons_mutex_);
   ++deferrals_by_reason_[reason];
+}
+
+void Counters::NoteFailure(const std::string& error) {
+  std::lock_guard lock(reasons_mutex_);
+  last_failure_ = error;
+}
+
+std::string Counters::LastFailure() const {
+  std::lock_guard lock(reasons_mutex_);
+  return last_failure_;
 }
 
 RunCounts Counters::Snapshot() const {
@@ -186,6 +200,10 @@ void Worker::Run() {
       stop_reason_ = "stopped";
       break;
     }
+    if (TooManyFailuresInARow()) {
+      stop_reason_ = kStopFailuresInARow;
+      break;
+    }
     auto gate = policy_.MayClaim(std::chrono::system_clock::now());
     if (!gate.allowed) {
       stop_reason_ = gate.reason;
@@ -281,6 +299,20 @@ bool Worker::RunChunk(long long& after, int size) {
   return true;
 }
 
+bool Worker::TooManyFailuresInARow() {
+  int limit = config_.batch.max_consecutive_failures;
+  long long in_a_row = counters_.failures_in_a_row;
+  if (limit == 0 || in_a_row < limit) return false;
+  if (!counters_.failures_in_a_row_logged.exchange(true)) {
+    spdlog::error(
+        "claiming stopped: {} items failed their first attempt in a row and none was done "
+        "(batch.max_consecutive_failures {}); the operation or the payloads fail for every item. "
+        "Fix them, then `coexist queue retry --dead` puts the dead items back. last_error={}",
+        in_a_row, limit, log::Value(FirstLine(counters_.LastFailure())));
+  }
+  return true;
+}
+
 void Worker::HoldRun(pqxx::dbtransaction& tx) {
   if (!db_->queue->HoldRun(tx, run_id_)) {
     throw RunFencedError("run " + std::to_string(run_id_) +
@@ -312,6 +344,7 @@ std::vector<const Item*> Worker::DecideOnEditLocks(pqxx::dbtransaction& tx,
           {item.item_id, "the item names " + std::to_string(item.keys.size()) +
                              " records but operation.keys is one: set operation.keys: many "
                              "(then $1 is an array of the item's keys) and retry the item"});
+      if (item.attempts == 0) ++out.first_attempt_failures;
       continue;
     }
     fitting.push_back(&item);
@@ -716,6 +749,7 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
     spdlog::warn("item failed item_id={} key={} error={}", items[0].item_id, items[0].key,
                  log::Value(error));
     out.failures.push_back({items[0].item_id, error});
+    if (items[0].attempts == 0) ++out.first_attempt_failures;
     return;
   }
   auto middle = items.begin() + static_cast<long>(items.size() / 2);
@@ -779,6 +813,14 @@ void Worker::Publish(const Outcome& out) {
   counters_.escalated += out.escalated;
   counters_.revoked += out.revoked;
   counters_.signalled += out.signalled;
+  // One item done shows the operation can work: the count starts again.
+  if (!out.applied.empty()) {
+    counters_.failures_in_a_row = 0;
+  } else if (out.first_attempt_failures > 0) {
+    counters_.failures_in_a_row += out.first_attempt_failures;
+    counters_.NoteFailure(!out.failures.empty() ? out.failures.back().error
+                                                : out.refused.back().error);
+  }
   for (const auto* list : {&out.deferrals, &out.timeouts}) {
     for (const auto& d : *list) {
       counters_.AddDeferral(d.reason);

@@ -49,13 +49,21 @@ struct Counters {
   std::atomic<long long> escalated{0};
   std::atomic<long long> revoked{0};
   std::atomic<long long> signalled{0};
+  // Items failed on their first attempt since the last chunk that applied
+  // one (batch.max_consecutive_failures).
+  std::atomic<long long> failures_in_a_row{0};
+  std::atomic<bool> failures_in_a_row_logged{false};
 
   void AddDeferral(const std::string& reason);
+  // The newest failure's error, for the message when the run stops on them.
+  void NoteFailure(const std::string& error);
+  std::string LastFailure() const;
   RunCounts Snapshot() const;
 
  private:
   mutable std::mutex reasons_mutex_;
   std::map<std::string, long long> deferrals_by_reason_;
+  std::string last_failure_;
 };
 
 // The target keys the run's workers hold in their open chunks. Two workers
@@ -115,8 +123,8 @@ class Worker {
   // whatever else it cannot handle; the chunk in flight then rolls back.
   void Run();
   // Why the worker stopped claiming: "" (queue drained), "stopped" (signal),
-  // the policy's gate reason (outside_window, drain_margin) or pacing's
-  // (operator, stop_file, critical_load).
+  // the policy's gate reason (outside_window, drain_margin),
+  // kStopFailuresInARow, or pacing's (operator, stop_file, critical_load).
   const std::string& stop_reason() const { return stop_reason_; }
 
  private:
@@ -127,6 +135,8 @@ class Worker {
   struct Outcome;  // what one chunk decided; worker.cpp
 
   bool RunChunk(long long& after, int size);
+  // batch.max_consecutive_failures reached: true, logged once per run.
+  bool TooManyFailuresInARow();
   // Every chunk transaction starts here: throws RunFencedError when the run
   // is no longer 'running' (0008_run_fencing.sql).
   void HoldRun(pqxx::dbtransaction& tx);

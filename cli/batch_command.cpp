@@ -31,6 +31,11 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
   }
   if (s.abandoned_runs > 0) out << "  marked " << s.abandoned_runs << " stale run(s) abandoned\n";
   if (s.stop_reason != "drained") out << "  claiming stopped: " << s.stop_reason << "\n";
+  if (s.stop_reason == batch::kStopFailuresInARow) {
+    out << "  items failed in a row and none was done (batch.max_consecutive_failures): the "
+           "operation or the payloads fail for every item; `coexist queue status` shows the "
+           "errors. Fix them, then `coexist queue retry --dead`.\n";
+  }
   char rate[64];
   std::snprintf(rate, sizeof(rate), "%.2f s, %.0f items/s", s.seconds, s.items_per_second);
   out << "  " << rate << "\n";

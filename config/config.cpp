@@ -90,6 +90,7 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Int("workers", out.workers, 1, 64);
   s.Int("max_attempts", out.max_attempts, 1, 1000);
   s.Int("max_timeouts", out.max_timeouts, 1, 1000);
+  s.Int("max_consecutive_failures", out.max_consecutive_failures, 0, 1000000);
   s.Duration("busy_timeout", out.busy_timeout, std::chrono::seconds(1), hours(24 * 30));
   s.Enum("runs", out.runs, {{"exclusive", RunsMode::kExclusive}, {"shared", RunsMode::kShared}});
   if (s.node()["runs"].IsDefined()) out.runs_at = s.MarkOf(s.node()["runs"]);
@@ -338,6 +339,7 @@ void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
       std::string field = s.ScalarText(item, "params");
       if (field.empty()) s.Fail(item, "params", "a payload field name is required here");
       out.params.push_back(field);
+      out.params_at.push_back(s.MarkOf(item));
     }
   }
   s.Finish();

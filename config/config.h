@@ -101,6 +101,14 @@ struct BatchConfig {
   // it is dead: a timeout defers it without charging an attempt, and an item
   // that times out every time would otherwise be deferred forever. 1..1000.
   int max_timeouts = 5;
+  // A run stops claiming once this many items failed on their first
+  // attempt in a row, with no item done in between (counted by chunks: a
+  // chunk that applies any item starts the count again; retries of items
+  // that failed before do not count). An operation or a payload that every
+  // item fails on (a typo in `params`, a constraint the SQL always breaks)
+  // would otherwise spend every item's attempts and kill the whole queue in
+  // one run. 0: never stop for it. 0..1000000.
+  int max_consecutive_failures = 100;
   // A run that finds the job's lock held exits 4 (busy), unless the holder
   // has held it suspiciously long: a session that is not a coexist run,
   // connected for longer than this, or a coexist run whose heartbeat is this
@@ -275,6 +283,7 @@ struct OperationConfig {
   ItemKeys keys = ItemKeys::kOne;
   // Payload fields bound as $2, $3, ...; a missing field binds NULL.
   std::vector<std::string> params;
+  std::vector<Mark> params_at;  // where each field of params is written
   // Where item_sql and chunk_sql are written, for the errors of checks only
   // the database can make (batch/runner.cpp); no line when not written.
   Mark item_sql_at;

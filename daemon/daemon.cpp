@@ -27,6 +27,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// The longest a daemon holds its runs after one stopped on items failing
+// in a row: long enough not to grind through the queue overnight, short
+// enough that a fixed payload or table is picked up within the hour.
+constexpr milliseconds kLongestFailingHold = std::chrono::hours(1);
+
 // The database went away or cannot be reached: logged as unavailable, not
 // as a failed run. A commit in doubt is one too: the queue's states tell,
 // next run.
@@ -77,6 +82,11 @@ class Daemon {
   bool install_pending_;
   bool refused_logged_ = false;
   bool busy_logged_ = false;
+  // A run stopped on batch.max_consecutive_failures: no run before this
+  // (each would charge more items for the same fault); the wait doubles
+  // from poll_interval up to kLongestFailingHold, and a reload ends it.
+  Clock::time_point hold_runs_until_{};
+  milliseconds failing_hold_{0};
   Clock::time_point next_purge_{};  // retention: at start, then every retention.interval
   milliseconds backoff_;
   Totals totals_;
@@ -187,6 +197,8 @@ void Daemon::Reload() {
   policy_ = policies::Create(config_.policy);
   run_pending_ = true;  // the database checks the operation at once
   install_pending_ = settings_.install;
+  hold_runs_until_ = {};  // the new configuration may have fixed the operation
+  failing_hold_ = milliseconds(0);
   refused_logged_ = false;
   backoff_ = config_.daemon.reconnect_initial;
   metrics_.RecordReload(true);
@@ -209,6 +221,11 @@ void Daemon::Connect() {
 // lets the batch claim now. One run per wake, so items deferred by a run
 // wait for the next notification or poll instead of spinning.
 void Daemon::Cycle() {
+  if (!run_pending_ && Clock::now() < hold_runs_until_) {
+    auto left = std::chrono::duration_cast<milliseconds>(hold_runs_until_ - Clock::now());
+    Status("holding after items failed in a row: next run in " + config::FormatDuration(left));
+    return;
+  }
   if (!run_pending_) {
     auto counts = waiter_.Counts(config_.batch.job);
     totals_.queued = counts.queued;
@@ -270,6 +287,18 @@ void Daemon::RunOnce() {
   totals_.queued = summary.queued_left;
   metrics_.RecordRun(summary);
   WriteRunTextfileOrWarn(config_, MetricsOf(summary));
+  if (summary.stop_reason == batch::kStopFailuresInARow) {
+    failing_hold_ = failing_hold_.count() == 0
+                        ? config_.daemon.poll_interval
+                        : std::min<milliseconds>(failing_hold_ * 2, kLongestFailingHold);
+    hold_runs_until_ = Clock::now() + failing_hold_;
+    spdlog::error(
+        "run stopped: items fail in a row, holding runs run_id={} hold={} (fix the operation or "
+        "the payloads, then reload; `coexist queue retry --dead` puts dead items back)",
+        summary.run_id, config::FormatDuration(failing_hold_));
+  } else {
+    failing_hold_ = milliseconds(0);
+  }
   Status("idle");
 }
 

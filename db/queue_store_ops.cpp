@@ -4,6 +4,8 @@
 
 #include <pqxx/pqxx>
 
+#include "db/array_literal.h"
+
 namespace coexist::db {
 namespace {
 
@@ -231,6 +233,34 @@ std::vector<DoneChunk> ReadDoneChunks(pqxx::transaction_base& tx, const std::str
     chunks.push_back({row[0].as<double>(), row[1].as<long long>()});
   }
   return chunks;
+}
+
+std::optional<PayloadFields> ReadPayloadFields(pqxx::transaction_base& tx, const std::string& job,
+                                               const std::vector<std::string>& fields, int sample) {
+  if (tx.exec1("SELECT to_regclass('coexist.queue') IS NULL")[0].as<bool>()) return std::nullopt;
+  // One statement over one sample (materialized once): the total, each
+  // field's count, the fields present, most common first.
+  auto rows = tx.exec_params(
+      "WITH s AS MATERIALIZED ("
+      "  SELECT CASE jsonb_typeof(payload) WHEN 'object' THEN payload ELSE '{}'::jsonb END"
+      "         AS payload"
+      "    FROM coexist.queue WHERE job = $1 AND state IN ('queued', 'deferred') LIMIT $2)"
+      " SELECT 0, NULL::text, count(*) FROM s"
+      " UNION ALL SELECT 1, f, (SELECT count(*) FROM s WHERE payload ? f) FROM unnest($3::text[]) f"
+      " UNION ALL (SELECT 2, k, count(*) FROM s, jsonb_object_keys(payload) k"
+      "             GROUP BY k ORDER BY 3 DESC, 2 LIMIT 10)"
+      " ORDER BY 1, 3 DESC, 2",
+      job, sample, ArrayLiteral(fields));
+  PayloadFields out;
+  std::map<std::string, long long> having;
+  for (const auto& row : rows) {
+    int kind = row[0].as<int>();
+    if (kind == 0) out.looked_at = row[2].as<long long>();
+    if (kind == 1) having[row[1].as<std::string>()] = row[2].as<long long>();
+    if (kind == 2) out.present.push_back(row[1].as<std::string>());
+  }
+  for (const auto& field : fields) out.having.push_back(having[field]);
+  return out;
 }
 
 void AnalyzeQueue(pqxx::transaction_base& tx) { tx.exec0("ANALYZE coexist.queue"); }

@@ -166,6 +166,19 @@ struct QueueTotals {
 };
 QueueTotals ReadQueueTotals(pqxx::transaction_base& tx);
 
+// How the payloads of `job`'s waiting items (queued or deferred; at most
+// `sample` of them) carry the fields an operation binds (operation.params):
+// for each of `fields`, how many of the looked-at payloads have it, and the
+// fields those payloads do have, most common first (at most 10). nullopt
+// when the coexist schema is not installed yet. Reads in `tx`.
+struct PayloadFields {
+  long long looked_at = 0;
+  std::vector<long long> having;  // per field of `fields`
+  std::vector<std::string> present;
+};
+std::optional<PayloadFields> ReadPayloadFields(pqxx::transaction_base& tx, const std::string& job,
+                                               const std::vector<std::string>& fields, int sample);
+
 // A capacity cell's fresh start: empties the queue, the runs, the events,
 // the edit locks, the windows and the takeovers, restarting their ids. In
 // `tx`; takes ACCESS EXCLUSIVE locks on them until it ends.

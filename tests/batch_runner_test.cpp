@@ -519,6 +519,59 @@ TEST_F(BatchRunnerTest, ARunThatStopsWithItemsStillQueuedExitsTwo) {
   EXPECT_EQ(ExitCodeOf(drained), ExitCode::kOk);
 }
 
+// An operation every item fails on (here: a NOT NULL the SQL always breaks,
+// as a typo in `params` does) stops the run after
+// batch.max_consecutive_failures first attempts, instead of spending every
+// item's attempts: most of the queue is left untouched for the fixed job.
+TEST_F(BatchRunnerTest, ARunStopsWhenItemsFailTheirFirstAttemptInARow) {
+  EnqueueRange(1, 300);
+  auto config = Config("  name: skip_locked\n", 1, 10);
+  config.batch.max_consecutive_failures = 20;
+  config.operation.chunk_sql = "INSERT INTO ledger (key) SELECT NULL FROM unnest($1::bigint[])";
+  auto summary = batch::Run(conninfo(), config);
+  EXPECT_EQ(summary.stop_reason, kStopFailuresInARow);
+  EXPECT_EQ(summary.counts.done, 0);
+  EXPECT_EQ(summary.counts.dead, 0);  // max_attempts 2: a first failure kills none
+  EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
+  // Stopped with the chunk that reached 20 failures (chunks are sized by
+  // pacing, at most 10 items here): the rest of the queue is untouched.
+  auto charged = Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0");
+  EXPECT_GE(charged, 20);
+  EXPECT_LT(charged, 30);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts = 0 AND state = 'queued'"),
+            300 - charged);
+  EXPECT_EQ(QueryValue("SELECT details->>'max_consecutive_failures' FROM coexist.events"
+                       " WHERE kind = 'run_stopped_failing'"),
+            "20");
+  // 0 turns the stop off: the same queue then fails through to the end.
+  config.batch.max_consecutive_failures = 0;
+  auto unbounded = batch::Run(conninfo(), config);
+  EXPECT_EQ(unbounded.stop_reason, "drained");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts = 0"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
+}
+
+// The stop is for an operation that fails for everything, not for a queue
+// with bad items in it: every chunk that applies one item starts the count
+// again, and retries of items that failed before do not count, so a third
+// of the items failing (and failing again on retry) never trips it.
+TEST_F(BatchRunnerTest, BadItemsAmongGoodOnesNeverStopTheRun) {
+  EnqueueRange(1, 300);
+  auto config = Config("  name: skip_locked\n", 1, 10);
+  config.batch.max_consecutive_failures = 5;
+  config.operation.chunk_sql =
+      "INSERT INTO ledger (key) SELECT k FROM unnest($1::bigint[]) k\n"
+      " WHERE (SELECT sum(1 / (x % 3)) FROM unnest($1::bigint[]) x) IS NOT NULL";
+  for (int run = 0; run < 3; ++run) {
+    auto summary = batch::Run(conninfo(), config);
+    EXPECT_NE(summary.stop_reason, kStopFailuresInARow) << "run " << run;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'dead'"), 100);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'run_stopped_failing'"), 0);
+  ExpectAppliedOnce();
+}
+
 TEST(BatchConfig, ExampleConfigurationsLoad) {
   for (const char* name :
        {"skip_locked", "time_window", "status_partition", "online_priority", "batch_priority"}) {

@@ -14,6 +14,7 @@
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "db/cluster.h"
 #include "tests/ops_test_support.h"
@@ -183,6 +184,38 @@ TEST_F(DaemonTest, AnOperationTheDatabaseRejectsExits78AtStartAndIsRolledBackOnR
   Enqueue(1, 10);
   ASSERT_TRUE(WaitFor([&] { return Done() == 10; }, 20s)) << Log();
   EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE tag = 'old'"), 10);
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
+// A run that stopped because every item failed (batch.max_consecutive_failures)
+// is not followed by another at the next wake: an enqueue's NOTIFY does not
+// start one while the daemon holds; a reload with the fixed operation ends
+// the hold at once and the queue drains, each item applied once.
+TEST_F(DaemonTest, HoldsRunsAfterItemsFailInARowUntilAReloadFixesTheOperation) {
+  std::string failing =
+      "operation:\n  chunk_sql: INSERT INTO ledger (key, tag) SELECT NULL, 'x' FROM "
+      "unnest($1::bigint[])\n";
+  auto config = [](const std::string& operation) {
+    return "batch: {job: d, chunk_size: 10, max_consecutive_failures: 5}\n"
+           "policy: {name: skip_locked}\ndaemon: {poll_interval: 60s}\n" +
+           operation;
+  };
+  WriteConfig(config(failing));
+  Enqueue(1, 100);
+  Start();
+  ASSERT_TRUE(WaitForLog("run stopped: items fail in a row, holding runs")) << Log();
+  EXPECT_TRUE(LogHas("hold=1m")) << Log();
+  auto charged = Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0");
+  EXPECT_LT(charged, 20);
+  Enqueue(101, 110);  // NOTIFY wakes the daemon, which holds
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 1) << Log();
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0"), charged);
+
+  WriteConfig(config(testing::LedgerOperation("0", "fixed")));
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return Done() == 110; }, 20s)) << Log();
+  ExpectEachAppliedOnce(110);
   EXPECT_EQ(Stop(), 0) << Log();
 }
 

@@ -316,6 +316,46 @@ TEST_F(TargetCheckTest, AUserTriggerOnTheTargetIsAWarningNotAnError) {
   EXPECT_EQ(check.output.find("coexist_bump_version"), std::string::npos) << check.output;
 }
 
+// A typo in operation.params (`dlta` for the payloads' `delta`) would bind
+// NULL for every item, and every item would fail (or, worse, apply NULL):
+// the run refuses it before anything is claimed, located at the field, with
+// the fields the waiting payloads do have. A field only some lack: a warning.
+TEST_F(TargetCheckTest, AParamsFieldNoWaitingPayloadHasIsRefusedAtItsPlace) {
+  auto path = Write(
+      "batch: {job: restock}\n"
+      "operation:\n"
+      "  item_sql: UPDATE products SET stock = stock + $2::integer WHERE id = $1\n"
+      "  params: [dlta]\n");
+  auto enqueue = Coexist({"--config", path, "enqueue", "--select",
+                          "SELECT g, jsonb_build_object('delta', 1, 'note', 'n')"
+                          " FROM generate_series(1, 30) g"});
+  ASSERT_EQ(enqueue.status, 0) << enqueue.output;
+  auto run = Coexist({"--config", path, "batch", "run"});
+  EXPECT_EQ(run.status, 78) << run.output;
+  EXPECT_NE(
+      run.output.find(path + ":4:12: operation.params[0]: payload field 'dlta' is in none of the "
+                             "30 waiting items of job restock: every item would bind NULL for it\n"
+                             "HINT: their payloads have: delta, note. Name one of those, or remove "
+                             "it from params.\n"),
+      std::string::npos)
+      << run.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0 OR state <> 'queued'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0);
+
+  // Some items lack a field: it works, with a warning.
+  QueryValue("UPDATE coexist.queue SET payload = '{}' WHERE record_key IN ('1', '2')");
+  auto report = Check(
+      "batch: {job: restock}\n"
+      "operation:\n"
+      "  item_sql: UPDATE products SET stock = stock + $2::integer WHERE id = $1\n"
+      "  params: [delta]\n");
+  EXPECT_TRUE(report.problems.empty()) << Printed(report);
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_EQ(report.warnings[0],
+            "2 of the 30 waiting items of job restock have no payload field 'delta' "
+            "(operation.params[0]): NULL is bound for them");
+}
+
 // An online user's transaction holds a lock the ALTER conflicts with: each
 // attempt gives up after lock_timeout instead of queueing (and blocking
 // every other session behind it); after the last one the command exits 75
