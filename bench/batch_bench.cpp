@@ -11,15 +11,23 @@
 // run: what a key kept as text costs; and one worker on items of four
 // records each (operation.keys: many, a quarter as many items over the same
 // rows), against the one-record items: what an item of several keys costs.
-//   build-batch/bench/batch_bench [--records N] [--chunk N]
+// Those three runs print the server's and this process's CPU per item
+// (robust on a shared machine, unlike the rates) and WAL per item; with
+// --rounds R they repeat, alternating, R times; --keys-only leaves out the
+// references and the 2-worker run.
+//   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only]
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <pqxx/pqxx>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "batch/enqueue.h"
 #include "batch/guard.h"
@@ -39,6 +47,46 @@ using namespace coexist;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// CPU seconds of the server's finished backends (the postmaster's reaped
+// children: cutime + cstime in /proc/PID/stat) and of this process (the
+// batch's workers are its threads). Robust where wall-clock rates are not:
+// on a shared machine a neighbour's load stretches the seconds, not these.
+struct CpuClock {
+  pid_t server = -1;
+  double ServerSeconds() const {
+    std::ifstream in("/proc/" + std::to_string(server) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(text.substr(text.rfind(')') + 2));
+    std::string field;
+    double ticks = 0;
+    // Fields 3.. after "pid (comm) "; cutime and cstime are fields 16 and 17.
+    for (int i = 3; i <= 17 && fields >> field; ++i) {
+      if (i >= 16) ticks += std::stod(field);
+    }
+    return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  static double ClientSeconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  }
+};
+
+// What one measurement cost per item: microseconds of server and client CPU.
+struct Cost {
+  double rate = 0;
+  double server_us = 0;
+  double client_us = 0;
+  double wal_bytes = 0;
+};
+
+long long WalLsn(pqxx::connection_base& conn) {
+  return pqxx::nontransaction(conn)
+      .exec1("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0]
+      .as<long long>();
 }
 
 void Vacuum(pqxx::connection_base& conn) {
@@ -154,10 +202,10 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
 }
 
 // `keys_per_item` > 1: items of that many records each (disjoint), over
-// the same rows.
-double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::string& job,
-                long long records, int workers, int chunk, const std::string& key_type = "bigint",
-                int keys_per_item = 1) {
+// the same rows. The costs are of the run alone, not of the enqueue.
+Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuClock& cpu,
+              const std::string& job, long long records, int workers, int chunk,
+              const std::string& key_type = "bigint", int keys_per_item = 1) {
   std::string key = key_type == "uuid" ? "md5(g::text)::uuid" : "g";
   long long items = records / keys_per_item;
   std::string n = std::to_string(keys_per_item);
@@ -170,12 +218,28 @@ double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::
   Vacuum(conn);
   batch::RunOptions options;
   options.install = false;
+  // The enqueue's and the vacuum's backends are gone (reaped) before the
+  // clock starts, the run's before it stops.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double server = cpu.ServerSeconds();
+  double client = CpuClock::ClientSeconds();
+  long long wal = WalLsn(conn);
   auto summary =
       batch::Run(conninfo, BenchConfig(job, workers, chunk, key_type, keys_per_item > 1), options);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   if (summary.counts.done != items) {
     std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.counts.done, items);
   }
-  return summary.items_per_second;
+  auto per_item = [&](double seconds) { return seconds * 1e6 / static_cast<double>(items); };
+  return {summary.items_per_second, per_item(cpu.ServerSeconds() - server),
+          per_item(CpuClock::ClientSeconds() - client),
+          static_cast<double>(WalLsn(conn) - wal) / static_cast<double>(items)};
+}
+
+void PrintCost(const char* what, const Cost& c) {
+  std::printf(
+      "  %-34s %9.0f items/s  server %6.1f us/item  client %5.1f us/item  WAL %5.0f B/item\n", what,
+      c.rate, c.server_us, c.client_us, c.wal_bytes);
 }
 
 }  // namespace
@@ -183,12 +247,18 @@ double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::
 int main(int argc, char** argv) {
   long long records = 1'000'000;
   int chunk = 500;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  int rounds = 1;
+  bool keys_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--keys-only") == 0) keys_only = true;
+    if (i + 1 >= argc) continue;
     if (std::strcmp(argv[i], "--records") == 0) records = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::stoi(argv[i + 1]);
   }
   spdlog::set_level(spdlog::level::warn);
   auto cluster = db::TempCluster::Start();
+  CpuClock cpu{cluster->server_pid()};
   std::string conninfo = cluster->ConnectionString();
   auto conn = db::Connect(conninfo, "coexist-bench");
   std::printf("seeding %lld rows...\n", records);
@@ -198,38 +268,71 @@ int main(int argc, char** argv) {
   pqxx::nontransaction(*conn).exec("SET coexist.actor = 'batch'");
   Vacuum(*conn);
 
-  double a = ReferenceA(*conn, records, chunk);
-  Vacuum(*conn);
-  double b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
-  double w1 = BatchRun(conninfo, *conn, "batch_1w", records, 1, chunk);
-  double w2 = BatchRun(conninfo, *conn, "batch_2w", records, 2, chunk);
+  double a = 0, b = 0, ua = 0;
+  Cost w2;
+  if (!keys_only) {
+    a = ReferenceA(*conn, records, chunk);
+    Vacuum(*conn);
+    b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
+  }
   SeedUuidTable(*conn, records, chunk);
   Vacuum(*conn);
   pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
-  double ua = ReferenceUuid(*conn, records, chunk);
-  pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
-  double u1 = BatchRun(conninfo, *conn, "batch_uuid_1w", records, 1, chunk, "uuid");
-  Vacuum(*conn);
-  double m1 = BatchRun(conninfo, *conn, "batch_4keys_1w", records, 1, chunk, "bigint", 4);
+  if (!keys_only) {
+    ua = ReferenceUuid(*conn, records, chunk);
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
+  }
+  // One worker on bigint keys, uuid keys and items of four records, round
+  // after round, so that a neighbour's load falls on all three alike.
+  std::vector<Cost> w1s, u1s, m1s;
+  for (int round = 1; round <= rounds; ++round) {
+    std::string r = std::to_string(round);
+    w1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_1w_" + r, records, 1, chunk));
+    if (round == 1 && !keys_only) {
+      w2 = BatchRun(conninfo, *conn, cpu, "batch_2w", records, 2, chunk);
+    }
+    Vacuum(*conn);
+    u1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_uuid_1w_" + r, records, 1, chunk, "uuid"));
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
+    Vacuum(*conn);
+    m1s.push_back(
+        BatchRun(conninfo, *conn, cpu, "batch_4keys_1w_" + r, records, 1, chunk, "bigint", 4));
+    Vacuum(*conn);
+  }
 
   std::printf("\n%lld items, chunk %d, skip_locked, single-row UPDATE, no online load\n", records,
               chunk);
-  std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
-  std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
-  std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
-              w1, w1 / a, w1 / b);
-  std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
-              w2, w2 / a, w2 / b);
-  std::printf("  (a') target UPDATE alone, uuid keys     %10.0f rows/s   %.2fx (a)\n", ua, ua / a);
+  if (!keys_only) {
+    double w1 = w1s.front().rate;
+    std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
+    std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
+    std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
+                w1, w1 / a, w1 / b);
+    std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
+                w2.rate, w2.rate / a, w2.rate / b);
+    std::printf("  (a') target UPDATE alone, uuid keys     %10.0f rows/s   %.2fx (a)\n", ua,
+                ua / a);
+  }
+  for (int round = 0; round < rounds; ++round) {
+    const auto& w1 = w1s[round];
+    const auto& u1 = u1s[round];
+    const auto& m1 = m1s[round];
+    std::printf("round %d of 1 worker:\n", round + 1);
+    PrintCost("bigint keys", w1);
+    PrintCost("uuid keys", u1);
+    PrintCost("items of 4 records", m1);
+    std::printf(
+        "  uuid keys          %.2fx bigint keys (CPU per item %.2fx)\n"
+        "  items of 4 records %.2fx one-record items (CPU per item %.2fx, %.0f rows/s)\n",
+        u1.rate / w1.rate, (w1.server_us + w1.client_us) / (u1.server_us + u1.client_us),
+        m1.rate / w1.rate, (w1.server_us + w1.client_us) / (m1.server_us + m1.client_us),
+        4 * m1.rate);
+    if (!keys_only && round == 0) {
+      std::printf("  uuid keys          %.2fx (a')\n", u1.rate / ua);
+    }
+  }
   std::printf(
-      "  batch, 1 worker, uuid keys              %10.0f items/s  %.2fx bigint keys  %.2fx (a')\n",
-      u1, u1 / w1, u1 / ua);
-  std::printf(
-      "  batch, 1 worker, items of 4 records     %10.0f items/s  %.2fx one-record items  "
-      "(%.0f rows/s)\n",
-      m1, m1 / w1, 4 * m1);
-  std::printf(
-      "  targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a), uuid >= 0.80x bigint,\n"
-      "           items of 4 records >= 0.50x one-record items\n");
+      "targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a), uuid >= 0.80x bigint,\n"
+      "         items of 4 records >= 0.50x one-record items\n");
   return 0;
 }
