@@ -12,7 +12,9 @@
 // records each (operation.keys: many, a quarter as many items over the same
 // rows), against the one-record items: what an item of several keys costs.
 // Those three runs print the server's and this process's CPU per item
-// (robust on a shared machine, unlike the rates) and WAL per item; with
+// (robust on a shared machine, unlike the rates) and WAL per item, and the
+// ratios also net of a run of an empty queue (what every run costs, which a
+// short run of a quarter as many items pays four times per item); with
 // --rounds R they repeat, alternating, R times; --keys-only leaves out the
 // references and the 2-worker run.
 //   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only]
@@ -75,12 +77,23 @@ struct CpuClock {
   }
 };
 
-// What one measurement cost per item: microseconds of server and client CPU.
+// What one run cost: its items, seconds (as the run counts them), CPU
+// seconds of the server and of this process, WAL bytes.
 struct Cost {
-  double rate = 0;
-  double server_us = 0;
-  double client_us = 0;
+  double items = 0;
+  double seconds = 0;
+  double server_s = 0;
+  double client_s = 0;
   double wal_bytes = 0;
+
+  double Rate() const { return items / seconds; }
+  // Per item, net of what any run costs whatever its size (`fixed`: a run
+  // of an empty queue). A quarter as many items of four records would
+  // otherwise carry four times the start-up per item on a short run.
+  double NetRate(const Cost& fixed) const { return items / (seconds - fixed.seconds); }
+  double NetCpuUs(const Cost& fixed) const {
+    return (server_s + client_s - fixed.server_s - fixed.client_s) * 1e6 / items;
+  }
 };
 
 long long WalLsn(pqxx::connection_base& conn) {
@@ -100,10 +113,12 @@ void Vacuum(pqxx::connection_base& conn) {
 config::Config BenchConfig(const std::string& job, int workers, int chunk,
                            const std::string& key_type = "bigint", bool several_keys = false) {
   std::string table = key_type == "uuid" ? "public.products_uuid" : "public.products";
-  // Items of several records: $1 holds one array literal of keys per item.
-  std::string keys = several_keys
-                         ? "IN (SELECT unnest(k::" + key_type + "[]) FROM unnest($1::text[]) AS k)"
-                         : "= ANY ($1::" + key_type + "[])";
+  // Items of several records: $1 holds one array literal of keys per item,
+  // made one array of keys for one index scan (docs/batch.md: `IN (SELECT
+  // unnest(...))` plans a hash aggregate and a join, ~10 % more per row).
+  std::string keys = several_keys ? "= ANY (ARRAY(SELECT unnest(k::" + key_type +
+                                        "[]) FROM unnest($1::text[]) AS k))"
+                                  : "= ANY ($1::" + key_type + "[])";
   return config::LoadString("target: {table: " + table + "}\n" + "batch: {job: " + job +
                                 ", chunk_size: " + std::to_string(chunk) +
                                 ", workers: " + std::to_string(workers) +
@@ -230,16 +245,28 @@ Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuCloc
   if (summary.counts.done != items) {
     std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.counts.done, items);
   }
-  auto per_item = [&](double seconds) { return seconds * 1e6 / static_cast<double>(items); };
-  return {summary.items_per_second, per_item(cpu.ServerSeconds() - server),
-          per_item(CpuClock::ClientSeconds() - client),
-          static_cast<double>(WalLsn(conn) - wal) / static_cast<double>(items)};
+  return {static_cast<double>(items), summary.seconds, cpu.ServerSeconds() - server,
+          CpuClock::ClientSeconds() - client, static_cast<double>(WalLsn(conn) - wal)};
+}
+
+// A run of an empty queue: what every run costs, whatever its size
+// (connections, checks, prepared statements).
+Cost EmptyRun(const std::string& conninfo, const CpuClock& cpu, int chunk) {
+  batch::RunOptions options;
+  options.install = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double server = cpu.ServerSeconds();
+  double client = CpuClock::ClientSeconds();
+  auto summary =
+      batch::Run(conninfo, BenchConfig("bench_empty", 1, chunk, "bigint", true), options);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return {0, summary.seconds, cpu.ServerSeconds() - server, CpuClock::ClientSeconds() - client, 0};
 }
 
 void PrintCost(const char* what, const Cost& c) {
   std::printf(
-      "  %-34s %9.0f items/s  server %6.1f us/item  client %5.1f us/item  WAL %5.0f B/item\n", what,
-      c.rate, c.server_us, c.client_us, c.wal_bytes);
+      "  %-22s %9.0f items/s  server %5.1f us/item  client %4.1f us/item  WAL %5.0f B/item\n", what,
+      c.Rate(), c.server_s * 1e6 / c.items, c.client_s * 1e6 / c.items, c.wal_bytes / c.items);
 }
 
 }  // namespace
@@ -284,9 +311,10 @@ int main(int argc, char** argv) {
   }
   // One worker on bigint keys, uuid keys and items of four records, round
   // after round, so that a neighbour's load falls on all three alike.
-  std::vector<Cost> w1s, u1s, m1s;
+  std::vector<Cost> w1s, u1s, m1s, empties;
   for (int round = 1; round <= rounds; ++round) {
     std::string r = std::to_string(round);
+    empties.push_back(EmptyRun(conninfo, cpu, chunk));
     w1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_1w_" + r, records, 1, chunk));
     if (round == 1 && !keys_only) {
       w2 = BatchRun(conninfo, *conn, cpu, "batch_2w", records, 2, chunk);
@@ -303,13 +331,13 @@ int main(int argc, char** argv) {
   std::printf("\n%lld items, chunk %d, skip_locked, single-row UPDATE, no online load\n", records,
               chunk);
   if (!keys_only) {
-    double w1 = w1s.front().rate;
+    double w1 = w1s.front().Rate();
     std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
     std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
     std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
                 w1, w1 / a, w1 / b);
     std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
-                w2.rate, w2.rate / a, w2.rate / b);
+                w2.Rate(), w2.Rate() / a, w2.Rate() / b);
     std::printf("  (a') target UPDATE alone, uuid keys     %10.0f rows/s   %.2fx (a)\n", ua,
                 ua / a);
   }
@@ -317,18 +345,22 @@ int main(int argc, char** argv) {
     const auto& w1 = w1s[round];
     const auto& u1 = u1s[round];
     const auto& m1 = m1s[round];
-    std::printf("round %d of 1 worker:\n", round + 1);
+    const auto& fixed = empties[round];
+    std::printf("round %d of 1 worker (a run of an empty queue: %.2f s, %.0f ms CPU):\n", round + 1,
+                fixed.seconds, (fixed.server_s + fixed.client_s) * 1e3);
     PrintCost("bigint keys", w1);
     PrintCost("uuid keys", u1);
     PrintCost("items of 4 records", m1);
     std::printf(
-        "  uuid keys          %.2fx bigint keys (CPU per item %.2fx)\n"
-        "  items of 4 records %.2fx one-record items (CPU per item %.2fx, %.0f rows/s)\n",
-        u1.rate / w1.rate, (w1.server_us + w1.client_us) / (u1.server_us + u1.client_us),
-        m1.rate / w1.rate, (w1.server_us + w1.client_us) / (m1.server_us + m1.client_us),
-        4 * m1.rate);
+        "  uuid keys          %.2fx bigint keys; net of the empty run %.2fx, CPU per item %.2fx\n"
+        "  items of 4 records %.2fx one-record items; net of the empty run %.2fx, CPU per item "
+        "%.2fx (%.0f rows/s)\n",
+        u1.Rate() / w1.Rate(), u1.NetRate(fixed) / w1.NetRate(fixed),
+        w1.NetCpuUs(fixed) / u1.NetCpuUs(fixed), m1.Rate() / w1.Rate(),
+        m1.NetRate(fixed) / w1.NetRate(fixed), w1.NetCpuUs(fixed) / m1.NetCpuUs(fixed),
+        4 * m1.Rate());
     if (!keys_only && round == 0) {
-      std::printf("  uuid keys          %.2fx (a')\n", u1.rate / ua);
+      std::printf("  uuid keys          %.2fx (a')\n", u1.Rate() / ua);
     }
   }
   std::printf(
