@@ -8,15 +8,17 @@
 //       one transaction per chunk, with no decisions in between.
 // Prints the rates and the ratios batch/(a) and batch/(b).
 // Then one worker again on the same rows keyed by uuid, against the bigint
-// run: what a key kept as text costs; and one worker on items of four
-// records each (operation.keys: many, a quarter as many items over the same
-// rows), against the one-record items: what an item of several keys costs.
-// Those three runs print the server's and this process's CPU per item
-// (robust on a shared machine, unlike the rates) and WAL per item, and the
-// ratios also net of a run of an empty queue (what every run costs, which a
-// short run of a quarter as many items pays four times per item); with
-// --rounds R they repeat, alternating, R times; --keys-only leaves out the
-// references and the 2-worker run.
+// run: what a key kept as text costs, with random keys (v4-like: the
+// index's order is not the rows' order) and with keys in the rows' order
+// (v7-like); and one worker on items of four records each (operation.keys:
+// many, a quarter as many items over the same rows), against the
+// one-record items: what an item of several keys costs. Those runs print
+// the server's and this process's CPU per item (robust on a shared
+// machine, unlike the rates) and WAL per item, and the ratios also net of
+// a run of an empty queue (what every run costs, which a short run of a
+// quarter as many items pays four times per item); with --rounds R they
+// repeat, alternating, R times; --keys-only leaves out the references and
+// the 2-worker run.
 //   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only]
 
 #include <spdlog/spdlog.h>
@@ -108,17 +110,32 @@ void Vacuum(pqxx::connection_base& conn) {
   db::VacuumQueue(tx);
 }
 
-// `key_type` "bigint": the demo table; "uuid": public.products_uuid, the
-// same rows keyed by uuid (SeedUuidTable).
+// Keys: "bigint", the demo table; "uuid", public.products_uuid, the same
+// rows keyed by random uuids (md5(g), like v4: the key order is not the
+// rows' order); "uuid_ordered", public.products_uuid_ordered, keyed by
+// uuids in the rows' order (like v7). See SeedUuidTable.
+std::string TableOf(const std::string& keys) {
+  if (keys == "bigint") return "public.products";
+  return "public.products_" + keys;
+}
+std::string TypeOf(const std::string& keys) { return keys == "bigint" ? "bigint" : "uuid"; }
+// The key of row g.
+std::string KeyOf(const std::string& keys) {
+  if (keys == "uuid") return "md5(g::text)::uuid";
+  if (keys == "uuid_ordered") return "lpad(to_hex(g), 32, '0')::uuid";
+  return "g";
+}
+
 config::Config BenchConfig(const std::string& job, int workers, int chunk,
-                           const std::string& key_type = "bigint", bool several_keys = false) {
-  std::string table = key_type == "uuid" ? "public.products_uuid" : "public.products";
+                           const std::string& keys = "bigint", bool several_keys = false) {
+  std::string table = TableOf(keys);
+  std::string key_type = TypeOf(keys);
   // Items of several records: $1 holds one array literal of keys per item,
   // made one array of keys for one index scan (docs/batch.md: `IN (SELECT
   // unnest(...))` plans a hash aggregate and a join, ~10 % more per row).
-  std::string keys = several_keys ? "= ANY (ARRAY(SELECT unnest(k::" + key_type +
-                                        "[]) FROM unnest($1::text[]) AS k))"
-                                  : "= ANY ($1::" + key_type + "[])";
+  std::string where = several_keys ? "= ANY (ARRAY(SELECT unnest(k::" + key_type +
+                                         "[]) FROM unnest($1::text[]) AS k))"
+                                   : "= ANY ($1::" + key_type + "[])";
   return config::LoadString("target: {table: " + table + "}\n" + "batch: {job: " + job +
                                 ", chunk_size: " + std::to_string(chunk) +
                                 ", workers: " + std::to_string(workers) +
@@ -129,19 +146,21 @@ config::Config BenchConfig(const std::string& job, int workers, int chunk,
                                 "operation:\n"
                                 "  keys: " +
                                 (several_keys ? "many" : "one") + "\n  chunk_sql: UPDATE " + table +
-                                " SET stock = stock + 1 WHERE id " + keys + "\n",
+                                " SET stock = stock + 1 WHERE id " + where + "\n",
                             "bench.yaml");
 }
 
-// public.products_uuid: `records` rows like the demo table's, keyed by the
-// uuid md5(g) spells, with its version trigger and guard.
-void SeedUuidTable(pqxx::connection& conn, long long records, int chunk) {
-  pqxx::nontransaction(conn).exec(
-      "CREATE TABLE public.products_uuid (id uuid PRIMARY KEY, stock bigint NOT NULL DEFAULT "
-      "1000, version bigint NOT NULL DEFAULT 0);"
-      "INSERT INTO public.products_uuid (id) SELECT md5(g::text)::uuid FROM generate_series(1, " +
-      std::to_string(records) + ") g");
-  auto config = BenchConfig("bench_uuid", 1, chunk, "uuid");
+// `records` rows like the demo table's, inserted in the order of g, keyed
+// by KeyOf(keys), with its version trigger and guard.
+void SeedUuidTable(pqxx::connection& conn, long long records, int chunk, const std::string& keys) {
+  pqxx::nontransaction(conn).exec("CREATE TABLE " + TableOf(keys) +
+                                  " (id uuid PRIMARY KEY, stock bigint NOT NULL DEFAULT 1000,"
+                                  " version bigint NOT NULL DEFAULT 0);"
+                                  "INSERT INTO " +
+                                  TableOf(keys) + " (id) SELECT " + KeyOf(keys) +
+                                  " FROM generate_series(1, " + std::to_string(records) + ") g");
+  pqxx::nontransaction(conn).exec("VACUUM ANALYZE " + TableOf(keys));
+  auto config = BenchConfig("bench_" + keys, 1, chunk, keys);
   db::InstallVersionTrigger(conn, config.target);
   batch::InstallGuard(conn, config);
 }
@@ -220,8 +239,8 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
 // the same rows. The costs are of the run alone, not of the enqueue.
 Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuClock& cpu,
               const std::string& job, long long records, int workers, int chunk,
-              const std::string& key_type = "bigint", int keys_per_item = 1) {
-  std::string key = key_type == "uuid" ? "md5(g::text)::uuid" : "g";
+              const std::string& keys = "bigint", int keys_per_item = 1) {
+  std::string key = KeyOf(keys);
   long long items = records / keys_per_item;
   std::string n = std::to_string(keys_per_item);
   std::string select =
@@ -229,7 +248,7 @@ Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuCloc
           ? "SELECT " + key + " FROM generate_series(1, " + std::to_string(records) + ") g"
           : "SELECT ARRAY(SELECT " + n + " * i - j FROM generate_series(0, " + n +
                 " - 1) j) FROM generate_series(1, " + std::to_string(items) + ") i";
-  batch::EnqueueSelect(conninfo, job, select, key_type);
+  batch::EnqueueSelect(conninfo, job, select, TypeOf(keys));
   Vacuum(conn);
   batch::RunOptions options;
   options.install = false;
@@ -240,7 +259,7 @@ Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuCloc
   double client = CpuClock::ClientSeconds();
   long long wal = WalLsn(conn);
   auto summary =
-      batch::Run(conninfo, BenchConfig(job, workers, chunk, key_type, keys_per_item > 1), options);
+      batch::Run(conninfo, BenchConfig(job, workers, chunk, keys, keys_per_item > 1), options);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   if (summary.counts.done != items) {
     std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.counts.done, items);
@@ -302,16 +321,17 @@ int main(int argc, char** argv) {
     Vacuum(*conn);
     b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
   }
-  SeedUuidTable(*conn, records, chunk);
+  SeedUuidTable(*conn, records, chunk, "uuid");
+  SeedUuidTable(*conn, records, chunk, "uuid_ordered");
   Vacuum(*conn);
-  pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
   if (!keys_only) {
     ua = ReferenceUuid(*conn, records, chunk);
     pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
   }
-  // One worker on bigint keys, uuid keys and items of four records, round
-  // after round, so that a neighbour's load falls on all three alike.
-  std::vector<Cost> w1s, u1s, m1s, empties;
+  // One worker on bigint keys, uuid keys (random, then in the rows' order)
+  // and items of four records, round after round, so that a neighbour's
+  // load falls on all of them alike.
+  std::vector<Cost> w1s, u1s, o1s, m1s, empties;
   for (int round = 1; round <= rounds; ++round) {
     std::string r = std::to_string(round);
     empties.push_back(EmptyRun(conninfo, cpu, chunk));
@@ -322,6 +342,10 @@ int main(int argc, char** argv) {
     Vacuum(*conn);
     u1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_uuid_1w_" + r, records, 1, chunk, "uuid"));
     pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
+    Vacuum(*conn);
+    o1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_uuid_ordered_1w_" + r, records, 1, chunk,
+                           "uuid_ordered"));
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid_ordered");
     Vacuum(*conn);
     m1s.push_back(
         BatchRun(conninfo, *conn, cpu, "batch_4keys_1w_" + r, records, 1, chunk, "bigint", 4));
@@ -344,21 +368,25 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     const auto& w1 = w1s[round];
     const auto& u1 = u1s[round];
+    const auto& o1 = o1s[round];
     const auto& m1 = m1s[round];
     const auto& fixed = empties[round];
     std::printf("round %d of 1 worker (a run of an empty queue: %.2f s, %.0f ms CPU):\n", round + 1,
                 fixed.seconds, (fixed.server_s + fixed.client_s) * 1e3);
     PrintCost("bigint keys", w1);
     PrintCost("uuid keys", u1);
+    PrintCost("uuid keys in row order", o1);
     PrintCost("items of 4 records", m1);
     std::printf(
         "  uuid keys          %.2fx bigint keys; net of the empty run %.2fx, CPU per item %.2fx\n"
+        "  in row order       %.2fx bigint keys; net of the empty run %.2fx, CPU per item %.2fx\n"
         "  items of 4 records %.2fx one-record items; net of the empty run %.2fx, CPU per item "
         "%.2fx (%.0f rows/s)\n",
         u1.Rate() / w1.Rate(), u1.NetRate(fixed) / w1.NetRate(fixed),
-        w1.NetCpuUs(fixed) / u1.NetCpuUs(fixed), m1.Rate() / w1.Rate(),
-        m1.NetRate(fixed) / w1.NetRate(fixed), w1.NetCpuUs(fixed) / m1.NetCpuUs(fixed),
-        4 * m1.Rate());
+        w1.NetCpuUs(fixed) / u1.NetCpuUs(fixed), o1.Rate() / w1.Rate(),
+        o1.NetRate(fixed) / w1.NetRate(fixed), w1.NetCpuUs(fixed) / o1.NetCpuUs(fixed),
+        m1.Rate() / w1.Rate(), m1.NetRate(fixed) / w1.NetRate(fixed),
+        w1.NetCpuUs(fixed) / m1.NetCpuUs(fixed), 4 * m1.Rate());
     if (!keys_only && round == 0) {
       std::printf("  uuid keys          %.2fx (a')\n", u1.Rate() / ua);
     }
