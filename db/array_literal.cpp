@@ -13,41 +13,7 @@ std::string ArrayLiteral(const std::vector<long long>& values) {
 
 namespace {
 
-// Whether array_in would read `value` other than as written unless quoted:
-// empty, the word NULL, a delimiter, brace, quote, backslash or blank.
-// Keys such as 42 or a uuid go bare: a shorter literal to build and parse.
-bool NeedsQuotes(const std::string& value) {
-  if (value.empty()) return true;
-  if (value.size() == 4 && (value[0] | 0x20) == 'n' && (value[1] | 0x20) == 'u' &&
-      (value[2] | 0x20) == 'l' && (value[3] | 0x20) == 'l') {
-    return true;
-  }
-  for (char c : value) {
-    switch (c) {
-      case '"':
-      case '\\':
-      case '{':
-      case '}':
-      case ',':
-      case ' ':
-      case '\t':
-      case '\n':
-      case '\r':
-      case '\v':
-      case '\f':
-        return true;
-      default:
-        break;
-    }
-  }
-  return false;
-}
-
 void AppendQuoted(std::string& out, const std::string& value) {
-  if (!NeedsQuotes(value)) {
-    out += value;
-    return;
-  }
   out += '"';
   for (char c : value) {
     if (c == '"' || c == '\\') out += '\\';

@@ -14,9 +14,9 @@ namespace coexist::db {
 
 // {1,2,3}
 std::string ArrayLiteral(const std::vector<long long>& values);
-// {a,"b\"c"}: an element quoted when it must be (record keys as text).
+// {"a","b\"c"}: every element quoted (record keys as text).
 std::string ArrayLiteral(const std::vector<std::string>& values);
-// {a,"b\"c",NULL,"NULL"}: quoted when it must be, nullopt as NULL.
+// {"a","b\"c",NULL}: every element quoted, nullopt as NULL.
 std::string ArrayLiteral(const std::vector<std::optional<std::string>>& values);
 
 // The elements of a one-dimensional array's text form as PostgreSQL prints

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "common/error.h"
-#include "db/array_literal.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "db/migrations.h"
@@ -626,33 +625,6 @@ TEST_F(Migrations, StatusReportsTheInstalledSchema) {
   EXPECT_EQ(status.target_rows, coexist::testing::ClusterEnvironment::kTemplateRecords);
   EXPECT_TRUE(status.version_trigger);
   EXPECT_EQ(status.queue_by_state.at("queued"), 0);
-}
-
-class ArrayLiterals : public DatabaseTest {};
-
-// Elements go bare unless the server would read them otherwise; every one
-// comes back from $1::text[] as written, also inside an array of literals
-// (an item's keys, docs/batch.md).
-TEST_F(ArrayLiterals, QuoteOnlyWhatTheServerWouldMisread) {
-  const std::vector<std::string> values = {"42",   "0b1e4a4c-6d3e-4b8e-9f2a-1c2d3e4f5a6b",
-                                           "",     "NULL",
-                                           "nUlL", "NULLS",
-                                           "a b",  " a",
-                                           "a,b",  "{x}",
-                                           "q\"",  "b\\s",
-                                           "t\tu", "\xc3\xa9t\xc3\xa9"};
-  auto literal = ArrayLiteral(values);
-  EXPECT_EQ(literal.substr(0, 43), "{42,0b1e4a4c-6d3e-4b8e-9f2a-1c2d3e4f5a6b,\"\"");
-  auto conn = Connect();
-  pqxx::work tx(*conn);
-  auto nested = ArrayLiteral(std::vector<std::string>{literal, ArrayLiteral(values)});
-  for (const auto& [sql, param] : {std::pair{"SELECT unnest($1::text[])", literal},
-                                   {"SELECT unnest(($1::text[])[2]::text[])", nested}}) {
-    std::vector<std::string> back;
-    for (const auto& row : tx.exec_params(sql, param)) back.push_back(row[0].as<std::string>());
-    EXPECT_EQ(back, values) << sql;
-  }
-  EXPECT_EQ(ParseArrayLiteral(literal), values);
 }
 
 }  // namespace
