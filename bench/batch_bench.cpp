@@ -8,18 +8,30 @@
 //       one transaction per chunk, with no decisions in between.
 // Prints the rates and the ratios batch/(a) and batch/(b).
 // Then one worker again on the same rows keyed by uuid, against the bigint
-// run: what a key kept as text costs; and one worker on items of four
-// records each (operation.keys: many, a quarter as many items over the same
-// rows), against the one-record items: what an item of several keys costs.
-//   build-batch/bench/batch_bench [--records N] [--chunk N]
+// run: what a key kept as text costs, with random keys (v4-like: the
+// index's order is not the rows' order) and with keys in the rows' order
+// (v7-like); and one worker on items of four records each (operation.keys:
+// many, a quarter as many items over the same rows), against the
+// one-record items: what an item of several keys costs. Those runs print
+// the server's and this process's CPU per item (robust on a shared
+// machine, unlike the rates) and WAL per item, and the ratios also net of
+// a run of an empty queue (what every run costs, which a short run of a
+// quarter as many items pays four times per item); with --rounds R they
+// repeat, alternating, R times; --keys-only leaves out the references and
+// the 2-worker run.
+//   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only]
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <pqxx/pqxx>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "batch/enqueue.h"
 #include "batch/guard.h"
@@ -41,21 +53,89 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// CPU seconds of the server's finished backends (the postmaster's reaped
+// children: cutime + cstime in /proc/PID/stat) and of this process (the
+// batch's workers are its threads). Robust where wall-clock rates are not:
+// on a shared machine a neighbour's load stretches the seconds, not these.
+struct CpuClock {
+  pid_t server = -1;
+  double ServerSeconds() const {
+    std::ifstream in("/proc/" + std::to_string(server) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(text.substr(text.rfind(')') + 2));
+    std::string field;
+    double ticks = 0;
+    // Fields 3.. after "pid (comm) "; cutime and cstime are fields 16 and 17.
+    for (int i = 3; i <= 17 && fields >> field; ++i) {
+      if (i >= 16) ticks += std::stod(field);
+    }
+    return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  static double ClientSeconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  }
+};
+
+// What one run cost: its items, seconds (as the run counts them), CPU
+// seconds of the server and of this process, WAL bytes.
+struct Cost {
+  double items = 0;
+  double seconds = 0;
+  double server_s = 0;
+  double client_s = 0;
+  double wal_bytes = 0;
+
+  double Rate() const { return items / seconds; }
+  // Per item, net of what any run costs whatever its size (`fixed`: a run
+  // of an empty queue). A quarter as many items of four records would
+  // otherwise carry four times the start-up per item on a short run.
+  double NetRate(const Cost& fixed) const { return items / (seconds - fixed.seconds); }
+  double NetCpuUs(const Cost& fixed) const {
+    return (server_s + client_s - fixed.server_s - fixed.client_s) * 1e6 / items;
+  }
+};
+
+long long WalLsn(pqxx::connection_base& conn) {
+  return pqxx::nontransaction(conn)
+      .exec1("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0]
+      .as<long long>();
+}
+
 void Vacuum(pqxx::connection_base& conn) {
   pqxx::nontransaction tx(conn);
   tx.exec("VACUUM ANALYZE public.products");
   db::VacuumQueue(tx);
 }
 
-// `key_type` "bigint": the demo table; "uuid": public.products_uuid, the
-// same rows keyed by uuid (SeedUuidTable).
+// Keys: "bigint", the demo table; "uuid", public.products_uuid, the same
+// rows keyed by random uuids (md5(g), like v4: the key order is not the
+// rows' order); "uuid_ordered", public.products_uuid_ordered, keyed by
+// uuids in the rows' order (like v7). See SeedUuidTable.
+std::string TableOf(const std::string& keys) {
+  if (keys == "bigint") return "public.products";
+  return "public.products_" + keys;
+}
+std::string TypeOf(const std::string& keys) { return keys == "bigint" ? "bigint" : "uuid"; }
+// The key of row g.
+std::string KeyOf(const std::string& keys) {
+  if (keys == "uuid") return "md5(g::text)::uuid";
+  if (keys == "uuid_ordered") return "lpad(to_hex(g), 32, '0')::uuid";
+  return "g";
+}
+
 config::Config BenchConfig(const std::string& job, int workers, int chunk,
-                           const std::string& key_type = "bigint", bool several_keys = false) {
-  std::string table = key_type == "uuid" ? "public.products_uuid" : "public.products";
-  // Items of several records: $1 holds one array literal of keys per item.
-  std::string keys = several_keys
-                         ? "IN (SELECT unnest(k::" + key_type + "[]) FROM unnest($1::text[]) AS k)"
-                         : "= ANY ($1::" + key_type + "[])";
+                           const std::string& keys = "bigint", bool several_keys = false) {
+  std::string table = TableOf(keys);
+  std::string key_type = TypeOf(keys);
+  // Items of several records: $1 holds one array literal of keys per item,
+  // made one array of keys for one index scan (docs/batch.md: `IN (SELECT
+  // unnest(...))` plans a hash aggregate and a join, ~10 % more per row).
+  std::string where = several_keys ? "= ANY (ARRAY(SELECT unnest(k::" + key_type +
+                                         "[]) FROM unnest($1::text[]) AS k))"
+                                   : "= ANY ($1::" + key_type + "[])";
   return config::LoadString("target: {table: " + table + "}\n" + "batch: {job: " + job +
                                 ", chunk_size: " + std::to_string(chunk) +
                                 ", workers: " + std::to_string(workers) +
@@ -66,19 +146,21 @@ config::Config BenchConfig(const std::string& job, int workers, int chunk,
                                 "operation:\n"
                                 "  keys: " +
                                 (several_keys ? "many" : "one") + "\n  chunk_sql: UPDATE " + table +
-                                " SET stock = stock + 1 WHERE id " + keys + "\n",
+                                " SET stock = stock + 1 WHERE id " + where + "\n",
                             "bench.yaml");
 }
 
-// public.products_uuid: `records` rows like the demo table's, keyed by the
-// uuid md5(g) spells, with its version trigger and guard.
-void SeedUuidTable(pqxx::connection& conn, long long records, int chunk) {
-  pqxx::nontransaction(conn).exec(
-      "CREATE TABLE public.products_uuid (id uuid PRIMARY KEY, stock bigint NOT NULL DEFAULT "
-      "1000, version bigint NOT NULL DEFAULT 0);"
-      "INSERT INTO public.products_uuid (id) SELECT md5(g::text)::uuid FROM generate_series(1, " +
-      std::to_string(records) + ") g");
-  auto config = BenchConfig("bench_uuid", 1, chunk, "uuid");
+// `records` rows like the demo table's, inserted in the order of g, keyed
+// by KeyOf(keys), with its version trigger and guard.
+void SeedUuidTable(pqxx::connection& conn, long long records, int chunk, const std::string& keys) {
+  pqxx::nontransaction(conn).exec("CREATE TABLE " + TableOf(keys) +
+                                  " (id uuid PRIMARY KEY, stock bigint NOT NULL DEFAULT 1000,"
+                                  " version bigint NOT NULL DEFAULT 0);"
+                                  "INSERT INTO " +
+                                  TableOf(keys) + " (id) SELECT " + KeyOf(keys) +
+                                  " FROM generate_series(1, " + std::to_string(records) + ") g");
+  pqxx::nontransaction(conn).exec("VACUUM ANALYZE " + TableOf(keys));
+  auto config = BenchConfig("bench_" + keys, 1, chunk, keys);
   db::InstallVersionTrigger(conn, config.target);
   batch::InstallGuard(conn, config);
 }
@@ -154,11 +236,11 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
 }
 
 // `keys_per_item` > 1: items of that many records each (disjoint), over
-// the same rows.
-double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::string& job,
-                long long records, int workers, int chunk, const std::string& key_type = "bigint",
-                int keys_per_item = 1) {
-  std::string key = key_type == "uuid" ? "md5(g::text)::uuid" : "g";
+// the same rows. The costs are of the run alone, not of the enqueue.
+Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuClock& cpu,
+              const std::string& job, long long records, int workers, int chunk,
+              const std::string& keys = "bigint", int keys_per_item = 1) {
+  std::string key = KeyOf(keys);
   long long items = records / keys_per_item;
   std::string n = std::to_string(keys_per_item);
   std::string select =
@@ -166,16 +248,44 @@ double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::
           ? "SELECT " + key + " FROM generate_series(1, " + std::to_string(records) + ") g"
           : "SELECT ARRAY(SELECT " + n + " * i - j FROM generate_series(0, " + n +
                 " - 1) j) FROM generate_series(1, " + std::to_string(items) + ") i";
-  batch::EnqueueSelect(conninfo, job, select, key_type);
+  batch::EnqueueSelect(conninfo, job, select, TypeOf(keys));
   Vacuum(conn);
   batch::RunOptions options;
   options.install = false;
+  // The enqueue's and the vacuum's backends are gone (reaped) before the
+  // clock starts, the run's before it stops.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double server = cpu.ServerSeconds();
+  double client = CpuClock::ClientSeconds();
+  long long wal = WalLsn(conn);
   auto summary =
-      batch::Run(conninfo, BenchConfig(job, workers, chunk, key_type, keys_per_item > 1), options);
+      batch::Run(conninfo, BenchConfig(job, workers, chunk, keys, keys_per_item > 1), options);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   if (summary.counts.done != items) {
     std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.counts.done, items);
   }
-  return summary.items_per_second;
+  return {static_cast<double>(items), summary.seconds, cpu.ServerSeconds() - server,
+          CpuClock::ClientSeconds() - client, static_cast<double>(WalLsn(conn) - wal)};
+}
+
+// A run of an empty queue: what every run costs, whatever its size
+// (connections, checks, prepared statements).
+Cost EmptyRun(const std::string& conninfo, const CpuClock& cpu, int chunk) {
+  batch::RunOptions options;
+  options.install = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double server = cpu.ServerSeconds();
+  double client = CpuClock::ClientSeconds();
+  auto summary =
+      batch::Run(conninfo, BenchConfig("bench_empty", 1, chunk, "bigint", true), options);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return {0, summary.seconds, cpu.ServerSeconds() - server, CpuClock::ClientSeconds() - client, 0};
+}
+
+void PrintCost(const char* what, const Cost& c) {
+  std::printf(
+      "  %-22s %9.0f items/s  server %5.1f us/item  client %4.1f us/item  WAL %5.0f B/item\n", what,
+      c.Rate(), c.server_s * 1e6 / c.items, c.client_s * 1e6 / c.items, c.wal_bytes / c.items);
 }
 
 }  // namespace
@@ -183,12 +293,18 @@ double BatchRun(const std::string& conninfo, pqxx::connection& conn, const std::
 int main(int argc, char** argv) {
   long long records = 1'000'000;
   int chunk = 500;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  int rounds = 1;
+  bool keys_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--keys-only") == 0) keys_only = true;
+    if (i + 1 >= argc) continue;
     if (std::strcmp(argv[i], "--records") == 0) records = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::stoi(argv[i + 1]);
   }
   spdlog::set_level(spdlog::level::warn);
   auto cluster = db::TempCluster::Start();
+  CpuClock cpu{cluster->server_pid()};
   std::string conninfo = cluster->ConnectionString();
   auto conn = db::Connect(conninfo, "coexist-bench");
   std::printf("seeding %lld rows...\n", records);
@@ -198,38 +314,85 @@ int main(int argc, char** argv) {
   pqxx::nontransaction(*conn).exec("SET coexist.actor = 'batch'");
   Vacuum(*conn);
 
-  double a = ReferenceA(*conn, records, chunk);
+  double a = 0, b = 0, ua = 0;
+  Cost w2;
+  if (!keys_only) {
+    a = ReferenceA(*conn, records, chunk);
+    Vacuum(*conn);
+    b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
+  }
+  SeedUuidTable(*conn, records, chunk, "uuid");
+  SeedUuidTable(*conn, records, chunk, "uuid_ordered");
   Vacuum(*conn);
-  double b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
-  double w1 = BatchRun(conninfo, *conn, "batch_1w", records, 1, chunk);
-  double w2 = BatchRun(conninfo, *conn, "batch_2w", records, 2, chunk);
-  SeedUuidTable(*conn, records, chunk);
-  Vacuum(*conn);
-  pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
-  double ua = ReferenceUuid(*conn, records, chunk);
-  pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
-  double u1 = BatchRun(conninfo, *conn, "batch_uuid_1w", records, 1, chunk, "uuid");
-  Vacuum(*conn);
-  double m1 = BatchRun(conninfo, *conn, "batch_4keys_1w", records, 1, chunk, "bigint", 4);
+  if (!keys_only) {
+    ua = ReferenceUuid(*conn, records, chunk);
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
+  }
+  // One worker on bigint keys, uuid keys (random, then in the rows' order)
+  // and items of four records, round after round, so that a neighbour's
+  // load falls on all of them alike.
+  std::vector<Cost> w1s, u1s, o1s, m1s, empties;
+  for (int round = 1; round <= rounds; ++round) {
+    std::string r = std::to_string(round);
+    empties.push_back(EmptyRun(conninfo, cpu, chunk));
+    w1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_1w_" + r, records, 1, chunk));
+    if (round == 1 && !keys_only) {
+      w2 = BatchRun(conninfo, *conn, cpu, "batch_2w", records, 2, chunk);
+    }
+    Vacuum(*conn);
+    u1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_uuid_1w_" + r, records, 1, chunk, "uuid"));
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid");
+    Vacuum(*conn);
+    o1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_uuid_ordered_1w_" + r, records, 1, chunk,
+                           "uuid_ordered"));
+    pqxx::nontransaction(*conn).exec("VACUUM ANALYZE public.products_uuid_ordered");
+    Vacuum(*conn);
+    m1s.push_back(
+        BatchRun(conninfo, *conn, cpu, "batch_4keys_1w_" + r, records, 1, chunk, "bigint", 4));
+    Vacuum(*conn);
+  }
 
   std::printf("\n%lld items, chunk %d, skip_locked, single-row UPDATE, no online load\n", records,
               chunk);
-  std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
-  std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
-  std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
-              w1, w1 / a, w1 / b);
-  std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
-              w2, w2 / a, w2 / b);
-  std::printf("  (a') target UPDATE alone, uuid keys     %10.0f rows/s   %.2fx (a)\n", ua, ua / a);
+  if (!keys_only) {
+    double w1 = w1s.front().Rate();
+    std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
+    std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
+    std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
+                w1, w1 / a, w1 / b);
+    std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
+                w2.Rate(), w2.Rate() / a, w2.Rate() / b);
+    std::printf("  (a') target UPDATE alone, uuid keys     %10.0f rows/s   %.2fx (a)\n", ua,
+                ua / a);
+  }
+  for (int round = 0; round < rounds; ++round) {
+    const auto& w1 = w1s[round];
+    const auto& u1 = u1s[round];
+    const auto& o1 = o1s[round];
+    const auto& m1 = m1s[round];
+    const auto& fixed = empties[round];
+    std::printf("round %d of 1 worker (a run of an empty queue: %.2f s, %.0f ms CPU):\n", round + 1,
+                fixed.seconds, (fixed.server_s + fixed.client_s) * 1e3);
+    PrintCost("bigint keys", w1);
+    PrintCost("uuid keys", u1);
+    PrintCost("uuid keys in row order", o1);
+    PrintCost("items of 4 records", m1);
+    std::printf(
+        "  uuid keys          %.2fx bigint keys; net of the empty run %.2fx, CPU per item %.2fx\n"
+        "  in row order       %.2fx bigint keys; net of the empty run %.2fx, CPU per item %.2fx\n"
+        "  items of 4 records %.2fx one-record items; net of the empty run %.2fx, CPU per item "
+        "%.2fx (%.0f rows/s)\n",
+        u1.Rate() / w1.Rate(), u1.NetRate(fixed) / w1.NetRate(fixed),
+        w1.NetCpuUs(fixed) / u1.NetCpuUs(fixed), o1.Rate() / w1.Rate(),
+        o1.NetRate(fixed) / w1.NetRate(fixed), w1.NetCpuUs(fixed) / o1.NetCpuUs(fixed),
+        m1.Rate() / w1.Rate(), m1.NetRate(fixed) / w1.NetRate(fixed),
+        w1.NetCpuUs(fixed) / m1.NetCpuUs(fixed), 4 * m1.Rate());
+    if (!keys_only && round == 0) {
+      std::printf("  uuid keys          %.2fx (a')\n", u1.Rate() / ua);
+    }
+  }
   std::printf(
-      "  batch, 1 worker, uuid keys              %10.0f items/s  %.2fx bigint keys  %.2fx (a')\n",
-      u1, u1 / w1, u1 / ua);
-  std::printf(
-      "  batch, 1 worker, items of 4 records     %10.0f items/s  %.2fx one-record items  "
-      "(%.0f rows/s)\n",
-      m1, m1 / w1, 4 * m1);
-  std::printf(
-      "  targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a), uuid >= 0.80x bigint,\n"
-      "           items of 4 records >= 0.50x one-record items\n");
+      "targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a), uuid >= 0.80x bigint,\n"
+      "         items of 4 records >= 0.50x one-record items\n");
   return 0;
 }

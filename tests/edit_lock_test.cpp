@@ -334,6 +334,46 @@ TEST_F(GuardTrigger, RefusesAPartitionedPartitionAsTarget) {
   }
 }
 
+// The batch's writes skip the guard by its WHEN clause (0025), not by a call
+// of its function per row; online writers still meet it. A guard installed
+// before 0025 gains the clause at the next install, unless the table is busy
+// beyond lock_timeout: then it stays as it was, and the install goes on.
+TEST_F(GuardTrigger, SkippedForTheBatchByItsWhenClause) {
+  const std::string has_condition =
+      "SELECT tgqual IS NOT NULL FROM pg_trigger"
+      " WHERE tgrelid = 'products'::regclass AND tgname = 'coexist_guard'";
+  Exec("SELECT coexist.install_guard_trigger('products', 'id')");
+  EXPECT_EQ(QueryValue(has_condition), "t");
+  QueryValue("SELECT coexist.acquire_edit_lock('products', 1, 'alice', '1 hour')");
+  EXPECT_EQ(Online("UPDATE products SET stock = 0 WHERE id = 1"), sqlstate::kEditLockedRefused);
+  auto batch = Connect("coexist-batch");
+  EXPECT_EQ(
+      SqlStateOf(*batch, "SET coexist.actor = 'batch'; UPDATE products SET stock = 0 WHERE id = 1"),
+      "");
+  EXPECT_EQ(QueryValue("SELECT stock || ' ' || version FROM products WHERE id = 1"), "0 1");
+
+  // As installed before 0025: the same function, no WHEN clause.
+  Exec(
+      "CREATE OR REPLACE TRIGGER coexist_guard BEFORE INSERT OR UPDATE OR DELETE ON products"
+      " FOR EACH ROW EXECUTE FUNCTION " +
+      QueryValue("SELECT coexist.trigger_function_name('guard', 'products')") + "()");
+  EXPECT_EQ(QueryValue(has_condition), "f");
+  {
+    auto online = Connect("coexist-online");
+    pqxx::work busy(*online);
+    busy.exec("UPDATE products SET stock = stock WHERE id = 2");
+    Exec(
+        "SET lock_timeout = '100ms'; SELECT coexist.install_guard_trigger('products', 'id');"
+        " RESET lock_timeout");
+    EXPECT_EQ(QueryValue(has_condition), "f") << "kept while an online transaction holds the table";
+    busy.commit();
+  }
+  EXPECT_EQ(Online("UPDATE products SET stock = 0 WHERE id = 1"), sqlstate::kEditLockedRefused);
+  Exec("SELECT coexist.install_guard_trigger('products', 'id')");
+  EXPECT_EQ(QueryValue(has_condition), "t");
+  EXPECT_EQ(Online("UPDATE products SET stock = 0 WHERE id = 1"), sqlstate::kEditLockedRefused);
+}
+
 // Two tables whose names share their first 60 characters, in a long schema:
 // before 0009 both names were cut to one function, and the second install
 // gave the first table a guard that reads the second's key column.
