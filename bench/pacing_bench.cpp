@@ -33,6 +33,14 @@
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 //                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
 //                            [--step-at 3s] [--step-for 5s]
+//   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
+//                            [--sweep-for 6s] [--items 200000]
+//
+// --sweep (any --sweep-* option) measures what moves online p99 instead:
+// an unpaced cell, then one cell per chunk_time and duty cycle, the duty
+// held fixed (an objective no latency meets, min_duty = the duty) and each
+// batch stopped after --sweep-for (the scenario's window, at least the 6 s
+// warmup): online p99 during/alone and the batch rate against unpaced.
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -82,10 +90,17 @@ struct Options {
   std::string tolerance;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
+  // --sweep: instead of the rounds, cells at a fixed duty cycle for each
+  // chunk_time, each batch stopped after sweep_for: what moves online p99.
+  bool sweep = false;
+  std::vector<std::string> sweep_duties{"1", "0.5", "0.2", "0.1"};
+  std::vector<std::string> sweep_chunk_times{"20ms", "5ms", "2ms"};
+  std::string sweep_for = "6s";
 };
 
 // The shared part: data, online load, the batch's job; `pacing` differs.
-std::string ScenarioYaml(const Options& o, int chunk, const std::string& pacing) {
+std::string ScenarioYaml(const Options& o, int chunk, const std::string& pacing,
+                         const std::string& window = "300s") {
   return "scenario:\n"
          "  records: " +
          std::to_string(o.records) +
@@ -95,7 +110,9 @@ std::string ScenarioYaml(const Options& o, int chunk, const std::string& pacing)
          "\n"
          "  warmup: 6s\n"
          "  cooldown: 1s\n"
-         "  window: 300s\n"
+         "  window: " +
+         window +
+         "\n"
          "batch: {job: settle, chunk_size: " +
          std::to_string(chunk) +
          ", workers: 1}\n"
@@ -162,6 +179,21 @@ std::string LatencyPacing(const Options& o) {
          "  online_latency: {objective: " +
          o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s" +
          (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) + "}\n";
+}
+
+// A fixed duty cycle: the objective's controller with a baseline it can
+// never meet cuts the duty to min_duty within a second and holds it there
+// (the read probe every 20 ms is its only cost).
+std::string FixedDutyPacing(const std::string& chunk_time, const std::string& duty) {
+  return "  adaptive: true\n"
+         "  chunk_time: " +
+         chunk_time +
+         "\n"
+         "  min_chunk: 1\n"
+         "  max_load: {}\n"
+         "  critical_load: {}\n"
+         "  online_latency: {baseline: 1us, tolerance: 0us, min_duty: " +
+         duty + ", probe: read, probe_interval: 20ms, window: 200ms, relearn_every: 0s}\n";
 }
 
 capacity::CellResult RunCell(const std::string& conninfo, const std::string& yaml,
@@ -411,6 +443,16 @@ std::string Seconds(const std::optional<double>& s) {
   return text;
 }
 
+std::vector<std::string> Split(const std::string& list) {
+  std::vector<std::string> parts;
+  size_t from = 0;
+  for (size_t comma; (comma = list.find(',', from)) != std::string::npos; from = comma + 1) {
+    parts.push_back(list.substr(from, comma - from));
+  }
+  parts.push_back(list.substr(from));
+  return parts;
+}
+
 Options Parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -428,8 +470,38 @@ Options Parse(int argc, char** argv) {
     if (key == "--tolerance") o.tolerance = value;
     if (key == "--step-at") o.step_at = std::stod(value);
     if (key == "--step-for") o.step_for = std::stod(value);
+    if (key == "--sweep-duty") o.sweep_duties = Split(value), o.sweep = true;
+    if (key == "--sweep-chunk-time") o.sweep_chunk_times = Split(value), o.sweep = true;
+    if (key == "--sweep-for") o.sweep_for = value, o.sweep = true;
+    if (key == "--sweep") o.sweep = value == "yes" || value == "1";
   }
   return o;
+}
+
+// The fixed-duty sweep: for each chunk_time and duty, one cell whose batch
+// runs sweep_for (stopped by the scenario's window), and an unpaced cell
+// for the rate: online p99 during/alone against batch rate/unpaced.
+void Sweep(const std::string& conninfo, const Options& o) {
+  auto unpaced =
+      RunCell(conninfo, ScenarioYaml(o, o.chunk, UnpacedPacing(), o.sweep_for), "unpaced");
+  PrintCell("unpaced", unpaced);
+  std::printf("  sweep: chunk_time duty  p99 alone  p99 during  ratio  items/s  rate\n");
+  std::printf("  sweep: %-10s %-4s %8.1f ms %8.1f ms %5.2fx %8.0f %5.2fx\n", "unpaced", "1",
+              unpaced.before.p99_ms, unpaced.during.p99_ms,
+              unpaced.during.p99_ms / unpaced.before.p99_ms, unpaced.items_per_second, 1.0);
+  std::fflush(stdout);
+  for (const auto& chunk_time : o.sweep_chunk_times) {
+    for (const auto& duty : o.sweep_duties) {
+      auto c =
+          RunCell(conninfo,
+                  ScenarioYaml(o, kPacedFirstChunk, FixedDutyPacing(chunk_time, duty), o.sweep_for),
+                  "fixed");
+      std::printf("  sweep: %-10s %-4s %8.1f ms %8.1f ms %5.2fx %8.0f %5.2fx\n", chunk_time.c_str(),
+                  duty.c_str(), c.before.p99_ms, c.during.p99_ms, c.during.p99_ms / c.before.p99_ms,
+                  c.items_per_second, c.items_per_second / unpaced.items_per_second);
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace
@@ -439,6 +511,10 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   auto cluster = db::TempCluster::Start();
   std::string conninfo = cluster->ConnectionString();
+  if (o.sweep) {
+    Sweep(conninfo, o);
+    return 0;
+  }
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
       "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx, "
