@@ -252,6 +252,8 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
   s.String("baseline", ignored);
   s.String("tolerance", ignored);
   s.Double("percentile", out.percentile, 50.0, 99.9);
+  s.Enum("signal", out.signal,
+         {{"sessions", LatencySignal::kSessions}, {"probe", LatencySignal::kProbe}});
   s.Enum("probe", out.probe,
          {{"lock", LatencyProbeKind::kLock}, {"read", LatencyProbeKind::kRead}});
   s.Duration("probe_interval", out.probe_interval, milliseconds(5), milliseconds(10'000));

@@ -302,6 +302,12 @@ enum class CriticalAction { kHibernate, kStop };
 // does); read: the same SELECT without the lock (CPU and I/O only).
 enum class LatencyProbeKind { kLock, kRead };
 
+// pacing.online_latency.signal: what the objective is held to. sessions:
+// the latencies of the application's own statements, read from
+// pg_stat_activity (needs pg_read_all_stats); probe: coexist's own
+// online-shaped statement, timed.
+enum class LatencySignal { kSessions, kProbe };
+
 // `pacing.online_latency:` — the online side's latency objective
 // (docs/pacing.md "Latency objective"): coexist probes the target like an
 // online transaction and slows the batch while the probe's percentile is
@@ -314,8 +320,11 @@ struct OnlineLatencyConfig {
   std::optional<std::chrono::microseconds> baseline;
   // Which percentile of the window's probes is compared. 50..99.9
   double percentile = 90;
+  // sessions falls back to the probe, saying so, when the role may not see
+  // other roles' sessions or learning sees too few online statements.
+  LatencySignal signal = LatencySignal::kSessions;
   LatencyProbeKind probe = LatencyProbeKind::kLock;
-  // How often the probe runs. 5ms..10s
+  // How often the probe runs, or pg_stat_activity is read. 5ms..10s
   milliseconds probe_interval{50};
   // The probes one decision looks at. 100ms..1m, at least 5 probe intervals
   milliseconds window = std::chrono::seconds(2);

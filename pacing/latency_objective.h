@@ -30,6 +30,11 @@ struct LatencyObjectiveOptions {
   // Latencies within baseline + tolerance always meet the objective: the
   // probe's own jitter on a busy host is of this order, and no user sees it.
   std::chrono::microseconds tolerance{500};
+  // A decision also waits this long after the last change (0: kMinSamples
+  // alone decide). With the sessions signal, samples come by the hundred a
+  // second: the time keeps a decision's percentile steady, and the
+  // baseline's groups hold as many samples as a decision would.
+  std::chrono::milliseconds decision_time{0};
 };
 
 // A change the caller logs and records in coexist.events.
@@ -57,7 +62,9 @@ struct LatencyEvent {
 //     over        --p <= limit(objective)--> within, and then:
 //     within, duty < 1 --p <= limit(headroom)--> duty := min(1, max(duty x 2, duty + 0.1))
 //     within, duty < 1 --limit(headroom) < p <= limit(objective)--> duty := min(1, duty + kCreep)
-//   every cut or raise is a change: the next decision waits for kMinSamples newer probes.
+//   every cut or raise is a change: the next decision waits for kMinSamples newer probes
+//   (and decision_time, when set).
+//   within/over, batch working, no sample for a window (Quiet): decided as headroom.
 //   batch idle (paused, throttled) for learn_time with a measured baseline:
 //     baseline := learned again from the idle probes (latency_baseline "refreshed")
 //   duty < 1 for relearn_every since the baseline was learned and since the duty was
@@ -92,6 +99,10 @@ class LatencyObjective {
 
   // One probe that took `latency`, finished at `now`. Returns the events it causes.
   std::vector<LatencyEvent> Observe(Clock::time_point now, std::chrono::microseconds latency);
+  // A look that found no sample (the sessions signal: no online statement
+  // ended). With none for a whole window while the batch works, nobody is
+  // there to protect: decided as headroom (the duty is raised).
+  std::vector<LatencyEvent> Quiet(Clock::time_point now);
   // Whether the batch works now (false while paused or throttled by other
   // signals): the probes of a long enough idle period refresh the baseline.
   void SetBatchActive(Clock::time_point now, bool active);
@@ -108,6 +119,9 @@ class LatencyObjective {
   std::chrono::microseconds latency() const { return latency_; }
   // latency() / baseline(), 0 while learning.
   double ratio() const;
+  // The latency the objective allows now (objective x baseline, tolerance
+  // included); nullopt while learning.
+  std::optional<std::chrono::microseconds> limit() const;
   const LatencyObjectiveOptions& options() const { return options_; }
 
   // How long a worker rests after a chunk that took `took`, so that it works
@@ -128,6 +142,8 @@ class LatencyObjective {
   // The latency that `ratio` x baseline allows, tolerance included.
   std::chrono::microseconds Limit(double ratio) const;
   void Decide(Clock::time_point now, std::vector<LatencyEvent>& events);
+  // The raise (and the return to within) of a decision that found room.
+  void Raise(Clock::time_point now, bool headroom, std::vector<LatencyEvent>& events);
 
   LatencyObjectiveOptions options_;
   LatencyState state_;
@@ -140,6 +156,7 @@ class LatencyObjective {
   std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
   Clock::time_point baseline_at_{};              // when the baseline was last learned
   Clock::time_point full_duty_at_{};             // when the duty was last 1
+  std::optional<Clock::time_point> last_sample_at_;
 };
 
 }  // namespace coexist::pacing

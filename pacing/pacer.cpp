@@ -14,6 +14,7 @@
 #include "pacing/latency_objective.h"
 #include "pacing/latency_probe.h"
 #include "pacing/load.h"
+#include "pacing/session_sampler.h"
 #include "pacing/throttle.h"
 
 namespace coexist::pacing {
@@ -36,6 +37,18 @@ LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c)
           .min_duty = c.min_duty,
           .relearn_every = c.relearn_every,
           .tolerance = c.tolerance};
+}
+
+// The sessions signal: a decision takes the samples of 10 reads (500 ms at
+// the default 50 ms), however many statements they found.
+LatencyObjectiveOptions SessionsOptionsFrom(const config::OnlineLatencyConfig& c) {
+  auto options = LatencyOptionsFrom(c);
+  options.decision_time = LatencyObjective::kMinSamples * c.probe_interval;
+  return options;
+}
+
+const char* ToString(config::LatencySignal signal) {
+  return signal == config::LatencySignal::kSessions ? "sessions" : "probe";
 }
 
 bool FileExists(const std::string& path) {
@@ -65,7 +78,8 @@ PacerOptions PacerOptionsFrom(const config::Config& config, std::string conninfo
                       .chunk_size = config.batch.chunk_size,
                       .job = config.batch.job,
                       .target = config.target,
-                      .conninfo = std::move(conninfo)};
+                      .conninfo = std::move(conninfo),
+                      .batch_application_name = config.database.application_name};
 }
 
 struct Pacer::Impl {
@@ -99,7 +113,14 @@ struct Pacer::Impl {
     milliseconds took{0};
   };
   std::unordered_map<std::thread::id, LastChunk> last_chunk;
+  // The signal the objective is held to now: the configured one, or the
+  // probe after the sessions signal fell back (signal_fallback says why).
+  config::LatencySignal signal = config::LatencySignal::kProbe;
+  std::string signal_fallback;
+  Clock::time_point sessions_learning_until{};
+  long long sessions_seen = 0;  // online statements sampled while learning
   std::unique_ptr<ControlServer> server;
+  std::unique_ptr<SessionSampler> sampler;
   std::unique_ptr<LatencyProbe> probe;  // last: its thread stops first
 
   explicit Impl(PacerOptions o)
@@ -129,8 +150,37 @@ struct Pacer::Impl {
   }
 
   void StartLatencyObjective(const config::OnlineLatencyConfig& c) {
-    auto now = Clock::now();
     latency_objective = c.objective;
+    if (c.signal == config::LatencySignal::kSessions) {
+      StartSessions(c);
+    } else {
+      StartProbe(c);
+    }
+  }
+
+  void StartSessions(const config::OnlineLatencyConfig& c) {
+    auto now = Clock::now();
+    signal = config::LatencySignal::kSessions;
+    latency.emplace(SessionsOptionsFrom(c), now);
+    learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
+    // Learning must see online statements; too few by then: the probe.
+    sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
+    sampler = std::make_unique<SessionSampler>(
+        SessionSamplerOptions{
+            .conninfo = options.conninfo,
+            .application_name = options.application_name + "-latency-sessions",
+            .exclude_prefixes = {options.application_name, options.batch_application_name},
+            .interval = c.probe_interval},
+        [this](const std::vector<SessionSample>& samples) { OnSessions(samples); },
+        [this](const ProbeUnavailable& why) {
+          std::lock_guard lock(mutex);
+          FallBackToProbe(why.reason, why.fix);
+        });
+  }
+
+  void StartProbe(const config::OnlineLatencyConfig& c) {
+    auto now = Clock::now();
+    signal = config::LatencySignal::kProbe;
     latency.emplace(LatencyOptionsFrom(c), now);
     // A probe that produces nothing (a server too busy to answer) must not
     // hold the batch forever: pacing falls back to the count signals.
@@ -147,6 +197,36 @@ struct Pacer::Impl {
           std::lock_guard lock(mutex);
           StopLatencyObjective(why.reason, why.fix);
         });
+  }
+
+  // The sessions signal cannot hold the objective: the probe takes over,
+  // learning its own baseline, and the run says so once (mutex held; may be
+  // called on the sampler's thread, which then stops on its own).
+  void FallBackToProbe(const std::string& reason, const std::string& fix) {
+    if (!latency || signal != config::LatencySignal::kSessions) return;
+    if (sampler) sampler->Stop();
+    signal_fallback = reason;
+    spdlog::warn("latency signal sessions unavailable, falling back to the probe reason={} fix={}",
+                 log::Value(reason), log::Value(fix));
+    Record("latency_signal_fallback", reason, {{"fix", fix}, {"signal", "probe"}});
+    StartProbe(*options.pacing.online_latency);
+    PublishState();
+  }
+
+  void OnSessions(const std::vector<SessionSample>& samples) {
+    std::lock_guard lock(mutex);
+    if (!latency || signal != config::LatencySignal::kSessions) return;
+    auto now = Clock::now();
+    if (latency->state() == LatencyState::kLearning) {
+      sessions_seen += static_cast<long long>(samples.size());
+    }
+    for (const auto& s : samples) {
+      for (const auto& e : latency->Observe(now, s.latency)) OnLatencyEvent(e);
+    }
+    if (samples.empty()) {
+      for (const auto& e : latency->Quiet(now)) OnLatencyEvent(e);
+    }
+    if (auto limit = latency->limit()) sampler->SetCensorAfter(*limit);
   }
 
   // Pacing goes on by the count signals alone, and says so (mutex held).
@@ -198,9 +278,11 @@ struct Pacer::Impl {
     if (!options.pacing.online_latency) return "";
     if (!latency) return json{{"state", "off"}, {"reason", latency_off}}.dump();
     json j = {{"state", ToString(latency->state())},
+              {"signal", ToString(signal)},
               {"objective", latency->options().objective},
               {"duty", latency->duty()},
               {"percentile", latency->options().percentile}};
+    if (!signal_fallback.empty()) j["signal_fallback"] = signal_fallback;
     if (auto b = latency->baseline()) {
       j["baseline_ms"] = Milliseconds(*b);
       j["latency_ms"] = Milliseconds(latency->latency());
@@ -215,6 +297,14 @@ struct Pacer::Impl {
     if (!latency) return milliseconds(0);
     auto step = options.pacing.online_latency->probe_interval;
     if (latency->state() == LatencyState::kLearning) {
+      if (signal == config::LatencySignal::kSessions && now >= sessions_learning_until) {
+        FallBackToProbe("learning saw " + std::to_string(sessions_seen) +
+                            " online statements, fewer than " +
+                            std::to_string(LatencyObjective::kMinSamples),
+                        "run the batch while the application works, or set "
+                        "pacing.online_latency.signal: probe.");
+        return step;
+      }
       if (now < learning_deadline) return step;
       StopLatencyObjective("no baseline: the probe measured nothing before the first chunk",
                            "set pacing.online_latency.baseline, or check that the probe's "

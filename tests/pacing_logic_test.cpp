@@ -337,8 +337,10 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
   EXPECT_EQ(defaults->objective, 1.25);
   EXPECT_FALSE(defaults->baseline) << "measured";
   EXPECT_EQ(defaults->probe, config::LatencyProbeKind::kLock);
+  EXPECT_EQ(defaults->signal, config::LatencySignal::kSessions);
   auto c = LoadString(R"(pacing:
   online_latency:
+    signal: probe
     objective: 1.5x
     baseline: 2.5ms
     percentile: 99
@@ -352,6 +354,7 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
                       "p.yaml")
                .pacing.online_latency;
   ASSERT_TRUE(c);
+  EXPECT_EQ(c->signal, config::LatencySignal::kProbe);
   EXPECT_EQ(c->objective, 1.5);
   EXPECT_EQ(c->baseline, std::chrono::microseconds(2500));
   EXPECT_EQ(c->percentile, 99);
@@ -400,6 +403,9 @@ TEST(PacingConfig, AnObjectiveThatCannotBeMetIsALocatedError) {
   EXPECT_EQ(error("pacing:\n  online_latency: {window: 100ms, probe_interval: 50ms}\n"),
             "p.yaml:2:28: pacing.online_latency.window: the window holds fewer than 5 probes | "
             "a decision needs at least 5 probes: make window at least 5 x probe_interval.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {signal: pg_stat_statements}\n"),
+            "p.yaml:2:28: pacing.online_latency.signal: unknown value 'pg_stat_statements' | "
+            "use one of: sessions, probe.");
   EXPECT_NE(error("pacing:\n  online_latency: {probe: nowait}\n").find("unknown value"),
             std::string::npos);
   EXPECT_NE(error("pacing:\n  online_latency: {objectve: 2x}\n").find("objective"),
