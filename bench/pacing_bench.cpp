@@ -32,7 +32,8 @@
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 //                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
-//                            [--step-at 3s] [--step-for 5s]
+//                            [--percentile 99] [--signal sessions|probe]
+//                            [--step-at 3s] [--step-for 5s] [--quick yes]
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
 //                            [--sweep-for 6s] [--items 200000]
 //
@@ -86,8 +87,11 @@ struct Options {
   // too few for online edits to queue behind in their p99; the duty cycle
   // holds the CPU the batch takes.
   std::string latency_chunk_time = "20ms";
-  // online_latency.tolerance; empty: the default (500us).
+  // online_latency.tolerance and percentile; empty: the signal's default.
   std::string tolerance;
+  std::string percentile;
+  // online_latency.signal of the latency cells.
+  std::string signal = "sessions";
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
   // --sweep: instead of the rounds, cells at a fixed duty cycle for each
@@ -96,6 +100,7 @@ struct Options {
   std::vector<std::string> sweep_duties{"1", "0.5", "0.2", "0.1"};
   std::vector<std::string> sweep_chunk_times{"20ms", "5ms", "2ms"};
   std::string sweep_for = "6s";
+  bool quick = false;  // --quick yes: no paced and no step cell
 };
 
 // The shared part: data, online load, the batch's job; `pacing` differs.
@@ -178,7 +183,9 @@ std::string LatencyPacing(const Options& o) {
          "  critical_load: {}\n"
          "  online_latency: {objective: " +
          o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s" +
-         (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) + "}\n";
+         (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) +
+         (o.percentile.empty() ? "" : ", percentile: " + o.percentile) + ", signal: " + o.signal +
+         "}\n";
 }
 
 // A fixed duty cycle: the objective's controller with a baseline it can
@@ -192,7 +199,7 @@ std::string FixedDutyPacing(const std::string& chunk_time, const std::string& du
          "  min_chunk: 1\n"
          "  max_load: {}\n"
          "  critical_load: {}\n"
-         "  online_latency: {baseline: 1us, tolerance: 0us, min_duty: " +
+         "  online_latency: {signal: probe, baseline: 1us, tolerance: 0us, min_duty: " +
          duty + ", probe: read, probe_interval: 20ms, window: 200ms, relearn_every: 0s}\n";
 }
 
@@ -468,12 +475,15 @@ Options Parse(int argc, char** argv) {
     if (key == "--objective") o.objective = value;
     if (key == "--latency-chunk-time") o.latency_chunk_time = value;
     if (key == "--tolerance") o.tolerance = value;
+    if (key == "--percentile") o.percentile = value;
+    if (key == "--signal") o.signal = value;
     if (key == "--step-at") o.step_at = std::stod(value);
     if (key == "--step-for") o.step_for = std::stod(value);
     if (key == "--sweep-duty") o.sweep_duties = Split(value), o.sweep = true;
     if (key == "--sweep-chunk-time") o.sweep_chunk_times = Split(value), o.sweep = true;
     if (key == "--sweep-for") o.sweep_for = value, o.sweep = true;
     if (key == "--sweep") o.sweep = value == "yes" || value == "1";
+    if (key == "--quick") o.quick = value == "yes" || value == "1";
   }
   return o;
 }
@@ -517,11 +527,12 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
-      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx, "
-      "tolerance %s\n",
-      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load,
+      "chunk_time %s, max_load lock_waiters %d; latency: signal %s, chunk_time %s, objective "
+      "%sx, tolerance %s, percentile %s\n",
+      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load, o.signal.c_str(),
       o.latency_chunk_time.c_str(), o.objective.c_str(),
-      o.tolerance.empty() ? "500us (default)" : o.tolerance.c_str());
+      o.tolerance.empty() ? "the signal's default" : o.tolerance.c_str(),
+      o.percentile.empty() ? "the signal's default" : o.percentile.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;
@@ -535,8 +546,12 @@ int main(int argc, char** argv) {
     std::printf("round %d\n", round);
     auto unpaced = RunCell(conninfo, ScenarioYaml(o, o.chunk, UnpacedPacing()), "unpaced");
     PrintCell("unpaced", unpaced);
-    auto paced = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
-    PrintCell("paced", paced);
+    // --quick: the unpaced and latency cells only (tuning the objective);
+    // the paced figures are then the unpaced cell's.
+    auto paced =
+        o.quick ? unpaced
+                : RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
+    if (!o.quick) PrintCell("paced", paced);
     capacity::CellResult latency;
     {
       DutyTrace trace;
@@ -556,6 +571,7 @@ int main(int argc, char** argv) {
         alone, unpaced.during.p99_ms / alone, p99_ratios.back(), latency_p99_ratios.back(),
         rate_ratios.back(), latency_rate_ratios.back());
 
+    if (o.quick) continue;
     auto step = RunStepCell(conninfo, o);
     PrintCell("step", step.cell, /*lost_checked=*/false);
     PrintTrace(step.trace, step.cell);

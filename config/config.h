@@ -318,8 +318,12 @@ struct OnlineLatencyConfig {
   // The probe's latency without the batch; nullopt: measured before the first
   // chunk and refreshed while the batch is paused. >0
   std::optional<std::chrono::microseconds> baseline;
-  // Which percentile of the window's probes is compared. 50..99.9
-  double percentile = 90;
+  // Which percentile of a decision's samples is compared. 50..99.9;
+  // nullopt: kSessionsPercentile with signal sessions (hundreds of samples a
+  // second), kProbePercentile with the probe (10 per decision).
+  std::optional<double> percentile;
+  static constexpr double kSessionsPercentile = 99;
+  static constexpr double kProbePercentile = 90;
   // sessions falls back to the probe, saying so, when the role may not see
   // other roles' sessions or learning sees too few online statements.
   LatencySignal signal = LatencySignal::kSessions;
@@ -340,8 +344,16 @@ struct OnlineLatencyConfig {
   // anyway. 0..24h
   milliseconds relearn_every = std::chrono::seconds(30);
   // Latencies within baseline + tolerance always meet the objective: the
-  // probe's own jitter on a busy host is of this order. 0..1m
-  std::chrono::microseconds tolerance{500};
+  // probe's own jitter on a busy host is of this order. 0..1m; nullopt:
+  // kProbeTolerance with the probe, 0 with signal sessions (the
+  // application's statements are what its users wait for, jitter included).
+  std::optional<std::chrono::microseconds> tolerance;
+  static constexpr std::chrono::microseconds kProbeTolerance{500};
+  // The second knob: while online is still over the objective at min_duty,
+  // chunks are cut towards this duration (halving pacing.chunk_time per
+  // decision), and grown back with headroom before the duty is raised.
+  // nullopt: chunks keep pacing.chunk_time. 1ms..pacing.chunk_time
+  std::optional<milliseconds> min_chunk_time;
 };
 
 // `pacing:` — how hard the batch pushes while online users are there

@@ -141,7 +141,8 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
         latency_ = *baseline_;
         idle_since_ = now;
         last_change_ = now;
-        events.push_back({"latency_baseline", "refreshed", *baseline_, latency_, duty_});
+        events.push_back(
+            {"latency_baseline", "refreshed", *baseline_, latency_, duty_, chunk_scale_});
       }
     }
     return events;
@@ -170,11 +171,17 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
   auto limit = Limit(options_.objective);
   if (latency_ > limit) {
     double excess = static_cast<double>(limit.count()) / static_cast<double>(latency_.count());
-    duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
+    if (duty_ > options_.min_duty || options_.min_chunk_scale >= 1.0) {
+      duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
+    } else if (chunk_scale_ > options_.min_chunk_scale) {
+      chunk_scale_ = std::max(options_.min_chunk_scale, chunk_scale_ * kDeepestCut);
+      events.push_back(
+          {"latency_chunk_time", "shorter", *baseline_, latency_, duty_, chunk_scale_});
+    }
     last_change_ = now;
     if (state_ != LatencyState::kOver) {
       state_ = LatencyState::kOver;
-      events.push_back({"latency_slowdown", "", *baseline_, latency_, duty_});
+      events.push_back({"latency_slowdown", "", *baseline_, latency_, duty_, chunk_scale_});
     }
     return;
   }
@@ -183,7 +190,11 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
 
 void LatencyObjective::Raise(Clock::time_point now, bool headroom,
                              std::vector<LatencyEvent>& events) {
-  if (duty_ < 1.0) {
+  if (chunk_scale_ < 1.0 && headroom) {
+    chunk_scale_ = std::min(1.0, chunk_scale_ * 2.0);
+    last_change_ = now;
+    events.push_back({"latency_chunk_time", "longer", *baseline_, latency_, duty_, chunk_scale_});
+  } else if (duty_ < 1.0) {
     duty_ = headroom ? std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1))
                      : std::min(1.0, duty_ + kCreep);
     last_change_ = now;
@@ -192,7 +203,7 @@ void LatencyObjective::Raise(Clock::time_point now, bool headroom,
   if (state_ == LatencyState::kOver) {
     state_ = LatencyState::kWithin;
     last_change_ = now;
-    events.push_back({"latency_recovered", "", *baseline_, latency_, duty_});
+    events.push_back({"latency_recovered", "", *baseline_, latency_, duty_, chunk_scale_});
   }
 }
 

@@ -35,15 +35,22 @@ struct LatencyObjectiveOptions {
   // second: the time keeps a decision's percentile steady, and the
   // baseline's groups hold as many samples as a decision would.
   std::chrono::milliseconds decision_time{0};
+  // The second knob: the chunks' share of chunk_time they may be cut to
+  // (chunk_scale), once the duty is at min_duty. 1: the knob is off.
+  double min_chunk_scale = 1.0;
 };
 
 // A change the caller logs and records in coexist.events.
 struct LatencyEvent {
-  std::string kind;    // latency_baseline, latency_slowdown, latency_recovered
-  std::string reason;  // latency_baseline: "learned" or "refreshed"
+  // latency_baseline, latency_slowdown, latency_recovered, latency_chunk_time
+  std::string kind;
+  // latency_baseline: "learned" or "refreshed"; latency_chunk_time:
+  // "shorter" or "longer"
+  std::string reason;
   std::chrono::microseconds baseline{0};
   std::chrono::microseconds latency{0};  // the percentile that decided
   double duty = 1.0;                     // the duty cycle after the change
+  double chunk_scale = 1.0;              // the chunk_time share after the change
 };
 
 // The latency objective's controller: AIMD on the batch's duty cycle (the
@@ -60,7 +67,12 @@ struct LatencyEvent {
 //     within/over --p > limit(objective)--> over
 //         duty := max(min_duty, duty x clamp(limit(objective) / p, kDeepestCut, kMildestCut))
 //     over        --p <= limit(objective)--> within, and then:
-//     within, duty < 1 --p <= limit(headroom)--> duty := min(1, max(duty x 2, duty + 0.1))
+//     within, duty < 1, chunk_scale 1 --p <= limit(headroom)--> duty := min(1, max(duty x 2, duty +
+//     0.1))
+//         or, when the duty is at min_duty already (second knob, min_chunk_scale < 1):
+//         chunk_scale := max(min_chunk_scale, chunk_scale x kDeepestCut)  (shorter chunks)
+//     within, chunk_scale < 1 --p <= limit(headroom)--> chunk_scale := min(1, chunk_scale x 2)
+//         (first: the chunks get their length back before the duty is raised)
 //     within, duty < 1 --limit(headroom) < p <= limit(objective)--> duty := min(1, duty + kCreep)
 //   every cut or raise is a change: the next decision waits for kMinSamples newer probes
 //   (and decision_time, when set).
@@ -114,6 +126,9 @@ class LatencyObjective {
 
   LatencyState state() const { return state_; }
   double duty() const { return duty_; }
+  // The share of pacing.chunk_time a chunk should take now (1 unless the
+  // second knob cut it).
+  double chunk_scale() const { return chunk_scale_; }
   std::optional<std::chrono::microseconds> baseline() const { return baseline_; }
   // The percentile of the last decision (0 before the first).
   std::chrono::microseconds latency() const { return latency_; }
@@ -152,6 +167,7 @@ class LatencyObjective {
   std::optional<std::chrono::microseconds> baseline_;
   std::chrono::microseconds latency_{0};
   double duty_ = 1.0;
+  double chunk_scale_ = 1.0;
   Clock::time_point last_change_{};
   std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
   Clock::time_point baseline_at_{};              // when the baseline was last learned

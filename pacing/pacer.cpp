@@ -28,21 +28,31 @@ using std::chrono::milliseconds;
 
 double Milliseconds(microseconds value) { return static_cast<double>(value.count()) / 1000.0; }
 
-LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c) {
-  return {.objective = c.objective,
-          .baseline = c.baseline,
-          .percentile = c.percentile,
-          .window = c.window,
-          .learn_time = c.learn_time,
-          .min_duty = c.min_duty,
-          .relearn_every = c.relearn_every,
-          .tolerance = c.tolerance};
+// The options for `signal`: percentile and tolerance default per signal.
+LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c,
+                                           config::LatencySignal signal, milliseconds chunk_time) {
+  bool sessions = signal == config::LatencySignal::kSessions;
+  double min_chunk_scale = c.min_chunk_time
+                               ? std::min(1.0, static_cast<double>(c.min_chunk_time->count()) /
+                                                   static_cast<double>(chunk_time.count()))
+                               : 1.0;
+  return {
+      .objective = c.objective,
+      .baseline = c.baseline,
+      .percentile = c.percentile.value_or(sessions ? c.kSessionsPercentile : c.kProbePercentile),
+      .window = c.window,
+      .learn_time = c.learn_time,
+      .min_duty = c.min_duty,
+      .relearn_every = c.relearn_every,
+      .tolerance = c.tolerance.value_or(sessions ? microseconds(0) : c.kProbeTolerance),
+      .min_chunk_scale = min_chunk_scale};
 }
 
 // The sessions signal: a decision takes the samples of 10 reads (500 ms at
 // the default 50 ms), however many statements they found.
-LatencyObjectiveOptions SessionsOptionsFrom(const config::OnlineLatencyConfig& c) {
-  auto options = LatencyOptionsFrom(c);
+LatencyObjectiveOptions SessionsOptionsFrom(const config::OnlineLatencyConfig& c,
+                                            milliseconds chunk_time) {
+  auto options = LatencyOptionsFrom(c, config::LatencySignal::kSessions, chunk_time);
   options.decision_time = LatencyObjective::kMinSamples * c.probe_interval;
   return options;
 }
@@ -117,6 +127,10 @@ struct Pacer::Impl {
   // probe after the sessions signal fell back (signal_fallback says why).
   config::LatencySignal signal = config::LatencySignal::kProbe;
   std::string signal_fallback;
+  // The chunk_time the second knob scales (pacing.chunk_time, or the
+  // operator's chunk-time), and the scale the sizer has now.
+  milliseconds chunk_time_base{0};
+  double applied_chunk_scale = 1.0;
   Clock::time_point sessions_learning_until{};
   long long sessions_seen = 0;  // online statements sampled while learning
   std::unique_ptr<ControlServer> server;
@@ -146,6 +160,7 @@ struct Pacer::Impl {
     if (!options.pacing.control_socket.empty()) {
       server = std::make_unique<ControlServer>(options.pacing.control_socket, control);
     }
+    chunk_time_base = options.pacing.chunk_time;
     if (options.pacing.online_latency) StartLatencyObjective(*options.pacing.online_latency);
   }
 
@@ -161,7 +176,7 @@ struct Pacer::Impl {
   void StartSessions(const config::OnlineLatencyConfig& c) {
     auto now = Clock::now();
     signal = config::LatencySignal::kSessions;
-    latency.emplace(SessionsOptionsFrom(c), now);
+    latency.emplace(SessionsOptionsFrom(c, options.pacing.chunk_time), now);
     learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
     // Learning must see online statements; too few by then: the probe.
     sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
@@ -181,7 +196,9 @@ struct Pacer::Impl {
   void StartProbe(const config::OnlineLatencyConfig& c) {
     auto now = Clock::now();
     signal = config::LatencySignal::kProbe;
-    latency.emplace(LatencyOptionsFrom(c), now);
+    latency.emplace(LatencyOptionsFrom(c, config::LatencySignal::kProbe, options.pacing.chunk_time),
+                    now);
+    ApplyChunkScale();
     // A probe that produces nothing (a server too busy to answer) must not
     // hold the batch forever: pacing falls back to the count signals.
     learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
@@ -234,6 +251,7 @@ struct Pacer::Impl {
     if (!latency) return;
     EndOverSpan(Clock::now());
     latency.reset();
+    ApplyChunkScale();  // chunks get chunk_time back
     latency_off = reason;
     spdlog::warn("latency objective off, pacing by the count signals reason={} fix={}",
                  log::Value(reason), log::Value(fix));
@@ -247,6 +265,16 @@ struct Pacer::Impl {
     for (const auto& e : latency->Observe(Clock::now(), value)) OnLatencyEvent(e);
   }
 
+  // The second knob: chunks sized to chunk_time x the objective's scale
+  // (the operator's chunk-time, when set, is the one scaled).
+  void ApplyChunkScale() {
+    double scale = latency ? latency->chunk_scale() : 1.0;
+    if (!sizer.adaptive() || scale == applied_chunk_scale) return;
+    applied_chunk_scale = scale;
+    auto scaled = std::chrono::duration<double, std::milli>(chunk_time_base) * scale;
+    sizer.SetTarget(std::max(milliseconds(1), duration_cast<milliseconds>(scaled)));
+  }
+
   void EndOverSpan(Clock::time_point now) {
     if (!over_since) return;
     time_over += now - *over_since;
@@ -254,6 +282,7 @@ struct Pacer::Impl {
   }
 
   void OnLatencyEvent(const LatencyEvent& e) {
+    ApplyChunkScale();
     if (e.baseline.count() > 0) last_baseline_ms = Milliseconds(e.baseline);
     if (e.kind == "latency_slowdown") {
       ++latency_slowdowns;
@@ -263,12 +292,14 @@ struct Pacer::Impl {
     json details = {{"baseline_ms", Milliseconds(e.baseline)},
                     {"latency_ms", Milliseconds(e.latency)},
                     {"objective", latency->options().objective},
-                    {"duty", e.duty}};
+                    {"duty", e.duty},
+                    {"chunk_time_ms", sizer.target().count()}};
     if (e.kind == "latency_baseline") {
       spdlog::info("latency baseline {} baseline_ms={:.3f}", e.reason, Milliseconds(e.baseline));
     } else {
-      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f}", e.kind,
-                   Milliseconds(e.latency), Milliseconds(e.baseline), e.duty);
+      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f} chunk_time_ms={}", e.kind,
+                   Milliseconds(e.latency), Milliseconds(e.baseline), e.duty,
+                   sizer.target().count());
     }
     Record(e.kind, e.reason, std::move(details));
     PublishState();
@@ -277,11 +308,10 @@ struct Pacer::Impl {
   std::string LatencyJson() const {
     if (!options.pacing.online_latency) return "";
     if (!latency) return json{{"state", "off"}, {"reason", latency_off}}.dump();
-    json j = {{"state", ToString(latency->state())},
-              {"signal", ToString(signal)},
-              {"objective", latency->options().objective},
-              {"duty", latency->duty()},
-              {"percentile", latency->options().percentile}};
+    json j = {
+        {"state", ToString(latency->state())},       {"signal", ToString(signal)},
+        {"objective", latency->options().objective}, {"duty", latency->duty()},
+        {"chunk_scale", latency->chunk_scale()},     {"percentile", latency->options().percentile}};
     if (!signal_fallback.empty()) j["signal_fallback"] = signal_fallback;
     if (auto b = latency->baseline()) {
       j["baseline_ms"] = Milliseconds(*b);
@@ -350,7 +380,12 @@ struct Pacer::Impl {
   void ApplyOverrides() {
     auto o = control.TakeSizingOverride();
     if (!o) return;
-    if (o->chunk_time) sizer.SetTarget(*o->chunk_time);
+    if (o->chunk_time) {
+      chunk_time_base = *o->chunk_time;
+      applied_chunk_scale = 0;  // scaled anew below
+      sizer.SetTarget(*o->chunk_time);
+      ApplyChunkScale();
+    }
     if (o->chunk_size) sizer.SetFixed(*o->chunk_size);
   }
 

@@ -91,8 +91,8 @@ struct SessionSampler::Impl {
     }
     std::string mine;
     for (const auto& prefix : options.exclude_prefixes) {
-      mine += " AND left(a.application_name, " + std::to_string(prefix.size()) +
-              ") <> " + tx.quote(prefix);
+      mine += " AND left(a.application_name, " + std::to_string(prefix.size()) + ") <> " +
+              tx.quote(prefix);
     }
     // One row even when no session is there, for the read's now().
     conn->prepare("sessions",
@@ -191,9 +191,9 @@ struct SessionSampler::Impl {
         if (Stopping()) return;
         if (db::Classify(e) == db::FailureKind::kConfiguration) {
           std::string message = e.what();
-          return Unavailable({"reading pg_stat_activity failed: " +
-                                  message.substr(0, message.find('\n')),
-                              "set pacing.online_latency.signal: probe."});
+          return Unavailable(
+              {"reading pg_stat_activity failed: " + message.substr(0, message.find('\n')),
+               "set pacing.online_latency.signal: probe."});
         }
         ResetConnection();
       } catch (const TempFailError&) {

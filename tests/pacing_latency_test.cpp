@@ -351,5 +351,46 @@ TEST(LatencyObjective, NoOnlineStatementForAWindowGivesTheSpeedBack) {
   EXPECT_TRUE(c.Quiet(t + 10s).empty()) << "an idle batch has nothing to raise";
 }
 
+// The second knob: once the duty is at min_duty and online is still over,
+// the chunks get shorter; with headroom they get their length back before
+// the duty is raised.
+TEST(LatencyObjective, AtMinDutyTheChunksGetShorterThenLongerFirst) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.min_duty = 0.25;
+  options.min_chunk_scale = 0.1;
+  LatencyObjective c(options, t);
+  EXPECT_EQ(Feed(c, t, kDecision, 3000us), std::vector<std::string>{"latency_slowdown"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0) << "the duty first";
+  Feed(c, t, kDecision, 3000us);
+  ASSERT_DOUBLE_EQ(c.duty(), 0.25);
+  EXPECT_EQ(Feed(c, t, kDecision, 3000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25) << "held at min_duty";
+  Feed(c, t, 3 * kDecision, 3000us);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.1) << "0.25, 0.125, then min_chunk_scale";
+  EXPECT_TRUE(Feed(c, t, kDecision, 3000us).empty()) << "both knobs at their floor";
+
+  // Headroom: the chunk length comes back first (x2 per decision), then the duty.
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us),
+            (std::vector<std::string>{"latency_chunk_time", "latency_recovered"}));
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.2);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25);
+  Feed(c, t, 3 * kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0) << "0.4, 0.8, 1";
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+}
+
+TEST(LatencyObjective, WithoutASecondKnobTheChunksKeepTheirLength) {
+  Clock::time_point t{};
+  LatencyObjective c(Configured(1000us), t);
+  Feed(c, t, 10 * kDecision, 5000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.05);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0);
+}
+
 }  // namespace
 }  // namespace coexist::pacing
