@@ -549,6 +549,7 @@ std::optional<LatencySummary> Pacer::Latency() {
   return LatencySummary{.on = i.latency.has_value(),
                         .off_reason = i.latency_off,
                         .objective = i.latency_objective,
+                        .signal = ToString(i.signal),
                         .baseline_ms = i.last_baseline_ms,
                         .slowdowns = i.latency_slowdowns,
                         .seconds_over = std::chrono::duration<double>(over).count()};
