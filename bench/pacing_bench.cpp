@@ -32,7 +32,8 @@
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 //                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
-//                            [--percentile 99] [--signal sessions|probe]
+//                            [--percentile 99] [--signal sessions|probe] [--probe-interval 50ms]
+//                            [--min-chunk-time 5ms]
 //                            [--step-at 3s] [--step-for 5s] [--quick yes]
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
 //                            [--sweep-for 6s] [--items 200000]
@@ -90,8 +91,11 @@ struct Options {
   // online_latency.tolerance and percentile; empty: the signal's default.
   std::string tolerance;
   std::string percentile;
-  // online_latency.signal of the latency cells.
+  // online_latency.signal, probe_interval and min_chunk_time of the
+  // latency cells (min_chunk_time empty: the second knob is off).
   std::string signal = "sessions";
+  std::string probe_interval = "50ms";
+  std::string min_chunk_time;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
   // --sweep: instead of the rounds, cells at a fixed duty cycle for each
@@ -182,7 +186,8 @@ std::string LatencyPacing(const Options& o) {
          "  max_load: {}\n"
          "  critical_load: {}\n"
          "  online_latency: {objective: " +
-         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s" +
+         o.objective + ", probe_interval: " + o.probe_interval + ", window: 1s, learn_time: 2s" +
+         (o.min_chunk_time.empty() ? "" : ", min_chunk_time: " + o.min_chunk_time) +
          (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) +
          (o.percentile.empty() ? "" : ", percentile: " + o.percentile) + ", signal: " + o.signal +
          "}\n";
@@ -243,6 +248,7 @@ struct DutyPoint {
   double duty = 1;
   double ratio = 0;
   std::string state;
+  long long samples = 0;  // latencies fed to the controller so far
 };
 
 // Reads `status` from the latency cell's control socket every 100 ms while
@@ -267,7 +273,8 @@ class DutyTrace {
           DutyPoint p{.at = SteadySeconds(),
                       .duty = latency["duty"].get<double>(),
                       .ratio = latency.value("ratio", 0.0),
-                      .state = latency["state"].get<std::string>()};
+                      .state = latency["state"].get<std::string>(),
+                      .samples = latency.value("samples", 0LL)};
           std::lock_guard lock(mutex_);
           points_.push_back(std::move(p));
         }
@@ -307,7 +314,11 @@ void PrintTrace(const std::vector<DutyPoint>& points, const capacity::CellResult
   for (double at = first; at < last; at += 1) {
     if (auto d = MeanDuty(points, at, at + 1)) std::printf(" %.2f", *d);
   }
-  std::printf("  (mean %.2f)\n", MeanDuty(points, first, last + 1).value_or(0));
+  std::printf(
+      "  (mean %.2f; %.0f latency samples/s)\n", MeanDuty(points, first, last + 1).value_or(0),
+      last > first
+          ? static_cast<double>(points.back().samples - points.front().samples) / (last - first)
+          : 0.0);
   // The ratio of the controller's last decision (its percentile / baseline).
   std::printf("           probe ratio per second:");
   for (double at = first; at < last; at += 1) {
@@ -477,6 +488,8 @@ Options Parse(int argc, char** argv) {
     if (key == "--tolerance") o.tolerance = value;
     if (key == "--percentile") o.percentile = value;
     if (key == "--signal") o.signal = value;
+    if (key == "--probe-interval") o.probe_interval = value;
+    if (key == "--min-chunk-time") o.min_chunk_time = value;
     if (key == "--step-at") o.step_at = std::stod(value);
     if (key == "--step-for") o.step_for = std::stod(value);
     if (key == "--sweep-duty") o.sweep_duties = Split(value), o.sweep = true;
@@ -528,11 +541,12 @@ int main(int argc, char** argv) {
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
       "chunk_time %s, max_load lock_waiters %d; latency: signal %s, chunk_time %s, objective "
-      "%sx, tolerance %s, percentile %s\n",
+      "%sx, tolerance %s, percentile %s, interval %s, min_chunk_time %s\n",
       o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load, o.signal.c_str(),
       o.latency_chunk_time.c_str(), o.objective.c_str(),
       o.tolerance.empty() ? "the signal's default" : o.tolerance.c_str(),
-      o.percentile.empty() ? "the signal's default" : o.percentile.c_str());
+      o.percentile.empty() ? "the signal's default" : o.percentile.c_str(),
+      o.probe_interval.c_str(), o.min_chunk_time.empty() ? "off" : o.min_chunk_time.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;

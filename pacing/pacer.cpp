@@ -132,7 +132,8 @@ struct Pacer::Impl {
   milliseconds chunk_time_base{0};
   double applied_chunk_scale = 1.0;
   Clock::time_point sessions_learning_until{};
-  long long sessions_seen = 0;  // online statements sampled while learning
+  long long sessions_seen = 0;    // online statements sampled while learning
+  long long latency_samples = 0;  // latencies the objective was fed (status)
   std::unique_ptr<ControlServer> server;
   std::unique_ptr<SessionSampler> sampler;
   std::unique_ptr<LatencyProbe> probe;  // last: its thread stops first
@@ -238,6 +239,7 @@ struct Pacer::Impl {
       sessions_seen += static_cast<long long>(samples.size());
     }
     for (const auto& s : samples) {
+      ++latency_samples;
       for (const auto& e : latency->Observe(now, s.latency)) OnLatencyEvent(e);
     }
     if (samples.empty()) {
@@ -262,6 +264,7 @@ struct Pacer::Impl {
   void OnProbe(microseconds value) {
     std::lock_guard lock(mutex);
     if (!latency) return;
+    ++latency_samples;
     for (const auto& e : latency->Observe(Clock::now(), value)) OnLatencyEvent(e);
   }
 
@@ -312,6 +315,7 @@ struct Pacer::Impl {
         {"state", ToString(latency->state())},       {"signal", ToString(signal)},
         {"objective", latency->options().objective}, {"duty", latency->duty()},
         {"chunk_scale", latency->chunk_scale()},     {"percentile", latency->options().percentile}};
+    j["samples"] = latency_samples;
     if (!signal_fallback.empty()) j["signal_fallback"] = signal_fallback;
     if (auto b = latency->baseline()) {
       j["baseline_ms"] = Milliseconds(*b);
