@@ -2,11 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <pqxx/pqxx>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -36,6 +38,7 @@ struct SessionSampler::Impl {
     long long query_start = 0;
     bool counted = false;
     long long seen_age = -1;
+    std::string application_name;
   };
   std::unordered_map<int, Tracked> tracked;
   // now() of the previous read; 0 before the first (which counts nothing:
@@ -117,12 +120,12 @@ struct SessionSampler::Impl {
     std::unordered_map<int, Tracked> next;  // `tracked` after this read
     // A statement seen active and gone by now ended between two reads:
     // it took at least the age it was last seen at.
-    auto ended_unseen = [&](int pid, const std::string& name, const Tracked& t) {
+    auto ended_unseen = [&](int pid, const Tracked& t) {
       if (!t.counted && t.seen_age >= 0) {
-        samples.push_back({pid, name, microseconds(t.seen_age), true});
+        samples.push_back({pid, t.application_name, microseconds(t.seen_age), true});
       }
     };
-    std::unordered_map<int, std::string> names;
+    std::unordered_set<int> present;
     for (const auto& row : rows) {
       if (row[0].is_null()) continue;  // no session: the row carries now() only
       int pid = row[0].as<int>();
@@ -132,18 +135,20 @@ struct SessionSampler::Impl {
       long long state_change = row[4].as<long long>();
       bool active = state == "active";
       bool idle = state.starts_with("idle");
-      Tracked t{.query_start = query_start};
+      Tracked t{.query_start = query_start, .application_name = name};
       auto prior = tracked.find(pid);
       if (prior != tracked.end() && prior->second.query_start == query_start) {
         t = prior->second;
       } else {
-        if (prior != tracked.end()) ended_unseen(pid, name, prior->second);
+        if (prior != tracked.end()) ended_unseen(pid, prior->second);
         // Idle at the first read: it may have ended at any time before.
         // Later: it ended since the previous read, its latency is new.
         if (idle && (first || state_change <= previous_read_us)) t.counted = true;
       }
       if (!t.counted && active) {
-        t.seen_age = now - query_start;
+        // now() is the read's start: a statement that began during the
+        // read is younger than that.
+        t.seen_age = std::max(0LL, now - query_start);
         if (!first && censor_after > 0 && t.seen_age >= censor_after) {
           samples.push_back({pid, name, microseconds(t.seen_age), true});
           t.counted = true;
@@ -153,10 +158,10 @@ struct SessionSampler::Impl {
         t.counted = true;
       }
       if (active || idle) next[pid] = t;
-      names[pid] = name;
+      present.insert(pid);
     }
     for (const auto& [pid, t] : tracked) {
-      if (!next.contains(pid) && !names.contains(pid)) ended_unseen(pid, "", t);
+      if (!present.contains(pid)) ended_unseen(pid, t);  // the session is gone
     }
     tracked = std::move(next);  // sessions that ended are forgotten
     previous_read_us = now;
