@@ -32,7 +32,7 @@
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 //                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
-//                            [--percentile 99] [--signal sessions|probe] [--probe-interval 50ms]
+//                            [--percentile 99] [--signal sessions|probe] [--probe-interval 20ms]
 //                            [--min-chunk-time 5ms]
 //                            [--step-at 3s] [--step-for 5s] [--quick yes]
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
@@ -94,7 +94,7 @@ struct Options {
   // online_latency.signal, probe_interval and min_chunk_time of the
   // latency cells (min_chunk_time empty: the second knob is off).
   std::string signal = "sessions";
-  std::string probe_interval = "50ms";
+  std::string probe_interval = "20ms";
   std::string min_chunk_time;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
@@ -248,7 +248,9 @@ struct DutyPoint {
   double duty = 1;
   double ratio = 0;
   std::string state;
-  long long samples = 0;  // latencies fed to the controller so far
+  long long samples = 0;   // latencies fed to the controller so far
+  double chunk_scale = 1;  // the second knob: chunk_time x this
+  std::string signal;      // sessions, or probe (configured, or fallen back)
 };
 
 // Reads `status` from the latency cell's control socket every 100 ms while
@@ -274,7 +276,9 @@ class DutyTrace {
                       .duty = latency["duty"].get<double>(),
                       .ratio = latency.value("ratio", 0.0),
                       .state = latency["state"].get<std::string>(),
-                      .samples = latency.value("samples", 0LL)};
+                      .samples = latency.value("samples", 0LL),
+                      .chunk_scale = latency.value("chunk_scale", 1.0),
+                      .signal = latency.value("signal", "")};
           std::lock_guard lock(mutex_);
           points_.push_back(std::move(p));
         }
@@ -314,13 +318,23 @@ void PrintTrace(const std::vector<DutyPoint>& points, const capacity::CellResult
   for (double at = first; at < last; at += 1) {
     if (auto d = MeanDuty(points, at, at + 1)) std::printf(" %.2f", *d);
   }
-  std::printf(
-      "  (mean %.2f; %.0f latency samples/s)\n", MeanDuty(points, first, last + 1).value_or(0),
-      last > first
-          ? static_cast<double>(points.back().samples - points.front().samples) / (last - first)
-          : 0.0);
+  std::printf("  (mean %.2f; signal %s, %.0f latency samples/s)\n",
+              MeanDuty(points, first, last + 1).value_or(0), points.back().signal.c_str(),
+              last > first ? static_cast<double>(points.back().samples - points.front().samples) /
+                                 (last - first)
+                           : 0.0);
   // The ratio of the controller's last decision (its percentile / baseline).
-  std::printf("           probe ratio per second:");
+  std::printf("           chunk_scale per second:");
+  for (double at = first; at < last; at += 1) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& p : points) {
+      if (p.at >= at && p.at < at + 1 && p.state != "learning") sum += p.chunk_scale, ++n;
+    }
+    if (n > 0) std::printf(" %.2f", sum / n);
+  }
+  std::printf("\n");
+  std::printf("           signal ratio per second:");
   for (double at = first; at < last; at += 1) {
     double sum = 0;
     int n = 0;
@@ -370,19 +384,26 @@ struct StepResult {
   std::vector<DutyPoint> trace;
 };
 
-// How long after `at` the duty first moved past its value just before `at`
-// (down when `down`, else up); nullopt when it never did, or could not (at
-// the bench's min_duty, 0.05, or at 1).
+// How long after `at` the controller first slowed the batch (`down`: a
+// lower duty or shorter chunks) or sped it up (a higher duty or longer
+// chunks) from where it was just before `at`; nullopt when it never did,
+// or could not (both knobs at their floor, or both at 1).
 std::optional<double> DutyMovedAfter(const std::vector<DutyPoint>& points, double at, bool down) {
-  std::optional<double> before;
+  std::optional<DutyPoint> before;
   for (const auto& p : points) {
     if (p.at < at) {
-      if (p.state != "learning") before = p.duty;
+      if (p.state != "learning") before = p;
       continue;
     }
-    // Already at the floor or at full duty: there was nowhere to move.
-    if (!before || (down ? *before <= 0.05 : *before >= 1.0)) return std::nullopt;
-    if (down ? p.duty < *before : p.duty > *before) return p.at - at;
+    if (!before) return std::nullopt;
+    bool at_one = before->duty >= 1.0 && before->chunk_scale >= 1.0;
+    // The bench's min_duty is 0.05; the chunks' floor is whatever the
+    // controller reached: a cut of either knob counts.
+    if (!down && at_one) return std::nullopt;
+    if (down ? (p.duty < before->duty || p.chunk_scale < before->chunk_scale)
+             : (p.duty > before->duty || p.chunk_scale > before->chunk_scale)) {
+      return p.at - at;
+    }
   }
   return std::nullopt;
 }
@@ -546,7 +567,8 @@ int main(int argc, char** argv) {
       o.latency_chunk_time.c_str(), o.objective.c_str(),
       o.tolerance.empty() ? "the signal's default" : o.tolerance.c_str(),
       o.percentile.empty() ? "the signal's default" : o.percentile.c_str(),
-      o.probe_interval.c_str(), o.min_chunk_time.empty() ? "off" : o.min_chunk_time.c_str());
+      o.probe_interval.c_str(),
+      o.min_chunk_time.empty() ? "default (chunk_time / 4)" : o.min_chunk_time.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;
@@ -606,7 +628,7 @@ int main(int argc, char** argv) {
       std::printf(
           "  step: online load x2 after %.1f s of batch for %.1f s (%lld slowdowns before); "
           "events: slowdown %s after it began, recovered %s after it ended\n"
-          "        duty (never: did not move, or was at its floor or 1): cut %s after it "
+          "        duty or chunks (never: did not move, or could not): cut %s after it "
           "began, raised %s after it ended; mean duty 3 s before %.2f, during (after its first 2 "
           "s) %.2f, 2-5 s after %.2f\n",
           o.step_at, o.step_for, step.slowdowns_before, Seconds(step.slowed_after).c_str(),
@@ -636,7 +658,8 @@ int main(int argc, char** argv) {
   }
   if (!duty_cuts.empty() || !duty_raises.empty()) {
     std::printf(
-        "step, duty: cut within %s of the online load doubling, raised within %s of it ending "
+        "step, duty or chunks: cut within %s of the online load doubling, raised within %s of it "
+        "ending "
         "(medians of %zu / %zu rounds; target 2 s)\n",
         duty_cuts.empty() ? "-" : Seconds(median(duty_cuts)).c_str(),
         duty_raises.empty() ? "-" : Seconds(median(duty_raises)).c_str(), duty_cuts.size(),

@@ -322,7 +322,7 @@ struct OnlineLatencyConfig {
   // nullopt: kSessionsPercentile with signal sessions (hundreds of samples a
   // second), kProbePercentile with the probe (10 per decision).
   std::optional<double> percentile;
-  static constexpr double kSessionsPercentile = 99;
+  static constexpr double kSessionsPercentile = 95;
   static constexpr double kProbePercentile = 90;
   // sessions falls back to the probe, saying so, when the role may not see
   // other roles' sessions or learning sees too few online statements.
@@ -349,11 +349,13 @@ struct OnlineLatencyConfig {
   // application's statements are what its users wait for, jitter included).
   std::optional<std::chrono::microseconds> tolerance;
   static constexpr std::chrono::microseconds kProbeTolerance{500};
-  // The second knob: while online is still over the objective at min_duty,
-  // chunks are cut towards this duration (halving pacing.chunk_time per
-  // decision), and grown back with headroom before the duty is raised.
-  // nullopt: chunks keep pacing.chunk_time. 1ms..pacing.chunk_time
+  // The second knob: while online is over the objective, chunks are cut
+  // towards this duration first (halving pacing.chunk_time per decision),
+  // then the duty; with headroom the duty comes back first, then the
+  // chunks' length. nullopt: kMinChunkScale x pacing.chunk_time; equal to
+  // chunk_time: the knob is off. 1ms..pacing.chunk_time
   std::optional<milliseconds> min_chunk_time;
+  static constexpr double kMinChunkScale = 0.25;
 };
 
 // `pacing:` — how hard the batch pushes while online users are there

@@ -105,7 +105,7 @@ void LatencyObjective::SetBatchActive(Clock::time_point now, bool active) {
 
 bool LatencyObjective::RelearnDue(Clock::time_point now) const {
   if (options_.baseline || options_.relearn_every.count() <= 0) return false;
-  if (state_ == LatencyState::kLearning || duty_ >= 1.0) return false;
+  if (state_ == LatencyState::kLearning || FullSpeed()) return false;
   // A probe that measures nothing while the batch stands still (a server too
   // busy to answer) must not hold the batch forever: give up this time.
   auto since = now - std::max(baseline_at_, full_duty_at_);
@@ -167,16 +167,18 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
   auto p = PercentileSince(std::max(now - options_.window, last_change_));
   if (!p) return;
   latency_ = *p;
-  if (duty_ >= 1.0) full_duty_at_ = now;
+  if (FullSpeed()) full_duty_at_ = now;
   auto limit = Limit(options_.objective);
   if (latency_ > limit) {
     double excess = static_cast<double>(limit.count()) / static_cast<double>(latency_.count());
-    if (duty_ > options_.min_duty || options_.min_chunk_scale >= 1.0) {
-      duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
-    } else if (chunk_scale_ > options_.min_chunk_scale) {
+    // Shorter chunks first: measured, they buy more of online's p99 per
+    // item/s given up than a lower duty (docs/pacing.md, "Measured").
+    if (chunk_scale_ > options_.min_chunk_scale) {
       chunk_scale_ = std::max(options_.min_chunk_scale, chunk_scale_ * kDeepestCut);
       events.push_back(
           {"latency_chunk_time", "shorter", *baseline_, latency_, duty_, chunk_scale_});
+    } else {
+      duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
     }
     last_change_ = now;
     if (state_ != LatencyState::kOver) {
@@ -190,16 +192,17 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
 
 void LatencyObjective::Raise(Clock::time_point now, bool headroom,
                              std::vector<LatencyEvent>& events) {
-  if (chunk_scale_ < 1.0 && headroom) {
-    chunk_scale_ = std::min(1.0, chunk_scale_ * 2.0);
-    last_change_ = now;
-    events.push_back({"latency_chunk_time", "longer", *baseline_, latency_, duty_, chunk_scale_});
-  } else if (duty_ < 1.0) {
+  // The reverse order: the duty first, then the chunks' length.
+  if (duty_ < 1.0) {
     duty_ = headroom ? std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1))
                      : std::min(1.0, duty_ + kCreep);
     last_change_ = now;
-    if (duty_ >= 1.0) full_duty_at_ = now;
+  } else if (chunk_scale_ < 1.0 && headroom) {
+    chunk_scale_ = std::min(1.0, chunk_scale_ * 2.0);
+    last_change_ = now;
+    events.push_back({"latency_chunk_time", "longer", *baseline_, latency_, duty_, chunk_scale_});
   }
+  if (FullSpeed()) full_duty_at_ = now;
   if (state_ == LatencyState::kOver) {
     state_ = LatencyState::kWithin;
     last_change_ = now;

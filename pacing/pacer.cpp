@@ -35,7 +35,7 @@ LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c,
   double min_chunk_scale = c.min_chunk_time
                                ? std::min(1.0, static_cast<double>(c.min_chunk_time->count()) /
                                                    static_cast<double>(chunk_time.count()))
-                               : 1.0;
+                               : c.kMinChunkScale;
   return {
       .objective = c.objective,
       .baseline = c.baseline,
@@ -48,12 +48,14 @@ LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c,
       .min_chunk_scale = min_chunk_scale};
 }
 
-// The sessions signal: a decision takes the samples of 10 reads (500 ms at
-// the default 50 ms), however many statements they found.
+// The sessions signal: a decision takes the samples of kSessionsDecision,
+// or of 10 reads when they take longer, however many statements they found.
+constexpr milliseconds kSessionsDecision{500};
 LatencyObjectiveOptions SessionsOptionsFrom(const config::OnlineLatencyConfig& c,
                                             milliseconds chunk_time) {
   auto options = LatencyOptionsFrom(c, config::LatencySignal::kSessions, chunk_time);
-  options.decision_time = LatencyObjective::kMinSamples * c.probe_interval;
+  options.decision_time =
+      std::max<milliseconds>(kSessionsDecision, LatencyObjective::kMinSamples * c.probe_interval);
   return options;
 }
 
