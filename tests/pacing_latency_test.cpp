@@ -351,37 +351,52 @@ TEST(LatencyObjective, NoOnlineStatementForAWindowGivesTheSpeedBack) {
   EXPECT_TRUE(c.Quiet(t + 10s).empty()) << "an idle batch has nothing to raise";
 }
 
-// The second knob: once the duty is at min_duty and online is still over,
-// the chunks get shorter; with headroom they get their length back before
-// the duty is raised.
-TEST(LatencyObjective, AtMinDutyTheChunksGetShorterThenLongerFirst) {
+// The second knob: over the objective, the chunks get shorter first (down
+// to min_chunk_scale), then the duty is cut; with headroom the duty comes
+// back first, then the chunks' length.
+TEST(LatencyObjective, ChunksGetShorterFirstAndLongerLast) {
   Clock::time_point t{};
   auto options = Configured(1000us);
   options.min_duty = 0.25;
-  options.min_chunk_scale = 0.1;
+  options.min_chunk_scale = 0.25;
   LatencyObjective c(options, t);
-  EXPECT_EQ(Feed(c, t, kDecision, 3000us), std::vector<std::string>{"latency_slowdown"});
-  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
-  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0) << "the duty first";
-  Feed(c, t, kDecision, 3000us);
-  ASSERT_DOUBLE_EQ(c.duty(), 0.25);
-  EXPECT_EQ(Feed(c, t, kDecision, 3000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_EQ(Feed(c, t, kDecision, 3000us),
+            (std::vector<std::string>{"latency_chunk_time", "latency_slowdown"}));
   EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
-  EXPECT_DOUBLE_EQ(c.duty(), 0.25) << "held at min_duty";
-  Feed(c, t, 3 * kDecision, 3000us);
-  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.1) << "0.25, 0.125, then min_chunk_scale";
-  EXPECT_TRUE(Feed(c, t, kDecision, 3000us).empty()) << "both knobs at their floor";
-
-  // Headroom: the chunk length comes back first (x2 per decision), then the duty.
-  EXPECT_EQ(Feed(c, t, kDecision, 1000us),
-            (std::vector<std::string>{"latency_chunk_time", "latency_recovered"}));
-  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.2);
-  EXPECT_DOUBLE_EQ(c.duty(), 0.25);
-  Feed(c, t, 3 * kDecision, 1000us);
-  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0) << "0.4, 0.8, 1";
-  EXPECT_DOUBLE_EQ(c.duty(), 0.25);
-  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0) << "the chunks first";
+  EXPECT_EQ(Feed(c, t, kDecision, 3000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  EXPECT_TRUE(Feed(c, t, kDecision, 3000us).empty()) << "then the duty";
   EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  Feed(c, t, 2 * kDecision, 3000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25) << "held at min_duty";
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+
+  // Headroom: the duty comes back first (x2 per decision), then the chunks.
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us), std::vector<std::string>{"latency_recovered"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  EXPECT_FALSE(c.FullSpeed());
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0);
+  EXPECT_TRUE(c.FullSpeed());
+}
+
+TEST(LatencyObjective, BetweenHeadroomAndObjectiveShortChunksStayShort) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.min_chunk_scale = 0.25;
+  LatencyObjective c(options, t);
+  Feed(c, t, kDecision, 3000us);
+  ASSERT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  Feed(c, t, 4 * kDecision, 1200us);  // 1.2x: within, no headroom
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0);
 }
 
 TEST(LatencyObjective, WithoutASecondKnobTheChunksKeepTheirLength) {
