@@ -176,10 +176,17 @@ struct Pacer::Impl {
     }
   }
 
+  // Fixed chunks (pacing.adaptive: false) have no length to shorten: the
+  // duty is the only knob.
+  LatencyObjectiveOptions Fixed(LatencyObjectiveOptions o) const {
+    if (!options.pacing.adaptive) o.min_chunk_scale = 1.0;
+    return o;
+  }
+
   void StartSessions(const config::OnlineLatencyConfig& c) {
     auto now = Clock::now();
     signal = config::LatencySignal::kSessions;
-    latency.emplace(SessionsOptionsFrom(c, options.pacing.chunk_time), now);
+    latency.emplace(Fixed(SessionsOptionsFrom(c, options.pacing.chunk_time)), now);
     learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
     // Learning must see online statements; too few by then: the probe.
     sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
@@ -199,8 +206,9 @@ struct Pacer::Impl {
   void StartProbe(const config::OnlineLatencyConfig& c) {
     auto now = Clock::now();
     signal = config::LatencySignal::kProbe;
-    latency.emplace(LatencyOptionsFrom(c, config::LatencySignal::kProbe, options.pacing.chunk_time),
-                    now);
+    latency.emplace(
+        Fixed(LatencyOptionsFrom(c, config::LatencySignal::kProbe, options.pacing.chunk_time)),
+        now);
     ApplyChunkScale();
     // A probe that produces nothing (a server too busy to answer) must not
     // hold the batch forever: pacing falls back to the count signals.

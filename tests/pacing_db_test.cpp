@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -730,6 +731,59 @@ TEST_F(LatencyObjectiveTest, TheSessionsSignalLearnsFromOnlineStatements) {
   EXPECT_EQ(Latency(pacer)["state"], "within");
   EXPECT_GE(Latency(pacer)["baseline_ms"].get<double>(), 2.0) << "the statement's pg_sleep";
   EXPECT_EQ(Events(), std::vector<std::string>{"latency_baseline:learned"});
+}
+
+// The sessions signal end to end: an online session's statements get ten
+// times slower (as if they waited behind the batch), the Pacer shortens the
+// chunks, then cuts the duty; when they are fast again both come back.
+TEST_F(LatencyObjectiveTest, TheSessionsSignalSlowsTheBatchWhileOnlineStatementsAreSlow) {
+  auto options = LatencyOptions();
+  options.pacing.online_latency->signal = config::LatencySignal::kSessions;
+  options.pacing.online_latency->tolerance = microseconds(0);
+  std::atomic<double> statement_seconds{0.002};
+  std::jthread online([conn = Connect("shop-web"), &statement_seconds](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      try {
+        pqxx::nontransaction tx(*conn);
+        tx.exec("SELECT pg_sleep(" + std::to_string(statement_seconds.load()) + ")");
+        std::this_thread::sleep_for(5ms);  // a user's think time
+      } catch (const std::exception&) {
+        return;  // the test's cleanup dropped the database
+      }
+    }
+  });
+  Pacer pacer(std::move(options));
+  EXPECT_EQ(pacer.BeforeChunk(), 100);
+  ASSERT_EQ(Latency(pacer)["signal"], "sessions") << pacer.StatusJson();
+  RunChunks(pacer, 500ms);
+  EXPECT_EQ(Latency(pacer)["duty"].get<double>(), 1.0);
+
+  statement_seconds = 0.02;
+  auto slowed = ChunksUntil(
+      pacer, [&] { return Latency(pacer)["duty"].get<double>() <= 0.25; }, 8s);
+  EXPECT_LE(slowed, 5s) << pacer.StatusJson();
+  EXPECT_EQ(Latency(pacer)["chunk_scale"].get<double>(), 0.25) << "the chunks were cut first";
+  EXPECT_EQ(json::parse(pacer.StatusJson())["chunk_time_ms"], 50) << "200ms x 0.25";
+  EXPECT_EQ(Latency(pacer)["state"], "over");
+
+  statement_seconds = 0.002;
+  auto recovered = ChunksUntil(
+      pacer,
+      [&] {
+        auto l = Latency(pacer);
+        return l["duty"].get<double>() >= 1.0 && l["chunk_scale"].get<double>() >= 1.0;
+      },
+      8s);
+  EXPECT_LE(recovered, 5s) << pacer.StatusJson();
+  EXPECT_EQ(json::parse(pacer.StatusJson())["chunk_time_ms"], 200);
+  auto events = Events();
+  auto has = [&](const std::string& e) {
+    return std::find(events.begin(), events.end(), e) != events.end();
+  };
+  EXPECT_TRUE(has("latency_chunk_time:shorter"));
+  EXPECT_TRUE(has("latency_chunk_time:longer"));
+  EXPECT_TRUE(has("latency_slowdown:"));
+  EXPECT_TRUE(has("latency_recovered:"));
 }
 
 }  // namespace
