@@ -140,6 +140,19 @@ struct Pacer::Impl {
   std::unique_ptr<SessionSampler> sampler;
   std::unique_ptr<LatencyProbe> probe;  // last: its thread stops first
 
+  // The sampler's thread calls back into this: it is stopped and joined
+  // before any member goes (moved out under the mutex, joined outside it).
+  ~Impl() {
+    std::unique_ptr<SessionSampler> stopping;
+    {
+      std::lock_guard lock(mutex);
+      stopping = std::move(sampler);
+    }
+    stopping.reset();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
   explicit Impl(PacerOptions o)
       : options(std::move(o)),
         control(options.pacing.max_load),
@@ -190,6 +203,9 @@ struct Pacer::Impl {
     learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
     // Learning must see online statements; too few by then: the probe.
     sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
+    // The sampler's thread calls OnSessions, which reads `sampler`: it
+    // waits for the mutex until the pointer is set.
+    std::lock_guard lock(mutex);
     sampler = std::make_unique<SessionSampler>(
         SessionSamplerOptions{
             .conninfo = options.conninfo,
@@ -255,7 +271,7 @@ struct Pacer::Impl {
     if (samples.empty()) {
       for (const auto& e : latency->Quiet(now)) OnLatencyEvent(e);
     }
-    if (auto limit = latency->limit()) sampler->SetCensorAfter(*limit);
+    if (auto limit = latency->limit(); limit && sampler) sampler->SetCensorAfter(*limit);
   }
 
   // Pacing goes on by the count signals alone, and says so (mutex held).
