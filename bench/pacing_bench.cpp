@@ -32,7 +32,17 @@
 //   build/bench/pacing_bench [--rounds 3] [--records 50000] [--items 200000]
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 //                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
-//                            [--step-at 3s] [--step-for 5s]
+//                            [--percentile 99] [--signal sessions|probe] [--probe-interval 20ms]
+//                            [--min-chunk-time 5ms]
+//                            [--step-at 3s] [--step-for 5s] [--quick yes]
+//   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
+//                            [--sweep-for 6s] [--items 200000]
+//
+// --sweep (any --sweep-* option) measures what moves online p99 instead:
+// an unpaced cell, then one cell per chunk_time and duty cycle, the duty
+// held fixed (an objective no latency meets, min_duty = the duty) and each
+// batch stopped after --sweep-for (the scenario's window, at least the 6 s
+// warmup): online p99 during/alone and the batch rate against unpaced.
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -78,14 +88,28 @@ struct Options {
   // too few for online edits to queue behind in their p99; the duty cycle
   // holds the CPU the batch takes.
   std::string latency_chunk_time = "20ms";
-  // online_latency.tolerance; empty: the default (500us).
+  // online_latency.tolerance and percentile; empty: the signal's default.
   std::string tolerance;
+  std::string percentile;
+  // online_latency.signal, probe_interval and min_chunk_time of the
+  // latency cells (min_chunk_time empty: the second knob is off).
+  std::string signal = "sessions";
+  std::string probe_interval = "20ms";
+  std::string min_chunk_time;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
+  // --sweep: instead of the rounds, cells at a fixed duty cycle for each
+  // chunk_time, each batch stopped after sweep_for: what moves online p99.
+  bool sweep = false;
+  std::vector<std::string> sweep_duties{"1", "0.5", "0.2", "0.1"};
+  std::vector<std::string> sweep_chunk_times{"20ms", "5ms", "2ms"};
+  std::string sweep_for = "6s";
+  bool quick = false;  // --quick yes: no paced and no step cell
 };
 
 // The shared part: data, online load, the batch's job; `pacing` differs.
-std::string ScenarioYaml(const Options& o, int chunk, const std::string& pacing) {
+std::string ScenarioYaml(const Options& o, int chunk, const std::string& pacing,
+                         const std::string& window = "300s") {
   return "scenario:\n"
          "  records: " +
          std::to_string(o.records) +
@@ -95,7 +119,9 @@ std::string ScenarioYaml(const Options& o, int chunk, const std::string& pacing)
          "\n"
          "  warmup: 6s\n"
          "  cooldown: 1s\n"
-         "  window: 300s\n"
+         "  window: " +
+         window +
+         "\n"
          "batch: {job: settle, chunk_size: " +
          std::to_string(chunk) +
          ", workers: 1}\n"
@@ -160,8 +186,26 @@ std::string LatencyPacing(const Options& o) {
          "  max_load: {}\n"
          "  critical_load: {}\n"
          "  online_latency: {objective: " +
-         o.objective + ", probe_interval: 50ms, window: 1s, learn_time: 2s" +
-         (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) + "}\n";
+         o.objective + ", probe_interval: " + o.probe_interval + ", window: 1s, learn_time: 2s" +
+         (o.min_chunk_time.empty() ? "" : ", min_chunk_time: " + o.min_chunk_time) +
+         (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) +
+         (o.percentile.empty() ? "" : ", percentile: " + o.percentile) + ", signal: " + o.signal +
+         "}\n";
+}
+
+// A fixed duty cycle: the objective's controller with a baseline it can
+// never meet cuts the duty to min_duty within a second and holds it there
+// (the read probe every 20 ms is its only cost).
+std::string FixedDutyPacing(const std::string& chunk_time, const std::string& duty) {
+  return "  adaptive: true\n"
+         "  chunk_time: " +
+         chunk_time +
+         "\n"
+         "  min_chunk: 1\n"
+         "  max_load: {}\n"
+         "  critical_load: {}\n"
+         "  online_latency: {signal: probe, baseline: 1us, tolerance: 0us, min_duty: " +
+         duty + ", probe: read, probe_interval: 20ms, window: 200ms, relearn_every: 0s}\n";
 }
 
 capacity::CellResult RunCell(const std::string& conninfo, const std::string& yaml,
@@ -204,6 +248,9 @@ struct DutyPoint {
   double duty = 1;
   double ratio = 0;
   std::string state;
+  long long samples = 0;   // latencies fed to the controller so far
+  double chunk_scale = 1;  // the second knob: chunk_time x this
+  std::string signal;      // sessions, or probe (configured, or fallen back)
 };
 
 // Reads `status` from the latency cell's control socket every 100 ms while
@@ -228,7 +275,10 @@ class DutyTrace {
           DutyPoint p{.at = SteadySeconds(),
                       .duty = latency["duty"].get<double>(),
                       .ratio = latency.value("ratio", 0.0),
-                      .state = latency["state"].get<std::string>()};
+                      .state = latency["state"].get<std::string>(),
+                      .samples = latency.value("samples", 0LL),
+                      .chunk_scale = latency.value("chunk_scale", 1.0),
+                      .signal = latency.value("signal", "")};
           std::lock_guard lock(mutex_);
           points_.push_back(std::move(p));
         }
@@ -268,9 +318,23 @@ void PrintTrace(const std::vector<DutyPoint>& points, const capacity::CellResult
   for (double at = first; at < last; at += 1) {
     if (auto d = MeanDuty(points, at, at + 1)) std::printf(" %.2f", *d);
   }
-  std::printf("  (mean %.2f)\n", MeanDuty(points, first, last + 1).value_or(0));
+  std::printf("  (mean %.2f; signal %s, %.0f latency samples/s)\n",
+              MeanDuty(points, first, last + 1).value_or(0), points.back().signal.c_str(),
+              last > first ? static_cast<double>(points.back().samples - points.front().samples) /
+                                 (last - first)
+                           : 0.0);
   // The ratio of the controller's last decision (its percentile / baseline).
-  std::printf("           probe ratio per second:");
+  std::printf("           chunk_scale per second:");
+  for (double at = first; at < last; at += 1) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& p : points) {
+      if (p.at >= at && p.at < at + 1 && p.state != "learning") sum += p.chunk_scale, ++n;
+    }
+    if (n > 0) std::printf(" %.2f", sum / n);
+  }
+  std::printf("\n");
+  std::printf("           signal ratio per second:");
   for (double at = first; at < last; at += 1) {
     double sum = 0;
     int n = 0;
@@ -320,19 +384,26 @@ struct StepResult {
   std::vector<DutyPoint> trace;
 };
 
-// How long after `at` the duty first moved past its value just before `at`
-// (down when `down`, else up); nullopt when it never did, or could not (at
-// the bench's min_duty, 0.05, or at 1).
+// How long after `at` the controller first slowed the batch (`down`: a
+// lower duty or shorter chunks) or sped it up (a higher duty or longer
+// chunks) from where it was just before `at`; nullopt when it never did,
+// or could not (both knobs at their floor, or both at 1).
 std::optional<double> DutyMovedAfter(const std::vector<DutyPoint>& points, double at, bool down) {
-  std::optional<double> before;
+  std::optional<DutyPoint> before;
   for (const auto& p : points) {
     if (p.at < at) {
-      if (p.state != "learning") before = p.duty;
+      if (p.state != "learning") before = p;
       continue;
     }
-    // Already at the floor or at full duty: there was nowhere to move.
-    if (!before || (down ? *before <= 0.05 : *before >= 1.0)) return std::nullopt;
-    if (down ? p.duty < *before : p.duty > *before) return p.at - at;
+    if (!before) return std::nullopt;
+    bool at_one = before->duty >= 1.0 && before->chunk_scale >= 1.0;
+    // The bench's min_duty is 0.05; the chunks' floor is whatever the
+    // controller reached: a cut of either knob counts.
+    if (!down && at_one) return std::nullopt;
+    if (down ? (p.duty < before->duty || p.chunk_scale < before->chunk_scale)
+             : (p.duty > before->duty || p.chunk_scale > before->chunk_scale)) {
+      return p.at - at;
+    }
   }
   return std::nullopt;
 }
@@ -411,6 +482,16 @@ std::string Seconds(const std::optional<double>& s) {
   return text;
 }
 
+std::vector<std::string> Split(const std::string& list) {
+  std::vector<std::string> parts;
+  size_t from = 0;
+  for (size_t comma; (comma = list.find(',', from)) != std::string::npos; from = comma + 1) {
+    parts.push_back(list.substr(from, comma - from));
+  }
+  parts.push_back(list.substr(from));
+  return parts;
+}
+
 Options Parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -426,10 +507,45 @@ Options Parse(int argc, char** argv) {
     if (key == "--objective") o.objective = value;
     if (key == "--latency-chunk-time") o.latency_chunk_time = value;
     if (key == "--tolerance") o.tolerance = value;
+    if (key == "--percentile") o.percentile = value;
+    if (key == "--signal") o.signal = value;
+    if (key == "--probe-interval") o.probe_interval = value;
+    if (key == "--min-chunk-time") o.min_chunk_time = value;
     if (key == "--step-at") o.step_at = std::stod(value);
     if (key == "--step-for") o.step_for = std::stod(value);
+    if (key == "--sweep-duty") o.sweep_duties = Split(value), o.sweep = true;
+    if (key == "--sweep-chunk-time") o.sweep_chunk_times = Split(value), o.sweep = true;
+    if (key == "--sweep-for") o.sweep_for = value, o.sweep = true;
+    if (key == "--sweep") o.sweep = value == "yes" || value == "1";
+    if (key == "--quick") o.quick = value == "yes" || value == "1";
   }
   return o;
+}
+
+// The fixed-duty sweep: for each chunk_time and duty, one cell whose batch
+// runs sweep_for (stopped by the scenario's window), and an unpaced cell
+// for the rate: online p99 during/alone against batch rate/unpaced.
+void Sweep(const std::string& conninfo, const Options& o) {
+  auto unpaced =
+      RunCell(conninfo, ScenarioYaml(o, o.chunk, UnpacedPacing(), o.sweep_for), "unpaced");
+  PrintCell("unpaced", unpaced);
+  std::printf("  sweep: chunk_time duty  p99 alone  p99 during  ratio  items/s  rate\n");
+  std::printf("  sweep: %-10s %-4s %8.1f ms %8.1f ms %5.2fx %8.0f %5.2fx\n", "unpaced", "1",
+              unpaced.before.p99_ms, unpaced.during.p99_ms,
+              unpaced.during.p99_ms / unpaced.before.p99_ms, unpaced.items_per_second, 1.0);
+  std::fflush(stdout);
+  for (const auto& chunk_time : o.sweep_chunk_times) {
+    for (const auto& duty : o.sweep_duties) {
+      auto c =
+          RunCell(conninfo,
+                  ScenarioYaml(o, kPacedFirstChunk, FixedDutyPacing(chunk_time, duty), o.sweep_for),
+                  "fixed");
+      std::printf("  sweep: %-10s %-4s %8.1f ms %8.1f ms %5.2fx %8.0f %5.2fx\n", chunk_time.c_str(),
+                  duty.c_str(), c.before.p99_ms, c.during.p99_ms, c.during.p99_ms / c.before.p99_ms,
+                  c.items_per_second, c.items_per_second / unpaced.items_per_second);
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace
@@ -439,13 +555,20 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   auto cluster = db::TempCluster::Start();
   std::string conninfo = cluster->ConnectionString();
+  if (o.sweep) {
+    Sweep(conninfo, o);
+    return 0;
+  }
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
-      "chunk_time %s, max_load lock_waiters %d; latency: chunk_time %s, objective %sx, "
-      "tolerance %s\n",
-      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load,
+      "chunk_time %s, max_load lock_waiters %d; latency: signal %s, chunk_time %s, objective "
+      "%sx, tolerance %s, percentile %s, interval %s, min_chunk_time %s\n",
+      o.records, o.items, o.users, o.chunk, o.chunk_time.c_str(), o.max_load, o.signal.c_str(),
       o.latency_chunk_time.c_str(), o.objective.c_str(),
-      o.tolerance.empty() ? "500us (default)" : o.tolerance.c_str());
+      o.tolerance.empty() ? "the signal's default" : o.tolerance.c_str(),
+      o.percentile.empty() ? "the signal's default" : o.percentile.c_str(),
+      o.probe_interval.c_str(),
+      o.min_chunk_time.empty() ? "default (chunk_time / 4)" : o.min_chunk_time.c_str());
 
   std::vector<double> p99_ratios;
   std::vector<double> rate_ratios;
@@ -459,8 +582,12 @@ int main(int argc, char** argv) {
     std::printf("round %d\n", round);
     auto unpaced = RunCell(conninfo, ScenarioYaml(o, o.chunk, UnpacedPacing()), "unpaced");
     PrintCell("unpaced", unpaced);
-    auto paced = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
-    PrintCell("paced", paced);
+    // --quick: the unpaced and latency cells only (tuning the objective);
+    // the paced figures are then the unpaced cell's.
+    auto paced =
+        o.quick ? unpaced
+                : RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
+    if (!o.quick) PrintCell("paced", paced);
     capacity::CellResult latency;
     {
       DutyTrace trace;
@@ -480,6 +607,7 @@ int main(int argc, char** argv) {
         alone, unpaced.during.p99_ms / alone, p99_ratios.back(), latency_p99_ratios.back(),
         rate_ratios.back(), latency_rate_ratios.back());
 
+    if (o.quick) continue;
     auto step = RunStepCell(conninfo, o);
     PrintCell("step", step.cell, /*lost_checked=*/false);
     PrintTrace(step.trace, step.cell);
@@ -500,7 +628,7 @@ int main(int argc, char** argv) {
       std::printf(
           "  step: online load x2 after %.1f s of batch for %.1f s (%lld slowdowns before); "
           "events: slowdown %s after it began, recovered %s after it ended\n"
-          "        duty (never: did not move, or was at its floor or 1): cut %s after it "
+          "        duty or chunks (never: did not move, or could not): cut %s after it "
           "began, raised %s after it ended; mean duty 3 s before %.2f, during (after its first 2 "
           "s) %.2f, 2-5 s after %.2f\n",
           o.step_at, o.step_for, step.slowdowns_before, Seconds(step.slowed_after).c_str(),
@@ -530,7 +658,8 @@ int main(int argc, char** argv) {
   }
   if (!duty_cuts.empty() || !duty_raises.empty()) {
     std::printf(
-        "step, duty: cut within %s of the online load doubling, raised within %s of it ending "
+        "step, duty or chunks: cut within %s of the online load doubling, raised within %s of it "
+        "ending "
         "(medians of %zu / %zu rounds; target 2 s)\n",
         duty_cuts.empty() ? "-" : Seconds(median(duty_cuts)).c_str(),
         duty_raises.empty() ? "-" : Seconds(median(duty_raises)).c_str(), duty_cuts.size(),

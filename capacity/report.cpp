@@ -76,6 +76,7 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   const auto latency = c.latency.value_or(pacing::LatencySummary{.on = false});
   f["latency_objective"] = latency.objective;
   f["latency_on"] = latency.on;
+  f["latency_signal"] = latency.signal;
   f["latency_baseline_ms"] = latency.baseline_ms;
   f["latency_slowdowns"] = latency.slowdowns;
   f["latency_seconds_over"] = latency.seconds_over;

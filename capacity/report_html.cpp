@@ -343,18 +343,19 @@ std::string LatencyObjectiveHtml(const std::vector<CellResult>& cells) {
     if (!c.latency) continue;
     const auto& l = *c.latency;
     rows += l.on ? fmt::format(
-                       "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td><td>{:.2f}</td>"
-                       "<td>{}</td><td>{:.1f}</td></tr>\n",
-                       c.index, Escape(c.policy), l.objective, l.baseline_ms, l.slowdowns,
-                       l.seconds_over)
+                       "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td>"
+                       "<td class=text>{}</td><td>{:.2f}</td><td>{}</td><td>{:.1f}</td></tr>\n",
+                       c.index, Escape(c.policy), l.objective, Escape(l.signal), l.baseline_ms,
+                       l.slowdowns, l.seconds_over)
                  : fmt::format(
                        "<tr><td>{}</td><td class=text>{}</td><td>{:.2f}x</td>"
-                       "<td colspan=3 class=text>off: the probe could not run</td></tr>\n",
-                       c.index, Escape(c.policy), l.objective);
+                       "<td colspan=4 class=text>off: {}</td></tr>\n",
+                       c.index, Escape(c.policy), l.objective, Escape(l.off_reason));
   }
   if (rows.empty()) return "";
   return "<h2>Online latency objective</h2>\n<table><tr><th>cell</th><th>policy</th>"
-         "<th>objective</th><th>probe baseline ms</th><th>slowdowns</th><th>s over</th></tr>\n" +
+         "<th>objective</th><th>signal</th><th>baseline ms</th><th>slowdowns</th><th>s "
+         "over</th></tr>\n" +
          rows + "</table>\n";
 }
 

@@ -252,7 +252,13 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
   s.String("objective", ignored);
   s.String("baseline", ignored);
   s.String("tolerance", ignored);
-  s.Double("percentile", out.percentile, 50.0, 99.9);
+  if (node["percentile"].IsDefined()) {
+    double percentile = 0;
+    s.Double("percentile", percentile, 50.0, 99.9);
+    out.percentile = percentile;
+  }
+  s.Enum("signal", out.signal,
+         {{"sessions", LatencySignal::kSessions}, {"probe", LatencySignal::kProbe}});
   s.Enum("probe", out.probe,
          {{"lock", LatencyProbeKind::kLock}, {"read", LatencyProbeKind::kRead}});
   s.Duration("probe_interval", out.probe_interval, milliseconds(5), milliseconds(10'000));
@@ -260,6 +266,11 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
   s.Duration("learn_time", out.learn_time, milliseconds(100), std::chrono::minutes(10));
   s.Double("min_duty", out.min_duty, 0.01, 1.0);
   s.Duration("relearn_every", out.relearn_every, milliseconds(0), hours(24));
+  if (node["min_chunk_time"].IsDefined()) {
+    milliseconds min_chunk_time{0};
+    s.Duration("min_chunk_time", min_chunk_time, milliseconds(1), hours(1));
+    out.min_chunk_time = min_chunk_time;
+  }
   s.Finish();
   if (out.window < 5 * out.probe_interval) {
     bool given = node["window"].IsDefined();
@@ -293,6 +304,15 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.String("control_socket", out.control_socket);
   if (auto latency = s.Map("online_latency")) {
     ReadOnlineLatency(*latency, node["online_latency"], out.online_latency.emplace());
+    if (auto shortest = out.online_latency->min_chunk_time;
+        shortest && *shortest > out.chunk_time) {
+      latency->Fail(node["online_latency"]["min_chunk_time"], "min_chunk_time",
+                    "min_chunk_time (" + FormatDuration(*shortest) +
+                        ") is longer than pacing.chunk_time (" + FormatDuration(out.chunk_time) +
+                        ")",
+                    "the second knob only shortens chunks: make it at most chunk_time, or "
+                    "leave it out.");
+    }
   }
   s.Finish();
   if (out.min_chunk > out.max_chunk) {

@@ -311,6 +311,12 @@ enum class CriticalAction { kHibernate, kStop };
 // does); read: the same SELECT without the lock (CPU and I/O only).
 enum class LatencyProbeKind { kLock, kRead };
 
+// pacing.online_latency.signal: what the objective is held to. sessions:
+// the latencies of the application's own statements, read from
+// pg_stat_activity (needs pg_read_all_stats); probe: coexist's own
+// online-shaped statement, timed.
+enum class LatencySignal { kSessions, kProbe };
+
 // `pacing.online_latency:` — the online side's latency objective
 // (docs/pacing.md "Latency objective"): coexist probes the target like an
 // online transaction and slows the batch while the probe's percentile is
@@ -321,10 +327,17 @@ struct OnlineLatencyConfig {
   // The probe's latency without the batch; nullopt: measured before the first
   // chunk and refreshed while the batch is paused. >0
   std::optional<std::chrono::microseconds> baseline;
-  // Which percentile of the window's probes is compared. 50..99.9
-  double percentile = 90;
+  // Which percentile of a decision's samples is compared. 50..99.9;
+  // nullopt: kSessionsPercentile with signal sessions (hundreds of samples a
+  // second), kProbePercentile with the probe (10 per decision).
+  std::optional<double> percentile;
+  static constexpr double kSessionsPercentile = 95;
+  static constexpr double kProbePercentile = 90;
+  // sessions falls back to the probe, saying so, when the role may not see
+  // other roles' sessions or learning sees too few online statements.
+  LatencySignal signal = LatencySignal::kSessions;
   LatencyProbeKind probe = LatencyProbeKind::kLock;
-  // How often the probe runs. 5ms..10s
+  // How often the probe runs, or pg_stat_activity is read. 5ms..10s
   milliseconds probe_interval{50};
   // The probes one decision looks at. 100ms..1m, at least 5 probe intervals
   milliseconds window = std::chrono::seconds(2);
@@ -340,8 +353,18 @@ struct OnlineLatencyConfig {
   // anyway. 0..24h
   milliseconds relearn_every = std::chrono::seconds(30);
   // Latencies within baseline + tolerance always meet the objective: the
-  // probe's own jitter on a busy host is of this order. 0..1m
-  std::chrono::microseconds tolerance{500};
+  // probe's own jitter on a busy host is of this order. 0..1m; nullopt:
+  // kProbeTolerance with the probe, 0 with signal sessions (the
+  // application's statements are what its users wait for, jitter included).
+  std::optional<std::chrono::microseconds> tolerance;
+  static constexpr std::chrono::microseconds kProbeTolerance{500};
+  // The second knob: while online is over the objective, chunks are cut
+  // towards this duration first (halving pacing.chunk_time per decision),
+  // then the duty; with headroom the duty comes back first, then the
+  // chunks' length. nullopt: kMinChunkScale x pacing.chunk_time; equal to
+  // chunk_time: the knob is off. 1ms..pacing.chunk_time
+  std::optional<milliseconds> min_chunk_time;
+  static constexpr double kMinChunkScale = 0.25;
 };
 
 // `pacing:` — how hard the batch pushes while online users are there

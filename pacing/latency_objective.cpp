@@ -61,17 +61,34 @@ std::optional<microseconds> LatencyObjective::PercentileSince(Clock::time_point 
   return Percentile(values, options_.percentile);
 }
 
+std::optional<microseconds> LatencyObjective::limit() const {
+  if (!baseline_) return std::nullopt;
+  return Limit(options_.objective);
+}
+
 std::optional<microseconds> LatencyObjective::BaselineSince(Clock::time_point since) const {
   auto values = SamplesSince(since);
   if (values.size() < static_cast<size_t>(kMinSamples)) return std::nullopt;
+  // Groups as large as a decision's: the samples of decision_time.
+  size_t group_size = kMinSamples;
+  if (options_.decision_time.count() > 0 && !samples_.empty()) {
+    auto span = samples_.back().at - std::max(since, samples_.front().at);
+    if (span > Clock::duration::zero()) {
+      double per_decision = static_cast<double>(values.size()) *
+                            std::chrono::duration<double>(options_.decision_time).count() /
+                            std::chrono::duration<double>(span).count();
+      group_size =
+          std::clamp<size_t>(static_cast<size_t>(per_decision), kMinSamples, values.size());
+    }
+  }
   // A decision sees the percentile of about kMinSamples probes, which reads
   // higher than the percentile of many: the baseline is the same statistic
   // (the median of the percentiles of consecutive groups of kMinSamples), so
   // quiet probes compare as 1.0x, not as more.
   std::vector<microseconds> group_percentiles;
-  for (size_t at = 0; at + kMinSamples <= values.size(); at += kMinSamples) {
+  for (size_t at = 0; at + group_size <= values.size(); at += group_size) {
     std::vector<microseconds> group(values.begin() + static_cast<std::ptrdiff_t>(at),
-                                    values.begin() + static_cast<std::ptrdiff_t>(at + kMinSamples));
+                                    values.begin() + static_cast<std::ptrdiff_t>(at + group_size));
     group_percentiles.push_back(Percentile(group, options_.percentile));
   }
   auto median = Percentile(group_percentiles, 50);
@@ -88,7 +105,7 @@ void LatencyObjective::SetBatchActive(Clock::time_point now, bool active) {
 
 bool LatencyObjective::RelearnDue(Clock::time_point now) const {
   if (options_.baseline || options_.relearn_every.count() <= 0) return false;
-  if (state_ == LatencyState::kLearning || duty_ >= 1.0) return false;
+  if (state_ == LatencyState::kLearning || FullSpeed()) return false;
   // A probe that measures nothing while the batch stands still (a server too
   // busy to answer) must not hold the batch forever: give up this time.
   auto since = now - std::max(baseline_at_, full_duty_at_);
@@ -98,6 +115,7 @@ bool LatencyObjective::RelearnDue(Clock::time_point now) const {
 
 std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, microseconds latency) {
   samples_.push_back({now, latency});
+  last_sample_at_ = now;
   auto keep = std::max(options_.window, options_.learn_time);
   while (!samples_.empty() && samples_.front().at < now - keep) samples_.pop_front();
 
@@ -123,7 +141,8 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
         latency_ = *baseline_;
         idle_since_ = now;
         last_change_ = now;
-        events.push_back({"latency_baseline", "refreshed", *baseline_, latency_, duty_});
+        events.push_back(
+            {"latency_baseline", "refreshed", *baseline_, latency_, duty_, chunk_scale_});
       }
     }
     return events;
@@ -132,33 +151,62 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
   return events;
 }
 
+std::vector<LatencyEvent> LatencyObjective::Quiet(Clock::time_point now) {
+  std::vector<LatencyEvent> events;
+  if (state_ == LatencyState::kLearning || idle_since_) return events;
+  if (last_sample_at_ && now - *last_sample_at_ < options_.window) return events;
+  // One raise per decision_time, as if each were a decision with headroom.
+  auto spacing = std::max<Clock::duration>(options_.decision_time, std::chrono::milliseconds(100));
+  if (now - last_change_ < spacing) return events;
+  Raise(now, true, events);
+  return events;
+}
+
 void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& events) {
+  if (now - last_change_ < options_.decision_time) return;
   auto p = PercentileSince(std::max(now - options_.window, last_change_));
   if (!p) return;
   latency_ = *p;
-  if (duty_ >= 1.0) full_duty_at_ = now;
+  if (FullSpeed()) full_duty_at_ = now;
   auto limit = Limit(options_.objective);
   if (latency_ > limit) {
     double excess = static_cast<double>(limit.count()) / static_cast<double>(latency_.count());
-    duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
+    // Shorter chunks first: measured, they buy more of online's p99 per
+    // item/s given up than a lower duty (docs/pacing.md, "Measured").
+    if (chunk_scale_ > options_.min_chunk_scale) {
+      chunk_scale_ = std::max(options_.min_chunk_scale, chunk_scale_ * kDeepestCut);
+      events.push_back(
+          {"latency_chunk_time", "shorter", *baseline_, latency_, duty_, chunk_scale_});
+    } else {
+      duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
+    }
     last_change_ = now;
     if (state_ != LatencyState::kOver) {
       state_ = LatencyState::kOver;
-      events.push_back({"latency_slowdown", "", *baseline_, latency_, duty_});
+      events.push_back({"latency_slowdown", "", *baseline_, latency_, duty_, chunk_scale_});
     }
     return;
   }
+  Raise(now, latency_ <= Limit(1.0 + (options_.objective - 1.0) / 2.0), events);
+}
+
+void LatencyObjective::Raise(Clock::time_point now, bool headroom,
+                             std::vector<LatencyEvent>& events) {
+  // The reverse order: the duty first, then the chunks' length.
   if (duty_ < 1.0) {
-    bool headroom = latency_ <= Limit(1.0 + (options_.objective - 1.0) / 2.0);
     duty_ = headroom ? std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1))
                      : std::min(1.0, duty_ + kCreep);
     last_change_ = now;
-    if (duty_ >= 1.0) full_duty_at_ = now;
+  } else if (chunk_scale_ < 1.0 && headroom) {
+    chunk_scale_ = std::min(1.0, chunk_scale_ * 2.0);
+    last_change_ = now;
+    events.push_back({"latency_chunk_time", "longer", *baseline_, latency_, duty_, chunk_scale_});
   }
+  if (FullSpeed()) full_duty_at_ = now;
   if (state_ == LatencyState::kOver) {
     state_ = LatencyState::kWithin;
     last_change_ = now;
-    events.push_back({"latency_recovered", "", *baseline_, latency_, duty_});
+    events.push_back({"latency_recovered", "", *baseline_, latency_, duty_, chunk_scale_});
   }
 }
 

@@ -30,51 +30,75 @@ struct LatencyObjectiveOptions {
   // Latencies within baseline + tolerance always meet the objective: the
   // probe's own jitter on a busy host is of this order, and no user sees it.
   std::chrono::microseconds tolerance{500};
+  // A decision also waits this long after the last change (0: kMinSamples
+  // alone decide). With the sessions signal, samples come by the hundred a
+  // second: the time keeps a decision's percentile steady, and the
+  // baseline's groups hold as many samples as a decision would.
+  std::chrono::milliseconds decision_time{0};
+  // The second knob: the share of chunk_time the chunks may be cut to
+  // (chunk_scale), before the duty is cut. 1: the knob is off.
+  double min_chunk_scale = 1.0;
 };
 
 // A change the caller logs and records in coexist.events.
 struct LatencyEvent {
-  std::string kind;    // latency_baseline, latency_slowdown, latency_recovered
-  std::string reason;  // latency_baseline: "learned" or "refreshed"
+  // latency_baseline, latency_slowdown, latency_recovered, latency_chunk_time
+  std::string kind;
+  // latency_baseline: "learned" or "refreshed"; latency_chunk_time:
+  // "shorter" or "longer"
+  std::string reason;
   std::chrono::microseconds baseline{0};
   std::chrono::microseconds latency{0};  // the percentile that decided
   double duty = 1.0;                     // the duty cycle after the change
+  double chunk_scale = 1.0;              // the chunk_time share after the change
 };
 
 // The latency objective's controller: AIMD on the batch's duty cycle (the
-// share of wall time a worker spends in chunks; it rests the remainder),
-// fed one probe latency at a time. Pure: the caller passes the clock, so
-// tests drive it with made-up times and latencies. Not thread-safe (Pacer
-// guards it).
+// share of wall time a worker spends in chunks; it rests the remainder) and
+// on the chunks' length (chunk_scale x pacing.chunk_time), fed one latency
+// sample at a time (a probe, or an online statement). Pure: the caller
+// passes the clock, so tests drive it with made-up times and latencies. Not
+// thread-safe (Pacer guards it).
 //
-//   learning --learn_time over, >= kMinSamples probes--> within  (baseline learned;
-//                                                                 skipped when configured)
-//   each decision: p = the percentile of the probes since max(now - window, last change),
-//   once there are >= kMinSamples of them; limit(r) = max(r x baseline, baseline + tolerance);
-//   headroom = 1 + (objective - 1) / 2:
-//     within/over --p > limit(objective)--> over
-//         duty := max(min_duty, duty x clamp(limit(objective) / p, kDeepestCut, kMildestCut))
-//     over        --p <= limit(objective)--> within, and then:
-//     within, duty < 1 --p <= limit(headroom)--> duty := min(1, max(duty x 2, duty + 0.1))
-//     within, duty < 1 --limit(headroom) < p <= limit(objective)--> duty := min(1, duty + kCreep)
-//   every cut or raise is a change: the next decision waits for kMinSamples newer probes.
+// clang-format off
+//   learning --learn_time over, >= kMinSamples samples--> within  (baseline learned;
+//                                                                   skipped when configured)
+//   each decision: p = the percentile of the samples since max(now - window, last change),
+//     once there are >= kMinSamples of them and decision_time passed since the last change;
+//     limit(r) = max(r x baseline, baseline + tolerance); headroom = 1 + (objective - 1) / 2
+//   within/over --p > limit(objective)--> over, and one knob is cut:
+//     chunk_scale > min_chunk_scale:  chunk_scale := max(min_chunk_scale, chunk_scale x 0.5)
+//     else:                           duty := max(min_duty, duty x clamp(limit / p, 0.5, 0.8))
+//   over --p <= limit(objective)--> within, and then one knob is raised:
+//     p <= limit(headroom), duty < 1:                    duty := min(1, max(duty x 2, duty + 0.1))
+//     p <= limit(headroom), duty 1, chunk_scale < 1:     chunk_scale := min(1, chunk_scale x 2)
+//     limit(headroom) < p <= limit(objective), duty < 1: duty := min(1, duty + kCreep)
+//   every cut or raise is a change: the next decision waits for kMinSamples newer samples.
+//   within/over, batch working, no sample for a window (Quiet): decided as headroom,
+//     once per max(decision_time, 100ms).
 //   batch idle (paused, throttled) for learn_time with a measured baseline:
-//     baseline := learned again from the idle probes (latency_baseline "refreshed")
-//   duty < 1 for relearn_every since the baseline was learned and since the duty was
-//   last 1: RelearnDue() holds the batch idle until the idle probes refresh it
+//     baseline := learned again from the idle samples (latency_baseline "refreshed")
+//   below full speed (duty < 1 or chunk_scale < 1) for relearn_every since the baseline
+//     was learned and since it was last at full speed: RelearnDue() holds the batch idle
+//     until the idle samples refresh it
+// clang-format on
 //
 // The baseline is the statistic a decision uses, measured without the batch:
-// the median of the percentiles of consecutive groups of kMinSamples probes.
+// the median of the percentiles of consecutive groups of samples, each as
+// large as a decision's (kMinSamples, or what decision_time holds).
 //
-// A cut is in proportion to the excess: a percentile just over the limit
-// (the host's own jitter, most often) takes kMildestCut (x0.8), one twice
-// the limit or more halves the duty. A raise is fast with headroom (x2) and
-// a creep without it, so the duty settles just under the objective instead
-// of being halved on noise and held below. At 50 ms probes a decision takes
-// 500 ms: a doubled online load is cut within about a second, and a load
-// that stops is given back x2 per 500 ms (0.05 to 1 in 2 s).
+// Shorter chunks are cut first and given back last: measured on this
+// project's bench, a chunk of 5 ms instead of 20 ms costs a quarter of the
+// rate and takes online p99 down as far as a duty of 0.3 does (two thirds of
+// the rate). A duty cut is in proportion to the excess: a percentile just
+// over the limit takes kMildestCut (x0.8), one twice the limit or more
+// halves the duty. A raise is fast with headroom (x2) and a creep without
+// it, so the duty settles just under the objective instead of being halved
+// on noise and held below. At 500 ms decisions a doubled online load is cut
+// within about a second, and a load that stops is given back x2 per 500 ms
+// (0.05 to 1 in 2 s).
 //
-// Counting only the probes after the last change means each step is judged
+// Counting only the samples after the last change means each step is judged
 // on what the previous one did.
 class LatencyObjective {
  public:
@@ -92,6 +116,10 @@ class LatencyObjective {
 
   // One probe that took `latency`, finished at `now`. Returns the events it causes.
   std::vector<LatencyEvent> Observe(Clock::time_point now, std::chrono::microseconds latency);
+  // A look that found no sample (the sessions signal: no online statement
+  // ended). With none for a whole window while the batch works, nobody is
+  // there to protect: decided as headroom (the duty is raised).
+  std::vector<LatencyEvent> Quiet(Clock::time_point now);
   // Whether the batch works now (false while paused or throttled by other
   // signals): the probes of a long enough idle period refresh the baseline.
   void SetBatchActive(Clock::time_point now, bool active);
@@ -103,11 +131,19 @@ class LatencyObjective {
 
   LatencyState state() const { return state_; }
   double duty() const { return duty_; }
+  // Full duty and full-length chunks: nothing to be given back.
+  bool FullSpeed() const { return duty_ >= 1.0 && chunk_scale_ >= 1.0; }
+  // The share of pacing.chunk_time a chunk should take now (1 unless the
+  // second knob cut it).
+  double chunk_scale() const { return chunk_scale_; }
   std::optional<std::chrono::microseconds> baseline() const { return baseline_; }
   // The percentile of the last decision (0 before the first).
   std::chrono::microseconds latency() const { return latency_; }
   // latency() / baseline(), 0 while learning.
   double ratio() const;
+  // The latency the objective allows now (objective x baseline, tolerance
+  // included); nullopt while learning.
+  std::optional<std::chrono::microseconds> limit() const;
   const LatencyObjectiveOptions& options() const { return options_; }
 
   // How long a worker rests after a chunk that took `took`, so that it works
@@ -128,6 +164,8 @@ class LatencyObjective {
   // The latency that `ratio` x baseline allows, tolerance included.
   std::chrono::microseconds Limit(double ratio) const;
   void Decide(Clock::time_point now, std::vector<LatencyEvent>& events);
+  // The raise (and the return to within) of a decision that found room.
+  void Raise(Clock::time_point now, bool headroom, std::vector<LatencyEvent>& events);
 
   LatencyObjectiveOptions options_;
   LatencyState state_;
@@ -136,10 +174,12 @@ class LatencyObjective {
   std::optional<std::chrono::microseconds> baseline_;
   std::chrono::microseconds latency_{0};
   double duty_ = 1.0;
+  double chunk_scale_ = 1.0;
   Clock::time_point last_change_{};
   std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
   Clock::time_point baseline_at_{};              // when the baseline was last learned
   Clock::time_point full_duty_at_{};             // when the duty was last 1
+  std::optional<Clock::time_point> last_sample_at_;
 };
 
 }  // namespace coexist::pacing

@@ -14,6 +14,7 @@
 #include "pacing/latency_objective.h"
 #include "pacing/latency_probe.h"
 #include "pacing/load.h"
+#include "pacing/session_sampler.h"
 #include "pacing/throttle.h"
 
 namespace coexist::pacing {
@@ -27,15 +28,39 @@ using std::chrono::milliseconds;
 
 double Milliseconds(microseconds value) { return static_cast<double>(value.count()) / 1000.0; }
 
-LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c) {
-  return {.objective = c.objective,
-          .baseline = c.baseline,
-          .percentile = c.percentile,
-          .window = c.window,
-          .learn_time = c.learn_time,
-          .min_duty = c.min_duty,
-          .relearn_every = c.relearn_every,
-          .tolerance = c.tolerance};
+// The options for `signal`: percentile and tolerance default per signal.
+LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c,
+                                           config::LatencySignal signal, milliseconds chunk_time) {
+  bool sessions = signal == config::LatencySignal::kSessions;
+  double min_chunk_scale = c.min_chunk_time
+                               ? std::min(1.0, static_cast<double>(c.min_chunk_time->count()) /
+                                                   static_cast<double>(chunk_time.count()))
+                               : c.kMinChunkScale;
+  return {
+      .objective = c.objective,
+      .baseline = c.baseline,
+      .percentile = c.percentile.value_or(sessions ? c.kSessionsPercentile : c.kProbePercentile),
+      .window = c.window,
+      .learn_time = c.learn_time,
+      .min_duty = c.min_duty,
+      .relearn_every = c.relearn_every,
+      .tolerance = c.tolerance.value_or(sessions ? microseconds(0) : c.kProbeTolerance),
+      .min_chunk_scale = min_chunk_scale};
+}
+
+// The sessions signal: a decision takes the samples of kSessionsDecision,
+// or of 10 reads when they take longer, however many statements they found.
+constexpr milliseconds kSessionsDecision{500};
+LatencyObjectiveOptions SessionsOptionsFrom(const config::OnlineLatencyConfig& c,
+                                            milliseconds chunk_time) {
+  auto options = LatencyOptionsFrom(c, config::LatencySignal::kSessions, chunk_time);
+  options.decision_time =
+      std::max<milliseconds>(kSessionsDecision, LatencyObjective::kMinSamples * c.probe_interval);
+  return options;
+}
+
+const char* ToString(config::LatencySignal signal) {
+  return signal == config::LatencySignal::kSessions ? "sessions" : "probe";
 }
 
 bool FileExists(const std::string& path) {
@@ -65,7 +90,8 @@ PacerOptions PacerOptionsFrom(const config::Config& config, std::string conninfo
                       .chunk_size = config.batch.chunk_size,
                       .job = config.batch.job,
                       .target = config.target,
-                      .conninfo = std::move(conninfo)};
+                      .conninfo = std::move(conninfo),
+                      .batch_application_name = config.database.application_name};
 }
 
 struct Pacer::Impl {
@@ -99,8 +125,33 @@ struct Pacer::Impl {
     milliseconds took{0};
   };
   std::unordered_map<std::thread::id, LastChunk> last_chunk;
+  // The signal the objective is held to now: the configured one, or the
+  // probe after the sessions signal fell back (signal_fallback says why).
+  config::LatencySignal signal = config::LatencySignal::kProbe;
+  std::string signal_fallback;
+  // The chunk_time the second knob scales (pacing.chunk_time, or the
+  // operator's chunk-time), and the scale the sizer has now.
+  milliseconds chunk_time_base{0};
+  double applied_chunk_scale = 1.0;
+  Clock::time_point sessions_learning_until{};
+  long long sessions_seen = 0;    // online statements sampled while learning
+  long long latency_samples = 0;  // latencies the objective was fed (status)
   std::unique_ptr<ControlServer> server;
+  std::unique_ptr<SessionSampler> sampler;
   std::unique_ptr<LatencyProbe> probe;  // last: its thread stops first
+
+  // The sampler's thread calls back into this: it is stopped and joined
+  // before any member goes (moved out under the mutex, joined outside it).
+  ~Impl() {
+    std::unique_ptr<SessionSampler> stopping;
+    {
+      std::lock_guard lock(mutex);
+      stopping = std::move(sampler);
+    }
+    stopping.reset();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   explicit Impl(PacerOptions o)
       : options(std::move(o)),
@@ -125,13 +176,56 @@ struct Pacer::Impl {
     if (!options.pacing.control_socket.empty()) {
       server = std::make_unique<ControlServer>(options.pacing.control_socket, control);
     }
+    chunk_time_base = options.pacing.chunk_time;
     if (options.pacing.online_latency) StartLatencyObjective(*options.pacing.online_latency);
   }
 
   void StartLatencyObjective(const config::OnlineLatencyConfig& c) {
-    auto now = Clock::now();
     latency_objective = c.objective;
-    latency.emplace(LatencyOptionsFrom(c), now);
+    if (c.signal == config::LatencySignal::kSessions) {
+      StartSessions(c);
+    } else {
+      StartProbe(c);
+    }
+  }
+
+  // Fixed chunks (pacing.adaptive: false) have no length to shorten: the
+  // duty is the only knob.
+  LatencyObjectiveOptions Fixed(LatencyObjectiveOptions o) const {
+    if (!options.pacing.adaptive) o.min_chunk_scale = 1.0;
+    return o;
+  }
+
+  void StartSessions(const config::OnlineLatencyConfig& c) {
+    auto now = Clock::now();
+    signal = config::LatencySignal::kSessions;
+    latency.emplace(Fixed(SessionsOptionsFrom(c, options.pacing.chunk_time)), now);
+    learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
+    // Learning must see online statements; too few by then: the probe.
+    sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
+    // The sampler's thread calls OnSessions, which reads `sampler`: it
+    // waits for the mutex until the pointer is set.
+    std::lock_guard assigning(mutex);
+    sampler = std::make_unique<SessionSampler>(
+        SessionSamplerOptions{
+            .conninfo = options.conninfo,
+            .application_name = options.application_name + "-latency-sessions",
+            .exclude_prefixes = {options.application_name, options.batch_application_name},
+            .interval = c.probe_interval},
+        [this](const std::vector<SessionSample>& samples) { OnSessions(samples); },
+        [this](const ProbeUnavailable& why) {
+          std::lock_guard lock(mutex);
+          FallBackToProbe(why.reason, why.fix);
+        });
+  }
+
+  void StartProbe(const config::OnlineLatencyConfig& c) {
+    auto now = Clock::now();
+    signal = config::LatencySignal::kProbe;
+    latency.emplace(
+        Fixed(LatencyOptionsFrom(c, config::LatencySignal::kProbe, options.pacing.chunk_time)),
+        now);
+    ApplyChunkScale();
     // A probe that produces nothing (a server too busy to answer) must not
     // hold the batch forever: pacing falls back to the count signals.
     learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
@@ -149,11 +243,43 @@ struct Pacer::Impl {
         });
   }
 
+  // The sessions signal cannot hold the objective: the probe takes over,
+  // learning its own baseline, and the run says so once (mutex held; may be
+  // called on the sampler's thread, which then stops on its own).
+  void FallBackToProbe(const std::string& reason, const std::string& fix) {
+    if (!latency || signal != config::LatencySignal::kSessions) return;
+    if (sampler) sampler->Stop();
+    signal_fallback = reason;
+    spdlog::warn("latency signal sessions unavailable, falling back to the probe reason={} fix={}",
+                 log::Value(reason), log::Value(fix));
+    Record("latency_signal_fallback", reason, {{"fix", fix}, {"signal", "probe"}});
+    StartProbe(*options.pacing.online_latency);
+    PublishState();
+  }
+
+  void OnSessions(const std::vector<SessionSample>& samples) {
+    std::lock_guard lock(mutex);
+    if (!latency || signal != config::LatencySignal::kSessions) return;
+    auto now = Clock::now();
+    if (latency->state() == LatencyState::kLearning) {
+      sessions_seen += static_cast<long long>(samples.size());
+    }
+    for (const auto& s : samples) {
+      ++latency_samples;
+      for (const auto& e : latency->Observe(now, s.latency)) OnLatencyEvent(e);
+    }
+    if (samples.empty()) {
+      for (const auto& e : latency->Quiet(now)) OnLatencyEvent(e);
+    }
+    if (auto limit = latency->limit(); limit && sampler) sampler->SetCensorAfter(*limit);
+  }
+
   // Pacing goes on by the count signals alone, and says so (mutex held).
   void StopLatencyObjective(const std::string& reason, const std::string& fix) {
     if (!latency) return;
     EndOverSpan(Clock::now());
     latency.reset();
+    ApplyChunkScale();  // chunks get chunk_time back
     latency_off = reason;
     spdlog::warn("latency objective off, pacing by the count signals reason={} fix={}",
                  log::Value(reason), log::Value(fix));
@@ -164,7 +290,18 @@ struct Pacer::Impl {
   void OnProbe(microseconds value) {
     std::lock_guard lock(mutex);
     if (!latency) return;
+    ++latency_samples;
     for (const auto& e : latency->Observe(Clock::now(), value)) OnLatencyEvent(e);
+  }
+
+  // The second knob: chunks sized to chunk_time x the objective's scale
+  // (the operator's chunk-time, when set, is the one scaled).
+  void ApplyChunkScale() {
+    double scale = latency ? latency->chunk_scale() : 1.0;
+    if (!sizer.adaptive() || scale == applied_chunk_scale) return;
+    applied_chunk_scale = scale;
+    auto scaled = std::chrono::duration<double, std::milli>(chunk_time_base) * scale;
+    sizer.SetTarget(std::max(milliseconds(1), duration_cast<milliseconds>(scaled)));
   }
 
   void EndOverSpan(Clock::time_point now) {
@@ -174,6 +311,7 @@ struct Pacer::Impl {
   }
 
   void OnLatencyEvent(const LatencyEvent& e) {
+    ApplyChunkScale();
     if (e.baseline.count() > 0) last_baseline_ms = Milliseconds(e.baseline);
     if (e.kind == "latency_slowdown") {
       ++latency_slowdowns;
@@ -183,12 +321,14 @@ struct Pacer::Impl {
     json details = {{"baseline_ms", Milliseconds(e.baseline)},
                     {"latency_ms", Milliseconds(e.latency)},
                     {"objective", latency->options().objective},
-                    {"duty", e.duty}};
+                    {"duty", e.duty},
+                    {"chunk_time_ms", sizer.target().count()}};
     if (e.kind == "latency_baseline") {
       spdlog::info("latency baseline {} baseline_ms={:.3f}", e.reason, Milliseconds(e.baseline));
     } else {
-      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f}", e.kind,
-                   Milliseconds(e.latency), Milliseconds(e.baseline), e.duty);
+      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f} chunk_time_ms={}", e.kind,
+                   Milliseconds(e.latency), Milliseconds(e.baseline), e.duty,
+                   sizer.target().count());
     }
     Record(e.kind, e.reason, std::move(details));
     PublishState();
@@ -197,10 +337,12 @@ struct Pacer::Impl {
   std::string LatencyJson() const {
     if (!options.pacing.online_latency) return "";
     if (!latency) return json{{"state", "off"}, {"reason", latency_off}}.dump();
-    json j = {{"state", ToString(latency->state())},
-              {"objective", latency->options().objective},
-              {"duty", latency->duty()},
-              {"percentile", latency->options().percentile}};
+    json j = {
+        {"state", ToString(latency->state())},       {"signal", ToString(signal)},
+        {"objective", latency->options().objective}, {"duty", latency->duty()},
+        {"chunk_scale", latency->chunk_scale()},     {"percentile", latency->options().percentile}};
+    j["samples"] = latency_samples;
+    if (!signal_fallback.empty()) j["signal_fallback"] = signal_fallback;
     if (auto b = latency->baseline()) {
       j["baseline_ms"] = Milliseconds(*b);
       j["latency_ms"] = Milliseconds(latency->latency());
@@ -215,6 +357,14 @@ struct Pacer::Impl {
     if (!latency) return milliseconds(0);
     auto step = options.pacing.online_latency->probe_interval;
     if (latency->state() == LatencyState::kLearning) {
+      if (signal == config::LatencySignal::kSessions && now >= sessions_learning_until) {
+        FallBackToProbe("learning saw " + std::to_string(sessions_seen) +
+                            " online statements, fewer than " +
+                            std::to_string(LatencyObjective::kMinSamples),
+                        "run the batch while the application works, or set "
+                        "pacing.online_latency.signal: probe.");
+        return step;
+      }
       if (now < learning_deadline) return step;
       StopLatencyObjective("no baseline: the probe measured nothing before the first chunk",
                            "set pacing.online_latency.baseline, or check that the probe's "
@@ -260,7 +410,12 @@ struct Pacer::Impl {
   void ApplyOverrides() {
     auto o = control.TakeSizingOverride();
     if (!o) return;
-    if (o->chunk_time) sizer.SetTarget(*o->chunk_time);
+    if (o->chunk_time) {
+      chunk_time_base = *o->chunk_time;
+      applied_chunk_scale = 0;  // scaled anew below
+      sizer.SetTarget(*o->chunk_time);
+      ApplyChunkScale();
+    }
     if (o->chunk_size) sizer.SetFixed(*o->chunk_size);
   }
 
@@ -424,6 +579,7 @@ std::optional<LatencySummary> Pacer::Latency() {
   return LatencySummary{.on = i.latency.has_value(),
                         .off_reason = i.latency_off,
                         .objective = i.latency_objective,
+                        .signal = ToString(i.signal),
                         .baseline_ms = i.last_baseline_ms,
                         .slowdowns = i.latency_slowdowns,
                         .seconds_over = std::chrono::duration<double>(over).count()};

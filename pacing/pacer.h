@@ -51,6 +51,9 @@ struct PacerOptions {
   config::TargetTable target;       // the vacuum signal; events.target
   std::string conninfo;             // the monitor's own connection; never logged
   std::string application_name = "coexist-pacing";
+  // The batch's own connections (database.application_name): never sampled
+  // as online sessions by the latency objective's sessions signal.
+  std::string batch_application_name = "coexist-batch";
 };
 
 // The options for `config`'s pacing:, batch: and target: sections.

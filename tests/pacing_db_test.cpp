@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -18,6 +19,7 @@
 #include "common/error.h"
 #include "pacing/control_socket.h"
 #include "pacing/pacer.h"
+#include "pacing/session_sampler.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::pacing {
@@ -26,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using std::chrono::microseconds;
 
 class PacingTest : public coexist::testing::DatabaseTest {
  protected:
@@ -421,6 +424,7 @@ class LatencyObjectiveTest : public PacingTest {
     auto o = Options();
     o.pacing.max_load = {};  // only the latency objective paces
     o.pacing.online_latency = config::OnlineLatencyConfig{.objective = 1.5,
+                                                          .signal = config::LatencySignal::kProbe,
                                                           .probe_interval = 20ms,
                                                           .window = 1s,
                                                           .learn_time = 300ms,
@@ -547,6 +551,239 @@ TEST_F(LatencyObjectiveTest, AProbeThatCannotRunLeavesPacingToTheCountSignals) {
   EXPECT_FALSE(summary->on);
   EXPECT_EQ(summary->off_reason, "the target public.empty_target has no rows to probe");
   EXPECT_EQ(summary->slowdowns, 0);
+}
+
+// The sessions signal (pacing/session_sampler.h): the application's own
+// statements, read from pg_stat_activity.
+class SessionSamplerTest : public PacingTest {
+ protected:
+  SessionSamplerOptions SamplerOptions() {
+    return {.conninfo = conninfo(),
+            .application_name = "coexist-pacing-latency-sessions",
+            .exclude_prefixes = {"coexist-pacing", "coexist-batch"},
+            .interval = 20ms};
+  }
+
+  // Every sample the sampler reported so far.
+  std::vector<SessionSample> Samples() {
+    std::lock_guard lock(mutex_);
+    return samples_;
+  }
+  SessionSampler::OnPoll Collect() {
+    return [this](const std::vector<SessionSample>& samples) {
+      std::lock_guard lock(mutex_);
+      samples_.insert(samples_.end(), samples.begin(), samples.end());
+    };
+  }
+  static SessionSampler::OnUnavailable NeverUnavailable() {
+    return [](const ProbeUnavailable& why) { ADD_FAILURE() << why.reason; };
+  }
+  std::vector<SessionSample> SamplesOf(const std::string& application_name) {
+    std::vector<SessionSample> out;
+    for (const auto& s : Samples()) {
+      if (s.application_name == application_name) out.push_back(s);
+    }
+    return out;
+  }
+  template <typename Pred>
+  static bool WaitFor(Pred done, std::chrono::milliseconds limit = 5s) {
+    for (auto start = std::chrono::steady_clock::now();
+         std::chrono::steady_clock::now() - start < limit; std::this_thread::sleep_for(10ms)) {
+      if (done()) return true;
+    }
+    return done();
+  }
+
+  // An online user's UPDATE of row 1, queued behind a test session holding
+  // the row for `hold`; returns when it committed.
+  void UpdateBehindARowLock(
+      std::chrono::milliseconds hold, const std::function<void()>& while_waiting = [] {}) {
+    auto holder = Connect("lock-holder");
+    pqxx::work held(*holder);
+    held.exec("SELECT 1 FROM products WHERE id = 1 FOR UPDATE");
+    user_ = Connect("shop-web");  // kept open: its session stays in pg_stat_activity
+    std::jthread user([conn = user_.get()] {
+      pqxx::work tx(*conn);
+      tx.exec0("UPDATE products SET stock = stock - 1 WHERE id = 1");
+      tx.commit();
+    });
+    WaitForLockWaiters(1);
+    std::this_thread::sleep_for(hold);
+    while_waiting();
+    held.commit();
+  }
+
+  std::unique_ptr<pqxx::connection> user_;
+  std::mutex mutex_;
+  std::vector<SessionSample> samples_;
+};
+
+TEST_F(SessionSamplerTest, SeesAnOnlineStatementBlockedBehindARowLock) {
+  SessionSampler sampler(SamplerOptions(), Collect(), NeverUnavailable());
+  std::this_thread::sleep_for(100ms);  // the first read only remembers
+  UpdateBehindARowLock(300ms);
+  // The UPDATE is followed at once by its COMMIT: the sampler saw it
+  // active, then the session busy with the next statement, and reports the
+  // age it last saw (within one read of the wait), then the COMMIT's own.
+  auto longest = [&] {
+    microseconds most{0};
+    for (const auto& s : SamplesOf("shop-web")) most = std::max(most, s.latency);
+    return most;
+  };
+  ASSERT_TRUE(WaitFor([&] { return longest() >= 250ms; }))
+      << "the wait behind the lock; longest sampled: " << longest().count() << "us";
+  EXPECT_LT(longest(), 5s);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_LE(SamplesOf("shop-web").size(), 2u) << "the UPDATE and its COMMIT, each once";
+}
+
+TEST_F(SessionSamplerTest, ALongWaitIsSeenBeforeItEndsAndCountedOnce) {
+  SessionSampler sampler(SamplerOptions(), Collect(), NeverUnavailable());
+  sampler.SetCensorAfter(100ms);
+  std::this_thread::sleep_for(100ms);
+  bool seen_while_waiting = false;
+  UpdateBehindARowLock(400ms, [&] {
+    auto waiting = SamplesOf("shop-web");
+    seen_while_waiting = waiting.size() == 1 && waiting[0].censored && waiting[0].latency >= 100ms;
+  });
+  EXPECT_TRUE(seen_while_waiting) << "a censored sample while the UPDATE still waited";
+  std::this_thread::sleep_for(200ms);
+  auto user_samples = SamplesOf("shop-web");
+  EXPECT_EQ(std::count_if(user_samples.begin(), user_samples.end(),
+                          [](const SessionSample& s) { return s.latency >= 100ms; }),
+            1)
+      << "not counted again when it ended (the COMMIT after it is short)";
+}
+
+TEST_F(SessionSamplerTest, CoexistsOwnSessionsAreNotSampled) {
+  SessionSampler sampler(SamplerOptions(), Collect(), NeverUnavailable());
+  std::this_thread::sleep_for(100ms);
+  auto batch = Connect("coexist-batch");
+  auto monitor = Connect("coexist-pacing-latency-probe");
+  auto user = Connect("shop-web");
+  for (auto* conn : {batch.get(), monitor.get(), user.get()}) {
+    pqxx::nontransaction tx(*conn);
+    tx.exec("SELECT pg_sleep(0.05)");
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    auto user_samples = SamplesOf("shop-web");
+    return std::any_of(user_samples.begin(), user_samples.end(),
+                       [](const SessionSample& s) { return s.latency >= 50ms; });
+  })) << "the user's 50 ms statement";
+  for (const auto& s : Samples()) {
+    EXPECT_FALSE(s.application_name.starts_with("coexist-")) << s.application_name;
+  }
+}
+
+TEST_F(SessionSamplerTest, ARoleThatCannotSeeOtherSessionsIsToldTheGrant) {
+  QueryValue(
+      "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_pacing_plain') "
+      "THEN CREATE ROLE coexist_pacing_plain LOGIN; END IF; END$$");
+  auto options = SamplerOptions();
+  options.conninfo = conninfo() + " user=coexist_pacing_plain";
+  std::promise<ProbeUnavailable> told;
+  SessionSampler sampler(
+      options, [](const std::vector<SessionSample>&) { ADD_FAILURE() << "sampled"; },
+      [&](const ProbeUnavailable& why) { told.set_value(why); });
+  auto future = told.get_future();
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+  auto why = future.get();
+  EXPECT_EQ(why.reason,
+            "the role coexist_pacing_plain cannot see other roles' statements in "
+            "pg_stat_activity");
+  EXPECT_EQ(why.fix,
+            "GRANT pg_read_all_stats TO \"coexist_pacing_plain\"; or set "
+            "pacing.online_latency.signal: probe.");
+}
+
+TEST_F(LatencyObjectiveTest, WithNoOnlineStatementsTheSessionsSignalFallsBackToTheProbe) {
+  auto options = LatencyOptions();
+  options.pacing.online_latency->signal = config::LatencySignal::kSessions;
+  Pacer pacer(std::move(options));
+  EXPECT_EQ(Latency(pacer)["signal"], "sessions");
+  EXPECT_EQ(pacer.BeforeChunk(), 100) << "the probe learns and the batch runs";
+  EXPECT_EQ(Latency(pacer)["signal"], "probe");
+  EXPECT_EQ(Latency(pacer)["state"], "within");
+  EXPECT_EQ(Latency(pacer)["signal_fallback"], "learning saw 0 online statements, fewer than 10");
+  auto events = Events();
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0], "latency_signal_fallback:learning saw 0 online statements, fewer than 10");
+  EXPECT_EQ(events[1], "latency_baseline:learned");
+}
+
+TEST_F(LatencyObjectiveTest, TheSessionsSignalLearnsFromOnlineStatements) {
+  auto options = LatencyOptions();
+  options.pacing.online_latency->signal = config::LatencySignal::kSessions;
+  std::jthread online([conn = Connect("shop-web")](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      try {
+        pqxx::nontransaction tx(*conn);
+        tx.exec("SELECT pg_sleep(0.002)");
+        std::this_thread::sleep_for(5ms);  // a user's think time
+      } catch (const std::exception&) {
+        return;  // the test's cleanup dropped the database
+      }
+    }
+  });
+  Pacer pacer(std::move(options));
+  EXPECT_EQ(pacer.BeforeChunk(), 100);
+  EXPECT_EQ(Latency(pacer)["signal"], "sessions") << pacer.StatusJson();
+  EXPECT_EQ(Latency(pacer)["state"], "within");
+  EXPECT_GE(Latency(pacer)["baseline_ms"].get<double>(), 2.0) << "the statement's pg_sleep";
+  EXPECT_EQ(Events(), std::vector<std::string>{"latency_baseline:learned"});
+}
+
+// The sessions signal end to end: an online session's statements get ten
+// times slower (as if they waited behind the batch), the Pacer shortens the
+// chunks, then cuts the duty; when they are fast again both come back.
+TEST_F(LatencyObjectiveTest, TheSessionsSignalSlowsTheBatchWhileOnlineStatementsAreSlow) {
+  auto options = LatencyOptions();
+  options.pacing.online_latency->signal = config::LatencySignal::kSessions;
+  options.pacing.online_latency->tolerance = microseconds(0);
+  std::atomic<double> statement_seconds{0.002};
+  std::jthread online([conn = Connect("shop-web"), &statement_seconds](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      try {
+        pqxx::nontransaction tx(*conn);
+        tx.exec("SELECT pg_sleep(" + std::to_string(statement_seconds.load()) + ")");
+        std::this_thread::sleep_for(5ms);  // a user's think time
+      } catch (const std::exception&) {
+        return;  // the test's cleanup dropped the database
+      }
+    }
+  });
+  Pacer pacer(std::move(options));
+  EXPECT_EQ(pacer.BeforeChunk(), 100);
+  ASSERT_EQ(Latency(pacer)["signal"], "sessions") << pacer.StatusJson();
+  RunChunks(pacer, 500ms);
+  EXPECT_EQ(Latency(pacer)["duty"].get<double>(), 1.0);
+
+  statement_seconds = 0.02;
+  auto slowed = ChunksUntil(
+      pacer, [&] { return Latency(pacer)["duty"].get<double>() <= 0.25; }, 8s);
+  EXPECT_LE(slowed, 5s) << pacer.StatusJson();
+  EXPECT_EQ(Latency(pacer)["chunk_scale"].get<double>(), 0.25) << "the chunks were cut first";
+  EXPECT_EQ(json::parse(pacer.StatusJson())["chunk_time_ms"], 50) << "200ms x 0.25";
+  EXPECT_EQ(Latency(pacer)["state"], "over");
+
+  statement_seconds = 0.002;
+  auto recovered = ChunksUntil(
+      pacer,
+      [&] {
+        auto l = Latency(pacer);
+        return l["duty"].get<double>() >= 1.0 && l["chunk_scale"].get<double>() >= 1.0;
+      },
+      8s);
+  EXPECT_LE(recovered, 5s) << pacer.StatusJson();
+  EXPECT_EQ(json::parse(pacer.StatusJson())["chunk_time_ms"], 200);
+  auto events = Events();
+  auto has = [&](const std::string& e) {
+    return std::find(events.begin(), events.end(), e) != events.end();
+  };
+  EXPECT_TRUE(has("latency_chunk_time:shorter"));
+  EXPECT_TRUE(has("latency_chunk_time:longer"));
+  EXPECT_TRUE(has("latency_slowdown:"));
+  EXPECT_TRUE(has("latency_recovered:"));
 }
 
 }  // namespace

@@ -278,5 +278,134 @@ TEST(LatencyObjective, AConfiguredBaselineIsNeverRefreshed) {
   EXPECT_EQ(c.baseline(), 1000us);
 }
 
+// The sessions signal: many samples per read, a decision per decision_time.
+TEST(LatencyObjective, WithADecisionTimeManySamplesWaitForIt) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.decision_time = 500ms;
+  LatencyObjective c(options, t);
+  // 20 samples every 50 ms: kMinSamples after one read, but no decision
+  // before 500 ms.
+  auto read = [&](microseconds latency) {
+    t += 50ms;
+    std::vector<std::string> kinds;
+    for (int i = 0; i < 20; ++i) {
+      for (const auto& e : c.Observe(t, latency)) kinds.push_back(e.kind);
+    }
+    return kinds;
+  };
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(read(3000us).empty()) << "read " << i;
+  EXPECT_EQ(read(3000us), std::vector<std::string>{"latency_slowdown"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+}
+
+TEST(LatencyObjective, TheBaselineGroupsHoldADecisionsSamples) {
+  // 40 samples per 50 ms read over the 1 s learn_time, one in 20 slow (5 %):
+  // a decision's p99 over its 400 samples is the slow value. Groups of 10
+  // (no decision_time) would hold the tail in half of them and learn the
+  // fast value; groups of a decision's size learn what a decision sees.
+  auto learn = [](std::chrono::milliseconds decision_time) {
+    Clock::time_point t{};
+    auto options = Measured();
+    options.percentile = 99;
+    options.decision_time = decision_time;
+    LatencyObjective c(options, t);
+    for (int read = 1; read <= 20; ++read) {
+      for (int i = 0; i < 40; ++i) c.Observe(t + read * 50ms, i % 20 == 0 ? 5000us : 1000us);
+    }
+    return c.baseline();
+  };
+  EXPECT_EQ(learn(0ms), 1000us) << "groups of 10";
+  EXPECT_EQ(learn(500ms), 5000us) << "groups of 400";
+}
+
+TEST(LatencyObjective, NoOnlineStatementForAWindowGivesTheSpeedBack) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.decision_time = 500ms;
+  options.window = 1000ms;
+  LatencyObjective c(options, t);
+  for (int i = 0; i < 2; ++i) {
+    t += 500ms;
+    for (int n = 0; n < 10; ++n) c.Observe(t, 3000us);
+  }
+  ASSERT_DOUBLE_EQ(c.duty(), 0.25);
+  ASSERT_EQ(c.state(), LatencyState::kOver);
+  // Online stopped: reads find no statement.
+  auto stopped = t;
+  t += 50ms;
+  EXPECT_TRUE(c.Quiet(t).empty()) << "a read without samples is no evidence yet";
+  while (c.state() == LatencyState::kOver && t - stopped < 5s) {
+    t += 50ms;
+    c.Quiet(t);
+  }
+  EXPECT_EQ(t - stopped, 1000ms) << "a window without samples";
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  while (c.duty() < 1.0 && t - stopped < 5s) {
+    t += 50ms;
+    c.Quiet(t);
+  }
+  EXPECT_EQ(t - stopped, 1500ms) << "then x2 per decision_time";
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  c.SetBatchActive(t, false);
+  EXPECT_TRUE(c.Quiet(t + 10s).empty()) << "an idle batch has nothing to raise";
+}
+
+// The second knob: over the objective, the chunks get shorter first (down
+// to min_chunk_scale), then the duty is cut; with headroom the duty comes
+// back first, then the chunks' length.
+TEST(LatencyObjective, ChunksGetShorterFirstAndLongerLast) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.min_duty = 0.25;
+  options.min_chunk_scale = 0.25;
+  LatencyObjective c(options, t);
+  EXPECT_EQ(Feed(c, t, kDecision, 3000us),
+            (std::vector<std::string>{"latency_chunk_time", "latency_slowdown"}));
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0) << "the chunks first";
+  EXPECT_EQ(Feed(c, t, kDecision, 3000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  EXPECT_TRUE(Feed(c, t, kDecision, 3000us).empty()) << "then the duty";
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  Feed(c, t, 2 * kDecision, 3000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25) << "held at min_duty";
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+
+  // Headroom: the duty comes back first (x2 per decision), then the chunks.
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us), std::vector<std::string>{"latency_recovered"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  EXPECT_FALSE(c.FullSpeed());
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0);
+  EXPECT_TRUE(c.FullSpeed());
+}
+
+TEST(LatencyObjective, BetweenHeadroomAndObjectiveShortChunksStayShort) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.min_chunk_scale = 0.25;
+  LatencyObjective c(options, t);
+  Feed(c, t, kDecision, 3000us);
+  ASSERT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  Feed(c, t, 4 * kDecision, 1200us);  // 1.2x: within, no headroom
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0);
+}
+
+TEST(LatencyObjective, WithoutASecondKnobTheChunksKeepTheirLength) {
+  Clock::time_point t{};
+  LatencyObjective c(Configured(1000us), t);
+  Feed(c, t, 10 * kDecision, 5000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.05);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0);
+}
+
 }  // namespace
 }  // namespace coexist::pacing

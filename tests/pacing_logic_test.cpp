@@ -337,8 +337,10 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
   EXPECT_EQ(defaults->objective, 1.25);
   EXPECT_FALSE(defaults->baseline) << "measured";
   EXPECT_EQ(defaults->probe, config::LatencyProbeKind::kLock);
+  EXPECT_EQ(defaults->signal, config::LatencySignal::kSessions);
   auto c = LoadString(R"(pacing:
   online_latency:
+    signal: probe
     objective: 1.5x
     baseline: 2.5ms
     percentile: 99
@@ -348,10 +350,12 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
     learn_time: 3s
     min_duty: 0.1
     tolerance: 200us
+    min_chunk_time: 5ms
 )",
                       "p.yaml")
                .pacing.online_latency;
   ASSERT_TRUE(c);
+  EXPECT_EQ(c->signal, config::LatencySignal::kProbe);
   EXPECT_EQ(c->objective, 1.5);
   EXPECT_EQ(c->baseline, std::chrono::microseconds(2500));
   EXPECT_EQ(c->percentile, 99);
@@ -361,6 +365,10 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
   EXPECT_EQ(c->learn_time, 3s);
   EXPECT_EQ(c->min_duty, 0.1);
   EXPECT_EQ(c->tolerance, std::chrono::microseconds(200));
+  EXPECT_EQ(c->min_chunk_time, 5ms);
+  EXPECT_FALSE(defaults->min_chunk_time) << "chunks keep chunk_time";
+  EXPECT_FALSE(defaults->percentile) << "the signal's";
+  EXPECT_FALSE(defaults->tolerance) << "the signal's";
   EXPECT_EQ(LoadString("pacing: {online_latency: {objective: 2}}", "p.yaml")
                 .pacing.online_latency->objective,
             2.0);
@@ -400,6 +408,13 @@ TEST(PacingConfig, AnObjectiveThatCannotBeMetIsALocatedError) {
   EXPECT_EQ(error("pacing:\n  online_latency: {window: 100ms, probe_interval: 50ms}\n"),
             "p.yaml:2:28: pacing.online_latency.window: the window holds fewer than 5 probes | "
             "a decision needs at least 5 probes: make window at least 5 x probe_interval.");
+  EXPECT_EQ(error("pacing:\n  chunk_time: 20ms\n  online_latency: {min_chunk_time: 50ms}\n"),
+            "p.yaml:3:36: pacing.online_latency.min_chunk_time: min_chunk_time (50ms) is longer "
+            "than pacing.chunk_time (20ms) | the second knob only shortens chunks: make it at "
+            "most chunk_time, or leave it out.");
+  EXPECT_EQ(error("pacing:\n  online_latency: {signal: pg_stat_statements}\n"),
+            "p.yaml:2:28: pacing.online_latency.signal: unknown value 'pg_stat_statements' | "
+            "use one of: sessions, probe.");
   EXPECT_NE(error("pacing:\n  online_latency: {probe: nowait}\n").find("unknown value"),
             std::string::npos);
   EXPECT_NE(error("pacing:\n  online_latency: {objectve: 2x}\n").find("objective"),

@@ -316,8 +316,10 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   EXPECT_EQ(cells[0].latency->objective, 1.25);
   EXPECT_TRUE(cells[0].latency->on);
   EXPECT_GT(cells[0].latency->baseline_ms, 0);
+  EXPECT_EQ(cells[0].latency->signal, "sessions") << "the simulator's users' own statements";
   const auto& columns = CsvColumns();
   EXPECT_NE(std::find(columns.begin(), columns.end(), "latency_slowdowns"), columns.end());
+  EXPECT_NE(std::find(columns.begin(), columns.end(), "latency_signal"), columns.end());
 }
 
 // The shipped scenario of a user's own workload, shrunk to a few seconds:
