@@ -11,6 +11,7 @@
 #include "batch/queue_sql.h"
 #include "common/error.h"
 #include "db/connection.h"
+#include "db/queue_store_ops.h"
 #include "policies/policy.h"
 
 namespace coexist::batch {
@@ -122,6 +123,9 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
     probe.abort();  // the row locks go; nothing was written
   }
   for (const auto& item : report.items) ++report.by_decision[item.decision];
+  auto counts = db::CountJobItems(read, config.batch.job);
+  report.not_claimable_yet = std::max<long long>(
+      0, counts.queued + counts.deferred - static_cast<long long>(report.items.size()));
   return report;
 }
 
@@ -153,6 +157,11 @@ void PrintDryRun(std::ostream& out, const DryRunReport& report, size_t max_rows)
   out << "items " << report.items.size();
   for (const auto& [decision, n] : report.by_decision) out << ", " << decision << " " << n;
   out << "\n";
+  if (report.not_claimable_yet > 0) {
+    out << "  and " << report.not_claimable_yet
+        << " more waiting items not claimable yet: behind an earlier item of their key (a run "
+           "takes them once it is done) or deferred until policy.defer_delay\n";
+  }
 }
 
 std::string DryRunJson(const DryRunReport& report) {
@@ -172,6 +181,7 @@ std::string DryRunJson(const DryRunReport& report) {
                       {"refused_reason", report.refused_reason},
                       {"busy", report.busy},
                       {"total", report.items.size()},
+                      {"not_claimable_yet", report.not_claimable_yet},
                       {"by_decision", report.by_decision},
                       {"items", items}};
   return j.dump(2);

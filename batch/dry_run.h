@@ -51,6 +51,11 @@ struct DryRunReport {
   std::string busy;
   std::vector<DryRunItem> items;                 // every claimable item, in claim order
   std::map<std::string, long long> by_decision;  // decision -> items
+  // Queued or deferred items a run cannot claim yet, so not in `items`:
+  // behind an earlier pending item of one of their keys (a run takes them
+  // after it, in the same run when that one is done), or deferred until
+  // policy.defer_delay has passed.
+  long long not_claimable_yet = 0;
 };
 
 // Gathers the report. Throws TempFailError when the server cannot be

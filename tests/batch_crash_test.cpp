@@ -157,6 +157,11 @@ TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
   ExpectEveryItemAppliedOnce();
   EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',' ORDER BY run_id) FROM coexist.runs"),
             "abandoned,succeeded");
+  // The killed run's row counts every item it did, also those after its
+  // last heartbeat (0026): what `runs list` shows.
+  EXPECT_EQ(Count("SELECT done FROM coexist.runs WHERE run_id = 1"), before);
+  EXPECT_EQ(QueryValue("SELECT details->>'done' FROM coexist.events WHERE kind = 'run_abandoned'"),
+            std::to_string(before));
 }
 
 TEST_F(BatchCrashTest, ASecondRunOfTheSameJobRefusesWithStatusFourWhileTheFirstWorks) {
