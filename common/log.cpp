@@ -97,12 +97,22 @@ void Setup(const std::string& level, Format format) {
 }
 
 std::string Value(std::string_view value) {
-  bool needs_quotes = value.empty() || value.find_first_of(" \"=") != std::string_view::npos;
+  bool needs_quotes = value.empty() || value.find_first_of(" \"=\n\r\t") != std::string_view::npos;
   if (!needs_quotes) return std::string(value);
   std::string out = "\"";
+  // One record, one line: a server message's DETAIL and CONTEXT lines are
+  // escaped, so grep and journald see them with their record.
   for (char c : value) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
   }
   out += '"';
   return out;

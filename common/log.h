@@ -19,7 +19,8 @@ std::optional<Format> ParseFormat(std::string_view name);
 // unknown level. Call once from main before any thread logs.
 void Setup(const std::string& level, Format format);
 
-// Quotes a value for a key=value pair when it has spaces, quotes or is empty.
+// Quotes a value for a key=value pair when it has spaces, quotes, line
+// breaks or is empty; line breaks and tabs are written as \n, \r, \t.
 std::string Value(std::string_view value);
 
 }  // namespace coexist::log

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "tests/support/database_test.h"
 #include "tests/support/shell_command.h"
 
@@ -661,6 +662,16 @@ TEST_F(CliTest, SignalsRemoveTheThrowawayCluster) {
     EXPECT_EQ(WEXITSTATUS(status), 128 + signo) << Slurp(log);
     EXPECT_EQ(ThrowawayFolders(), 0) << "signal " << signo;
   }
+}
+
+// A value with a server message's DETAIL or CONTEXT lines stays on its
+// record's line: grep and journald see one record per line.
+TEST(LogValue, QuotesAndEscapesSoThatARecordIsOneLine) {
+  EXPECT_EQ(log::Value("plain"), "plain");
+  EXPECT_EQ(log::Value(""), "\"\"");
+  EXPECT_EQ(log::Value("say \"hi\""), "\"say \\\"hi\\\"\"");
+  EXPECT_EQ(log::Value("ERROR:  bad\nCONTEXT:\tf"), "\"ERROR:  bad\\nCONTEXT:\\tf\"");
+  EXPECT_EQ(log::Value("a\r\nb"), "\"a\\r\\nb\"");
 }
 
 }  // namespace
