@@ -273,7 +273,7 @@ CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& con
   }
   // The operation of a target that is not there would only repeat it.
   if (target_ok) checker.OperationSql(conn, scope.operation);
-  checker.PayloadFields(conn, scope.operation);
+  if (scope.payloads) checker.PayloadFields(conn, scope.operation);
   return report;
 }
 

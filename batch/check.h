@@ -43,6 +43,10 @@ struct CheckScope {
   // UPDATE; UPDATE of the owner column for a policy that takes rows over).
   // Off for `db install`, which the table's owner runs, not the batch role.
   bool privileges = true;
+  // The payload fields of operation.params against the job's waiting
+  // items. Off for `enqueue`: the items it is about to add may be the
+  // ones that carry the field.
+  bool payloads = true;
 };
 
 struct CheckReport {

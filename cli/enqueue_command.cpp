@@ -102,9 +102,10 @@ std::string CheckedKeyType(Context& context, const std::string& conninfo) {
   if (context.HasConfigFile()) {
     // Items for a target the batch could never apply are refused up front
     // (78, at the key); the enqueuing role's rights are not the batch's.
-    batch::CheckConfig(
-        *conn, context.Config(),
-        {.operation = batch::CheckScope::Operation::kIfConfigured, .privileges = false});
+    batch::CheckConfig(*conn, context.Config(),
+                       {.operation = batch::CheckScope::Operation::kIfConfigured,
+                        .privileges = false,
+                        .payloads = false});
   }
   pqxx::read_transaction tx(*conn);
   return db::KeyTypeOf(tx, context.Config().target);
