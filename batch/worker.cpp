@@ -307,7 +307,7 @@ bool Worker::TooManyFailuresInARow() {
     spdlog::error(
         "claiming stopped: {} items failed their first attempt in a row and none was done "
         "(batch.max_consecutive_failures {}); the operation or the payloads fail for every item. "
-        "Fix them, then `coexist queue retry --dead` puts the dead items back. last_error={}",
+        "Fix them and run again (`coexist queue retry --dead` first if any died). last_error={}",
         in_a_row, limit, log::Value(FirstLine(counters_.LastFailure())));
   }
   return true;

@@ -119,7 +119,8 @@ void AddLocks(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
 void PrintQueueStatus(const db::QueueStatus& s, bool json) {
   if (json) {
     nlohmann::json out = {{"jobs", nlohmann::json::array()},
-                          {"top_dead_errors", nlohmann::json::array()}};
+                          {"top_dead_errors", nlohmann::json::array()},
+                          {"top_retry_errors", nlohmann::json::array()}};
     for (const auto& j : s.jobs) {
       out["jobs"].push_back(
           {{"job", j.job},
@@ -130,6 +131,9 @@ void PrintQueueStatus(const db::QueueStatus& s, bool json) {
     }
     for (const auto& e : s.top_dead_errors) {
       out["top_dead_errors"].push_back({{"job", e.job}, {"error", e.error}, {"items", e.items}});
+    }
+    for (const auto& e : s.top_retry_errors) {
+      out["top_retry_errors"].push_back({{"job", e.job}, {"error", e.error}, {"items", e.items}});
     }
     std::cout << out.dump(2) << '\n';
     return;
@@ -147,6 +151,10 @@ void PrintQueueStatus(const db::QueueStatus& s, bool json) {
   }
   if (!s.top_dead_errors.empty()) std::cout << "top errors of dead items:\n";
   for (const auto& e : s.top_dead_errors) {
+    std::cout << fmt::format("  {:>6}  {}  {}\n", e.items, e.job, e.error);
+  }
+  if (!s.top_retry_errors.empty()) std::cout << "top errors of items to be tried again:\n";
+  for (const auto& e : s.top_retry_errors) {
     std::cout << fmt::format("  {:>6}  {}  {}\n", e.items, e.job, e.error);
   }
 }

@@ -34,7 +34,7 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
   if (s.stop_reason == batch::kStopFailuresInARow) {
     out << "  items failed in a row and none was done (batch.max_consecutive_failures): the "
            "operation or the payloads fail for every item; `coexist queue status` shows the "
-           "errors. Fix them, then `coexist queue retry --dead`.\n";
+           "errors. Fix them and run again (`coexist queue retry --dead` first if any died).\n";
   }
   char rate[64];
   std::snprintf(rate, sizeof(rate), "%.2f s, %.0f items/s", s.seconds, s.items_per_second);

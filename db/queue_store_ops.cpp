@@ -109,6 +109,15 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
     status.top_dead_errors.push_back(
         {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
   }
+  for (const auto& row : tx.exec_params(
+           "SELECT job, last_error, count(*) FROM coexist.queue"
+           " WHERE state IN ('queued', 'deferred') AND attempts > 0 AND last_error IS NOT NULL"
+           " AND ($1 = '' OR job = $1)"
+           " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 10",
+           job)) {
+    status.top_retry_errors.push_back(
+        {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
+  }
   return status;
 }
 

@@ -58,6 +58,10 @@ struct QueueStatus {
   // empty when the queue holds none of the selected job(s).
   std::vector<JobQueueStatus> jobs;
   std::vector<DeadError> top_dead_errors;  // most frequent first, at most 10
+  // The same for items that failed and wait to be tried again (queued or
+  // deferred, attempts > 0, an error kept): what a run that stopped on
+  // failures in a row (batch.max_consecutive_failures) met, before any died.
+  std::vector<DeadError> top_retry_errors;
 };
 
 // `coexist queue status` for `job`, or for every job when it is empty, in

@@ -119,6 +119,16 @@ TEST_F(Admin, QueueStatusCountsStatesReasonsAndDeadErrors) {
   EXPECT_EQ(all.top_dead_errors[0].items, 2);
   EXPECT_EQ(all.top_dead_errors[0].error, "division by zero");
   EXPECT_FALSE(all.jobs[1].oldest_queued_seconds.has_value()) << "job 'other' has nothing waiting";
+  EXPECT_TRUE(all.top_retry_errors.empty());
+  // An item that failed once and waits for its next try shows its error too.
+  QueryValue(
+      "UPDATE coexist.queue SET attempts = 1, last_error = 'null value in column' "
+      "WHERE record_key = '1'");
+  auto failing = ReadQueueStatus(*conn_, "nightly");
+  ASSERT_EQ(failing.top_retry_errors.size(), 1u);
+  EXPECT_EQ(failing.top_retry_errors[0].items, 1);
+  EXPECT_EQ(failing.top_retry_errors[0].error, "null value in column");
+  QueryValue("UPDATE coexist.queue SET attempts = 0, last_error = NULL WHERE record_key = '1'");
 
   EXPECT_EQ(RetryDeadItems(*conn_, "nightly", "admin:test"), 2);
   EXPECT_EQ(
