@@ -385,6 +385,18 @@ ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& jo
   return {row[0].as<long long>(), row[1].as<long long>()};
 }
 
+namespace {
+
+// An item of one key behind an earlier item of the same lead key in the
+// same INSERT is marked follows_pending by the INSERT itself (over rows
+// ks, ord), so mark_followers (0027) need not rewrite it right after; every
+// other item is judged by mark_followers as before. Marking an item that
+// follows nothing would only cost the claim a check, never an ordering.
+constexpr const char* kFollowsInStatement =
+    "(cardinality(ks) = 1 AND row_number() OVER (PARTITION BY ks[1] ORDER BY ord) > 1)";
+
+}  // namespace
+
 std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_type) {
   return "ARRAY(SELECT DISTINCT x FROM unnest((" + keys_expr + ")::text[]::" + key_type +
          "[]) AS x ORDER BY x)::text[]";
@@ -412,16 +424,18 @@ long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
   return tx
       .exec_params1(R"sql(
     WITH input AS (SELECT * FROM unnest($2::text[], $3::jsonb[], $4::text[], $5::text[])
-                                   AS i(k, p, ik, ka)),
+                                   WITH ORDINALITY AS i(k, p, ik, ka, ord)),
     keyed AS (
       SELECT CASE WHEN ka IS NULL THEN ARRAY[k::)sql" +
                         key_type + R"sql(::text] ELSE )sql" + SortedKeysSql("ka", key_type) +
-                        R"sql( END AS ks, p, ik
+                        R"sql( END AS ks, p, ik, ord
         FROM input),
     added AS (
-      INSERT INTO coexist.queue (job, record_key, record_keys, payload, idempotency_key)
-      SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 THEN ks END, coalesce(p, '{}'), ik
-        FROM keyed
+      INSERT INTO coexist.queue (job, record_key, record_keys, payload, idempotency_key,
+                                 follows_pending)
+      SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 THEN ks END, coalesce(p, '{}'), ik, )sql" +
+                        kFollowsInStatement + R"sql(
+        FROM keyed ORDER BY ord
       ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING 1)
     SELECT count(*) FROM added)sql",
@@ -434,9 +448,12 @@ SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job
                               const std::string& source) {
   auto row = tx.exec_params1(
       "WITH src AS (" + source +
-          "), added AS (INSERT INTO coexist.queue (job, record_key, record_keys, payload, "
-          "idempotency_key) SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 THEN ks END, p, ik "
-          "FROM src ON CONFLICT (job, idempotency_key) "
+          "), numbered AS (SELECT ks, p, ik, row_number() OVER () AS ord FROM src),"
+          " added AS (INSERT INTO coexist.queue (job, record_key, record_keys, payload, "
+          "idempotency_key, follows_pending) SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 "
+          "THEN ks END, p, ik, " +
+          std::string(kFollowsInStatement) +
+          " FROM numbered ORDER BY ord ON CONFLICT (job, idempotency_key) "
           "WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING 1) "
           "SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM added)",
       job);
