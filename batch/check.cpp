@@ -105,12 +105,12 @@ class Checker {
     if (!seen || seen->looked_at == 0) return;
     std::string present;
     for (const auto& field : seen->present) present += (present.empty() ? "" : ", ") + field;
+    std::string items = std::to_string(seen->looked_at) + " waiting item" +
+                        (seen->looked_at == 1 ? "" : "s") + " of job " + config_.batch.job;
     for (size_t i = 0; i < op.params.size(); ++i) {
       const auto& field = op.params[i];
       auto having = seen->having[i];
       std::string key = "operation.params[" + std::to_string(i) + "]";
-      std::string items = std::to_string(seen->looked_at) + " waiting item" +
-                          (seen->looked_at == 1 ? "" : "s") + " of job " + config_.batch.job;
       if (having == 0) {
         Problem(i < op.params_at.size() ? op.params_at[i] : config::Mark{}, key,
                 "payload field '" + field + "' is in none of the " + items +

@@ -202,9 +202,8 @@ namespace {
 // analyze the queue too, but later than a run starts. ANALYZE samples a
 // bounded number of rows; a role that does not own the queue gets a
 // warning from the server and nothing else.
-constexpr long long kAnalyzeAfter = 1000;  // items added by one enqueue
 void AnalyzeAfterLargeEnqueue(pqxx::connection& conn, long long added) {
-  if (added < kAnalyzeAfter) return;
+  if (added < kAnalyzeQueueAfter) return;
   pqxx::nontransaction tx(conn);
   db::AnalyzeQueue(tx);
 }

@@ -47,6 +47,11 @@ std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name,
 std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
                                         bool integer_keys = true, bool shard_field = false);
 
+// EnqueueItems and EnqueueSelect analyze coexist.queue after a statement
+// that added at least this many items (a run started right after is planned
+// on statistics that know them; batch/enqueue.cpp).
+inline constexpr long long kAnalyzeQueueAfter = 1000;
+
 // Inserts the items, each key cast to `key_type` (the target key column's)
 // and kept in its canonical text form. Throws coexist::Error(kDataError)
 // naming the key when one is not a value of that type, TempFailError when

@@ -95,7 +95,7 @@ long long PrepareData(const std::string& conninfo, const config::ScenarioSetting
   // are the ones the data calls for, not those of autovacuum's timing.
   pqxx::nontransaction analyze(*conn);
   if (!workload.UserTables()) analyze.exec0("ANALYZE public.products");
-  db::AnalyzeQueue(analyze);
+  if (queued.added < batch::kAnalyzeQueueAfter) db::AnalyzeQueue(analyze);  // else enqueue did
   return queued.added;
 }
 

@@ -129,11 +129,11 @@ void PrintQueueStatus(const db::QueueStatus& s, bool json) {
             j.oldest_queued_seconds ? nlohmann::json(*j.oldest_queued_seconds) : nlohmann::json()},
            {"defer_reasons", j.defer_reasons}});
     }
-    for (const auto& e : s.top_dead_errors) {
-      out["top_dead_errors"].push_back({{"job", e.job}, {"error", e.error}, {"items", e.items}});
-    }
-    for (const auto& e : s.top_retry_errors) {
-      out["top_retry_errors"].push_back({{"job", e.job}, {"error", e.error}, {"items", e.items}});
+    for (const auto& [name, list] : {std::pair{"top_dead_errors", &s.top_dead_errors},
+                                     std::pair{"top_retry_errors", &s.top_retry_errors}}) {
+      for (const auto& e : *list) {
+        out[name].push_back({{"job", e.job}, {"error", e.error}, {"items", e.items}});
+      }
     }
     std::cout << out.dump(2) << '\n';
     return;
@@ -149,13 +149,13 @@ void PrintQueueStatus(const db::QueueStatus& s, bool json) {
     for (const auto& [reason, n] : j.defer_reasons)
       std::cout << "  deferred: " << n << " " << reason << '\n';
   }
-  if (!s.top_dead_errors.empty()) std::cout << "top errors of dead items:\n";
-  for (const auto& e : s.top_dead_errors) {
-    std::cout << fmt::format("  {:>6}  {}  {}\n", e.items, e.job, e.error);
-  }
-  if (!s.top_retry_errors.empty()) std::cout << "top errors of items to be tried again:\n";
-  for (const auto& e : s.top_retry_errors) {
-    std::cout << fmt::format("  {:>6}  {}  {}\n", e.items, e.job, e.error);
+  for (const auto& [title, list] :
+       {std::pair{"top errors of dead items:\n", &s.top_dead_errors},
+        std::pair{"top errors of items to be tried again:\n", &s.top_retry_errors}}) {
+    if (!list->empty()) std::cout << title;
+    for (const auto& e : *list) {
+      std::cout << fmt::format("  {:>6}  {}  {}\n", e.items, e.job, e.error);
+    }
   }
 }
 

@@ -294,7 +294,7 @@ void Daemon::RunOnce() {
     hold_runs_until_ = Clock::now() + failing_hold_;
     spdlog::error(
         "run stopped: items fail in a row, holding runs run_id={} hold={} (fix the operation or "
-        "the payloads, then reload; `coexist queue retry --dead` puts dead items back)",
+        "the payloads, then reload; `coexist queue retry --dead` first if any died)",
         summary.run_id, config::FormatDuration(failing_hold_));
   } else {
     failing_hold_ = milliseconds(0);

@@ -57,6 +57,23 @@ long long PurgeInBatches(pqxx::connection_base& conn, const char* sql,
   return total;
 }
 
+// The 10 most frequent last_errors of the items `which` selects (SQL over
+// coexist.queue, a constant of this file), by job.
+std::vector<DeadError> TopErrors(pqxx::transaction_base& tx, const std::string& which,
+                                 const std::string& job) {
+  std::vector<DeadError> errors;
+  for (const auto& row : tx.exec_params(
+           "SELECT job, coalesce(last_error, '(no error kept)'), count(*) FROM coexist.queue"
+           " WHERE " +
+               which +
+               " AND ($1 = '' OR job = $1)"
+               " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 10",
+           job)) {
+    errors.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
+  }
+  return errors;
+}
+
 }  // namespace
 
 PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
@@ -101,23 +118,9 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
     }
     status.jobs.push_back(std::move(j));
   }
-  for (const auto& row : tx.exec_params(
-           "SELECT job, coalesce(last_error, '(no error kept)'), count(*) FROM coexist.queue"
-           " WHERE state = 'dead' AND ($1 = '' OR job = $1)"
-           " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 10",
-           job)) {
-    status.top_dead_errors.push_back(
-        {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
-  }
-  for (const auto& row : tx.exec_params(
-           "SELECT job, last_error, count(*) FROM coexist.queue"
-           " WHERE state IN ('queued', 'deferred') AND attempts > 0 AND last_error IS NOT NULL"
-           " AND ($1 = '' OR job = $1)"
-           " GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 10",
-           job)) {
-    status.top_retry_errors.push_back(
-        {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<long long>()});
-  }
+  status.top_dead_errors = TopErrors(tx, "state = 'dead'", job);
+  status.top_retry_errors = TopErrors(
+      tx, "state IN ('queued', 'deferred') AND attempts > 0 AND last_error IS NOT NULL", job);
   return status;
 }
 
