@@ -237,6 +237,25 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
 
 // `keys_per_item` > 1: items of that many records each (disjoint), over
 // the same rows. The costs are of the run alone, not of the enqueue.
+// One batch::Run of `config` with the clocks around it: its seconds, the
+// server's and this process's CPU and the WAL it wrote. The backends of
+// whatever ran before (an enqueue, a vacuum) are gone (reaped) before the
+// clocks start, the run's before they stop.
+Cost MeasuredRun(const std::string& conninfo, pqxx::connection& conn, const CpuClock& cpu,
+                 const config::Config& config, batch::RunSummary* summary_out = nullptr) {
+  batch::RunOptions options;
+  options.install = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double server = cpu.ServerSeconds();
+  double client = CpuClock::ClientSeconds();
+  long long wal = WalLsn(conn);
+  auto summary = batch::Run(conninfo, config, options);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (summary_out != nullptr) *summary_out = summary;
+  return {static_cast<double>(summary.counts.done), summary.seconds, cpu.ServerSeconds() - server,
+          CpuClock::ClientSeconds() - client, static_cast<double>(WalLsn(conn) - wal)};
+}
+
 Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuClock& cpu,
               const std::string& job, long long records, int workers, int chunk,
               const std::string& keys = "bigint", int keys_per_item = 1) {
@@ -250,36 +269,20 @@ Cost BatchRun(const std::string& conninfo, pqxx::connection& conn, const CpuCloc
                 " - 1) j) FROM generate_series(1, " + std::to_string(items) + ") i";
   batch::EnqueueSelect(conninfo, job, select, TypeOf(keys));
   Vacuum(conn);
-  batch::RunOptions options;
-  options.install = false;
-  // The enqueue's and the vacuum's backends are gone (reaped) before the
-  // clock starts, the run's before it stops.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  double server = cpu.ServerSeconds();
-  double client = CpuClock::ClientSeconds();
-  long long wal = WalLsn(conn);
-  auto summary =
-      batch::Run(conninfo, BenchConfig(job, workers, chunk, keys, keys_per_item > 1), options);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  batch::RunSummary summary;
+  auto cost = MeasuredRun(conninfo, conn, cpu,
+                          BenchConfig(job, workers, chunk, keys, keys_per_item > 1), &summary);
   if (summary.counts.done != items) {
     std::fprintf(stderr, "batch run finished %lld of %lld items\n", summary.counts.done, items);
   }
-  return {static_cast<double>(items), summary.seconds, cpu.ServerSeconds() - server,
-          CpuClock::ClientSeconds() - client, static_cast<double>(WalLsn(conn) - wal)};
+  cost.items = static_cast<double>(items);
+  return cost;
 }
 
 // A run of an empty queue: what every run costs, whatever its size
 // (connections, checks, prepared statements).
-Cost EmptyRun(const std::string& conninfo, const CpuClock& cpu, int chunk) {
-  batch::RunOptions options;
-  options.install = false;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  double server = cpu.ServerSeconds();
-  double client = CpuClock::ClientSeconds();
-  auto summary =
-      batch::Run(conninfo, BenchConfig("bench_empty", 1, chunk, "bigint", true), options);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  return {0, summary.seconds, cpu.ServerSeconds() - server, CpuClock::ClientSeconds() - client, 0};
+Cost EmptyRun(const std::string& conninfo, pqxx::connection& conn, const CpuClock& cpu, int chunk) {
+  return MeasuredRun(conninfo, conn, cpu, BenchConfig("bench_empty", 1, chunk, "bigint", true));
 }
 
 void PrintCost(const char* what, const Cost& c) {
@@ -334,7 +337,7 @@ int main(int argc, char** argv) {
   std::vector<Cost> w1s, u1s, o1s, m1s, empties;
   for (int round = 1; round <= rounds; ++round) {
     std::string r = std::to_string(round);
-    empties.push_back(EmptyRun(conninfo, cpu, chunk));
+    empties.push_back(EmptyRun(conninfo, *conn, cpu, chunk));
     w1s.push_back(BatchRun(conninfo, *conn, cpu, "batch_1w_" + r, records, 1, chunk));
     if (round == 1 && !keys_only) {
       w2 = BatchRun(conninfo, *conn, cpu, "batch_2w", records, 2, chunk);
