@@ -47,7 +47,7 @@ std::vector<EnqueueItem> ParseCsv(std::istream& in, const std::string& name,
 std::vector<EnqueueItem> ParseJsonLines(std::istream& in, const std::string& name,
                                         bool integer_keys = true, bool shard_field = false);
 
-// EnqueueItems and EnqueueSelect analyze coexist.queue after a statement
+// EnqueueItems and EnqueueSelect analyze the queue table after a statement
 // that added at least this many items (a run started right after is planned
 // on statistics that know them; batch/enqueue.cpp).
 inline constexpr long long kAnalyzeQueueAfter = 1000;
