@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common/embedded_file.h"
+#include "common/error.h"
 
 namespace coexist::db {
 namespace migrations_sql {
@@ -30,16 +31,20 @@ std::vector<Migration> ParseMigrations() {
   return out;
 }
 
-}  // namespace
-
-const std::vector<Migration>& AllMigrations() {
-  static const std::vector<Migration> migrations = ParseMigrations();
-  return migrations;
+// How many of this binary's migrations the database records; -1 when
+// coexist.schema_migrations does not exist. Only reads.
+int AppliedCount(pqxx::connection_base& conn) {
+  pqxx::read_transaction tx(conn);
+  if (!tx.exec1("SELECT to_regclass('coexist.schema_migrations') IS NOT NULL")[0].as<bool>()) {
+    return -1;
+  }
+  return tx
+      .exec_params1("SELECT count(*) FROM coexist.schema_migrations WHERE version BETWEEN 1 AND $1",
+                    LatestVersion())[0]
+      .as<int>();
 }
 
-int LatestVersion() { return static_cast<int>(AllMigrations().size()); }
-
-int InstallMigrations(pqxx::connection_base& conn) {
+int ApplyMissing(pqxx::connection_base& conn) {
   {
     pqxx::work tx(conn);
     tx.exec_params("SELECT pg_advisory_xact_lock($1)", kInstallLockKey);
@@ -65,6 +70,35 @@ int InstallMigrations(pqxx::connection_base& conn) {
     spdlog::info("migration applied version={} name={}", migration.version, migration.name);
   }
   return applied;
+}
+
+}  // namespace
+
+const std::vector<Migration>& AllMigrations() {
+  static const std::vector<Migration> migrations = ParseMigrations();
+  return migrations;
+}
+
+int LatestVersion() { return static_cast<int>(AllMigrations().size()); }
+
+int InstallMigrations(pqxx::connection_base& conn) {
+  // Nothing to apply: create nothing either, so that a role without CREATE
+  // rights (the batch's role of docs/operations.md) enqueues and runs.
+  int recorded = AppliedCount(conn);
+  if (recorded == LatestVersion()) return 0;
+  try {
+    return ApplyMissing(conn);
+  } catch (const pqxx::insufficient_privilege& e) {
+    std::string what = e.what();
+    throw ConfigurationError(
+        "the coexist schema " +
+            (recorded < 0 ? std::string("is not installed")
+                          : "has " + std::to_string(recorded) + " of this binary's " +
+                                std::to_string(LatestVersion()) + " migrations") +
+            ", and this role may not install it: " + what.substr(0, what.find('\n')),
+        "run `coexist db install --config FILE` as the schema's owner (docs/operations.md, "
+        "\"Database roles\"), then this command again.");
+  }
 }
 
 std::vector<AppliedMigration> AppliedMigrations(pqxx::connection_base& conn) {

@@ -27,8 +27,10 @@ int LatestVersion();
 // Applies the missing migrations, each in its own transaction, recorded in
 // coexist.schema_migrations. Concurrent installers serialise on an advisory
 // lock, so running it twice, or twice at once, applies each migration once.
-// Returns how many were applied now. Throws pqxx errors on failure; the
-// failing migration rolls back whole.
+// Returns how many were applied now. When none is missing it only reads
+// (needs no right beyond SELECT on coexist.schema_migrations). Throws
+// ConfigurationError when one is missing and the role may not create it,
+// other pqxx errors on failure; the failing migration rolls back whole.
 int InstallMigrations(pqxx::connection_base& conn);
 
 struct AppliedMigration {

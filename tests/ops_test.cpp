@@ -305,6 +305,32 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 20);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
 
+  // The batch role enqueues too (cron: enqueue, then run): with the schema
+  // up to date, enqueue creates nothing and needs no CREATE right.
+  auto enqueue =
+      RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role, "--config",
+                  config, "enqueue", "--select", "SELECT g FROM generate_series(21, 30) g"});
+  EXPECT_EQ(enqueue.status, 0) << enqueue.output;
+  EXPECT_NE(enqueue.output.find("10 added"), std::string::npos) << enqueue.output;
+  // A schema behind the binary, which only its owner may bring up: the
+  // command says so, exit 78, and adds nothing.
+  QueryValue(
+      "UPDATE coexist.schema_migrations SET version = -version WHERE version = (SELECT "
+      "max(version) FROM coexist.schema_migrations)");
+  auto behind =
+      RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role, "--config",
+                  config, "enqueue", "--select", "SELECT g FROM generate_series(31, 40) g"});
+  EXPECT_EQ(behind.status, 78) << behind.output;
+  EXPECT_NE(behind.output.find("migrations, and this role may not install it: ERROR:  permission "
+                               "denied for database"),
+            std::string::npos)
+      << behind.output;
+  EXPECT_NE(behind.output.find("run `coexist db install --config FILE` as the schema's owner"),
+            std::string::npos)
+      << behind.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 30);
+  QueryValue("UPDATE coexist.schema_migrations SET version = -version WHERE version < 0");
+
   // Without --no-install the run would create objects it may not: refused.
   auto installing =
       RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role, "--config",
