@@ -195,10 +195,15 @@ double ReferenceUuid(pqxx::connection& conn, long long records, int chunk) {
   return records / Seconds(start);
 }
 
+// How (b) settles a chunk's items: the queue store's completion (the row
+// kept as done), none (what the completion costs), or deleting the rows (a
+// queue that keeps no row per done item: what such a design could gain).
+enum class Settle { kComplete, kNone, kDelete };
+
 // (b): claim a chunk, update its keys, complete it: the queue store's own
 // statements, one transaction per chunk.
 double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std::string& job,
-                  long long records, int chunk) {
+                  long long records, int chunk, Settle settle = Settle::kComplete) {
   batch::EnqueueSelect(conninfo, job,
                        "SELECT g FROM generate_series(1, " + std::to_string(records) + ") g");
   Vacuum(conn);
@@ -212,6 +217,7 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
   conn.prepare(
       "ref_update_keys",
       "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1::text[]::bigint[])");
+  conn.prepare("ref_delete_items", "DELETE FROM coexist.queue WHERE item_id = ANY ($1::bigint[])");
   auto start = Clock::now();
   long long after = 0;
   while (true) {
@@ -226,7 +232,8 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
       ids.push_back(item.item_id);
     }
     tx.exec_prepared("ref_update_keys", db::ArrayLiteral(keys));
-    queue.CompleteItems(tx, run_id, ids);
+    if (settle == Settle::kComplete) queue.CompleteItems(tx, run_id, ids);
+    if (settle == Settle::kDelete) tx.exec_prepared("ref_delete_items", db::ArrayLiteral(ids));
     tx.commit();
   }
   double rate = records / Seconds(start);
@@ -335,12 +342,16 @@ int main(int argc, char** argv) {
   pqxx::nontransaction(*conn).exec("SET coexist.actor = 'batch'");
   Vacuum(*conn);
 
-  double a = 0, b = 0, ua = 0;
+  double a = 0, b = 0, b_none = 0, b_delete = 0, ua = 0;
   Cost w2;
   if (!keys_only) {
     a = ReferenceA(*conn, records, chunk);
     Vacuum(*conn);
     b = ReferenceB(conninfo, *conn, "ref_b", records, chunk);
+    Vacuum(*conn);
+    b_none = ReferenceB(conninfo, *conn, "ref_b_none", records, chunk, Settle::kNone);
+    Vacuum(*conn);
+    b_delete = ReferenceB(conninfo, *conn, "ref_b_delete", records, chunk, Settle::kDelete);
   }
   SeedUuidTable(*conn, records, chunk, "uuid");
   SeedUuidTable(*conn, records, chunk, "uuid_ordered");
@@ -378,7 +389,11 @@ int main(int argc, char** argv) {
   if (!keys_only) {
     double w1 = w1s.front().Rate();
     std::printf("  (a) target UPDATE alone, set-based      %10.0f rows/s\n", a);
-    std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s\n", b);
+    std::printf("  (b) claim + UPDATE + complete, set-based %7.0f rows/s   %.2fx (a)\n", b, b / a);
+    std::printf("      the same, no completion          %10.0f rows/s   %.2fx (a)\n", b_none,
+                b_none / a);
+    std::printf("      the same, completion by DELETE   %10.0f rows/s   %.2fx (a)\n", b_delete,
+                b_delete / a);
     std::printf("  batch, 1 worker                         %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
                 w1, w1 / a, w1 / b);
     std::printf("  batch, 2 workers                        %10.0f items/s  %.2fx (a)  %.2fx (b)\n",
