@@ -217,7 +217,6 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
   conn.prepare(
       "ref_update_keys",
       "UPDATE public.products SET stock = stock + 1 WHERE id = ANY ($1::text[]::bigint[])");
-  conn.prepare("ref_delete_items", "DELETE FROM coexist.queue WHERE item_id = ANY ($1::bigint[])");
   auto start = Clock::now();
   long long after = 0;
   while (true) {
@@ -233,7 +232,7 @@ double ReferenceB(const std::string& conninfo, pqxx::connection& conn, const std
     }
     tx.exec_prepared("ref_update_keys", db::ArrayLiteral(keys));
     if (settle == Settle::kComplete) queue.CompleteItems(tx, run_id, ids);
-    if (settle == Settle::kDelete) tx.exec_prepared("ref_delete_items", db::ArrayLiteral(ids));
+    if (settle == Settle::kDelete) queue.DeleteItems(tx, ids);
     tx.commit();
   }
   double rate = records / Seconds(start);

@@ -302,6 +302,13 @@ void QueueStore::CompleteItems(pqxx::transaction_base& tx, long long run_id,
   if (!ids.empty()) tx.exec_prepared("complete_items", ArrayLiteral(ids), run_id);
 }
 
+void QueueStore::DeleteItems(pqxx::transaction_base& tx, const std::vector<long long>& ids) {
+  if (!ids.empty()) {
+    tx.exec_params0("DELETE FROM coexist.queue WHERE item_id = ANY ($1::bigint[])",
+                    ArrayLiteral(ids));
+  }
+}
+
 long long QueueStore::FailItems(pqxx::transaction_base& tx, long long run_id,
                                 const std::vector<Failure>& failures) {
   if (failures.empty()) return 0;

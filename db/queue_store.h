@@ -142,6 +142,10 @@ class QueueStore {
                                         const std::vector<long long>& ids);
   void CompleteItems(pqxx::transaction_base& tx, long long run_id,
                      const std::vector<long long>& ids);
+  // Deletes the items' rows: not how a run settles items (their rows stay,
+  // done), but batch_bench's measure of a completion that keeps no row per
+  // item (docs/batch.md, "One worker against a set-based UPDATE").
+  void DeleteItems(pqxx::transaction_base& tx, const std::vector<long long>& ids);
   // Attempts grow; an item at max_attempts becomes dead (with an item_dead
   // event). Only for failures that are the item's own. Returns dead count.
   long long FailItems(pqxx::transaction_base& tx, long long run_id,
