@@ -4,8 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <pqxx/except>
+#include <thread>
 
 #include "batch/runner.h"
 #include "common/log.h"
@@ -66,6 +68,7 @@ class Daemon {
   void Connect();
   void Cycle();
   void RunOnce();
+  bool JobLockStaysHeld();
   void Recover(const std::exception& e);
   void Wait(milliseconds timeout);
   void PurgeIfDue();
@@ -249,10 +252,27 @@ void Daemon::Cycle() {
   // Read from pg_locks, so a standby daemon does not connect, install and
   // start a run every poll only to be refused.
   // A shared run goes ahead beside other shared runs of the job.
-  if (waiter_.JobLockHeld(config_.batch.job, config_.batch.runs == config::RunsMode::kShared)) {
+  if (JobLockStaysHeld()) {
     throw batch::JobBusyError("job " + config_.batch.job + " is held by another session");
   }
   RunOnce();
+}
+
+// A run's session ends a moment after the run returns: right after this
+// daemon's own run (woken again by an enqueue meanwhile) its lock could
+// still show, and the daemon waited a whole poll_interval (seen once in
+// daemon_test's log: "held by another session", then no holder). A lock
+// released within kLockSettle was a session on its way out.
+bool Daemon::JobLockStaysHeld() {
+  constexpr auto kLockSettle = std::chrono::seconds(1);
+  constexpr auto kLookAgain = std::chrono::milliseconds(50);
+  bool shared = config_.batch.runs == config::RunsMode::kShared;
+  auto deadline = std::chrono::steady_clock::now() + kLockSettle;
+  while (waiter_.JobLockHeld(config_.batch.job, shared)) {
+    if (stop_ || std::chrono::steady_clock::now() >= deadline) return true;
+    std::this_thread::sleep_for(kLookAgain);
+  }
+  return false;
 }
 
 void Daemon::RunOnce() {
