@@ -90,12 +90,17 @@ class BatchCrashTest : public testing::DatabaseTest {
     EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner <> 'online'"), 0);
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
   }
-  void WaitForLedger(long long rows) {
+  // Until `count_sql` reaches `rows` (at most 60 s): a run under way.
+  void WaitForCount(const std::string& count_sql, long long rows) {
     auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (Count("SELECT count(*) FROM ledger") < rows &&
-           std::chrono::steady_clock::now() < deadline) {
+    while (Count(count_sql) < rows && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(20ms);
     }
+  }
+  void WaitForLedger(long long rows) { WaitForCount("SELECT count(*) FROM ledger", rows); }
+  void KillNine(pid_t pid) {
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
   }
   // A status_partition run (4 workers) killed mid-run, between taking rows
   // over and handing them back: coexist.takeovers is not empty.
@@ -111,8 +116,7 @@ class BatchCrashTest : public testing::DatabaseTest {
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(2ms);
     }
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+    ASSERT_NO_FATAL_FAILURE(KillNine(pid));
     ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)
         << "the kill left no takeover; make the run slower";
   }
@@ -142,13 +146,8 @@ class BatchCrashTest : public testing::DatabaseTest {
 
 TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
   pid_t pid = StartRun("first.log");
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (Count("SELECT count(*) FROM ledger") < 300 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  WaitForLedger(300);
+  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
   long long before = Count("SELECT count(*) FROM ledger");
   EXPECT_LT(before, kItems) << "the run finished before the kill; make it slower";
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), before);
@@ -222,13 +221,8 @@ TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine
     }
   });
   pid_t pid = StartRun("first.log");
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (Count("SELECT count(*) FROM wh.moves") < 300 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  WaitForCount("SELECT count(*) FROM wh.moves", 300);
+  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
   EXPECT_LT(Count("SELECT count(*) FROM wh.moves"), 2000) << "finished before the kill";
   // Runs until the queue is drained (deferred items wait for the next run).
   for (int run = 0;
@@ -445,8 +439,7 @@ TEST_P(BatchCrashPolicyTest, KillNineMidRunThenTheNextRunHandsBackAndAppliesEver
   WriteConfig(GetParam(), 4);
   pid_t pid = StartRun("first.log");
   WaitForLedger(300);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
   EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the kill";
 
   pid = StartRun("second.log");
@@ -534,11 +527,7 @@ class SeveralKeysCrashTest : public BatchCrashTest,
     ASSERT_EQ(enqueued.status, 0) << enqueued.output;
   }
   void WaitForSettled(long long orders) {
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (Count("SELECT count(*) FROM public.settle_log") < orders &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(10ms);
-    }
+    WaitForCount("SELECT count(*) FROM public.settle_log", orders);
   }
   void ExpectEveryOrderSettledOnceWithAllItsLines() {
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle-orders' AND state "
@@ -557,8 +546,7 @@ class SeveralKeysCrashTest : public BatchCrashTest,
 TEST_P(SeveralKeysCrashTest, KillNineMidRunThenTheNextRunSettlesEveryOrderOnce) {
   pid_t pid = StartRun("first.log");
   WaitForSettled(60);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
   EXPECT_LT(Count("SELECT count(*) FROM public.settle_log"), kOrders)
       << "the run finished before the kill";
   pid = StartRun("second.log");
