@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <pqxx/pqxx>
+#include <stdexcept>
+#include <string>
 
 #include "db/array_literal.h"
 #include "db/sql_values.h"
@@ -67,11 +69,28 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
     SELECT q.item_id FROM coexist.queue q
      WHERE q.item_id = ANY ($1::bigint[]) AND q.state IN ('queued', 'deferred')
        AND (q.state = 'queued' OR q.run_id IS DISTINCT FROM $2))sql");
+  // A done item leaves the queue for its chunk's row in done_chunks (0029);
+  // one with an idempotency key stays, marked done, so that its key is
+  // still refused. Returns how many items it completed.
   conn.prepare("complete_items", R"sql(
-    UPDATE coexist.queue
-       SET state = 'done', attempts = attempts + 1, run_id = $2, done_at = clock_timestamp(),
-           updated_at = now(), last_error = NULL, defer_reason = NULL
-     WHERE item_id = ANY ($1::bigint[]))sql");
+    WITH kept AS (
+      UPDATE coexist.queue
+         SET state = 'done', attempts = attempts + 1, run_id = $2, done_at = clock_timestamp(),
+             updated_at = now(), last_error = NULL, defer_reason = NULL
+       WHERE item_id = ANY ($1::bigint[]) AND idempotency_key IS NOT NULL
+      RETURNING 1),
+    gone AS (
+      DELETE FROM coexist.queue
+       WHERE item_id = ANY ($1::bigint[]) AND idempotency_key IS NULL
+      RETURNING job, item_id, record_key, record_keys, attempts, payload),
+    chunk AS (
+      INSERT INTO coexist.done_chunks (job, run_id, done_at, item_ids, record_keys, item_keys,
+                                       attempts, payloads)
+      SELECT min(job), $2, clock_timestamp(), array_agg(item_id), array_agg(record_key),
+             array_agg(record_keys::text), array_agg(attempts + 1), array_agg(payload)
+        FROM gone HAVING count(*) > 0
+      RETURNING cardinality(item_ids) AS items)
+    SELECT (SELECT count(*) FROM kept) + coalesce((SELECT sum(items) FROM chunk), 0))sql");
   conn.prepare("fail_items", R"sql(
     WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(item_id, error)),
     u AS (
@@ -299,7 +318,16 @@ std::vector<long long> QueueStore::StillClaimable(pqxx::transaction_base& tx, lo
 
 void QueueStore::CompleteItems(pqxx::transaction_base& tx, long long run_id,
                                const std::vector<long long>& ids) {
-  if (!ids.empty()) tx.exec_prepared("complete_items", ArrayLiteral(ids), run_id);
+  if (ids.empty()) return;
+  auto completed =
+      tx.exec_prepared1("complete_items", ArrayLiteral(ids), run_id)[0].as<long long>();
+  // The claim holds every item's row lock until this commits, so nothing
+  // else can have completed or removed one: a shortfall is a bug, and the
+  // chunk must not commit.
+  if (completed != static_cast<long long>(ids.size())) {
+    throw std::logic_error("completed " + std::to_string(completed) + " of " +
+                           std::to_string(ids.size()) + " claimed items");
+  }
 }
 
 void QueueStore::DeleteItems(pqxx::transaction_base& tx, const std::vector<long long>& ids) {

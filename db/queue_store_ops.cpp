@@ -22,24 +22,31 @@ RunRow RunOf(const pqxx::row& r) {
           r[12].as<double>()};
 }
 
-// Each selects at most $2 rows older than $1, locked so that a row another
-// session holds is skipped, and deletes them; the ORDER BY keeps the plan on
-// the retention indexes of 0011.
+// Each deletes at most $2 rows older than $1, locked so that a row another
+// session holds is skipped, and returns how many rows it deleted and how
+// many things they held (a done chunk holds many items); the ORDER BY keeps
+// the plan on the retention indexes (0011, 0029).
 constexpr const char* kPurgeDoneItems =
-    "DELETE FROM coexist.queue WHERE item_id IN (SELECT item_id FROM coexist.queue"
+    "WITH d AS (DELETE FROM coexist.queue WHERE item_id IN (SELECT item_id FROM coexist.queue"
     " WHERE state = 'done' AND done_at < $1::timestamptz ORDER BY done_at LIMIT $2"
-    " FOR UPDATE SKIP LOCKED)";
+    " FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT count(*), count(*) FROM d";
+constexpr const char* kPurgeDoneChunks =
+    "WITH d AS (DELETE FROM coexist.done_chunks WHERE chunk_id IN (SELECT chunk_id"
+    " FROM coexist.done_chunks WHERE done_at < $1::timestamptz ORDER BY done_at LIMIT $2"
+    " FOR UPDATE SKIP LOCKED) RETURNING cardinality(item_ids) AS items)"
+    " SELECT count(*), coalesce(sum(items), 0) FROM d";
 constexpr const char* kPurgeEvents =
-    "DELETE FROM coexist.events WHERE event_id IN (SELECT event_id FROM coexist.events"
-    " WHERE at < $1::timestamptz ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED)";
+    "WITH d AS (DELETE FROM coexist.events WHERE event_id IN (SELECT event_id FROM coexist.events"
+    " WHERE at < $1::timestamptz ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1)"
+    " SELECT count(*), count(*) FROM d";
 constexpr const char* kPurgeRuns =
-    "DELETE FROM coexist.runs WHERE run_id IN (SELECT run_id FROM coexist.runs"
+    "WITH d AS (DELETE FROM coexist.runs WHERE run_id IN (SELECT run_id FROM coexist.runs"
     " WHERE outcome <> 'running' AND ended_at < $1::timestamptz ORDER BY ended_at LIMIT $2"
-    " FOR UPDATE SKIP LOCKED)";
+    " FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT count(*), count(*) FROM d";
 
-// Deletes in statements of kPurgeBatchRows until one deletes fewer. The
-// cutoff is fixed first, so rows that age into range meanwhile cannot keep
-// the loop going.
+// Deletes in statements of kPurgeBatchRows rows until one deletes fewer;
+// returns the things deleted. The cutoff is fixed first, so rows that age
+// into range meanwhile cannot keep the loop going.
 long long PurgeInBatches(pqxx::connection_base& conn, const char* sql,
                          std::chrono::milliseconds age, const std::atomic<bool>* stop) {
   if (age.count() <= 0) return 0;
@@ -49,10 +56,9 @@ long long PurgeInBatches(pqxx::connection_base& conn, const char* sql,
                     .as<std::string>();
   long long total = 0;
   while (stop == nullptr || !stop->load()) {
-    auto deleted =
-        static_cast<long long>(tx.exec_params(sql, cutoff, kPurgeBatchRows).affected_rows());
-    total += deleted;
-    if (deleted < kPurgeBatchRows) break;
+    auto deleted = tx.exec_params1(sql, cutoff, kPurgeBatchRows);
+    total += deleted[1].as<long long>();
+    if (deleted[0].as<long long>() < kPurgeBatchRows) break;
   }
   return total;
 }
@@ -79,7 +85,8 @@ std::vector<DeadError> TopErrors(pqxx::transaction_base& tx, const std::string& 
 PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
                          const std::string& actor, const std::atomic<bool>* stop) {
   PurgeCounts counts;
-  counts.done_items = PurgeInBatches(conn, kPurgeDoneItems, ages.done_items, stop);
+  counts.done_items = PurgeInBatches(conn, kPurgeDoneItems, ages.done_items, stop) +
+                      PurgeInBatches(conn, kPurgeDoneChunks, ages.done_items, stop);
   counts.events = PurgeInBatches(conn, kPurgeEvents, ages.events, stop);
   counts.runs = PurgeInBatches(conn, kPurgeRuns, ages.runs, stop);
   if (counts.done_items + counts.events + counts.runs > 0) {
@@ -94,13 +101,22 @@ PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
 QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job) {
   pqxx::read_transaction tx(conn);
   QueueStatus status;
+  // Done items are queue rows (with an idempotency key) and done chunks'
+  // items (0029); a job whose items are all done may have no queue row.
   auto jobs = tx.exec_params(
-      "SELECT job, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = "
-      "'deferred'),"
-      " count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'dead'),"
-      " extract(epoch FROM now() - min(enqueued_at) FILTER (WHERE state IN ('queued', "
-      "'deferred')))::float8"
-      " FROM coexist.queue WHERE $1 = '' OR job = $1 GROUP BY job ORDER BY job",
+      "WITH q AS (SELECT job, count(*) FILTER (WHERE state = 'queued') AS queued,"
+      "                  count(*) FILTER (WHERE state = 'deferred') AS deferred,"
+      "                  count(*) FILTER (WHERE state = 'done') AS done,"
+      "                  count(*) FILTER (WHERE state = 'dead') AS dead,"
+      "                  min(enqueued_at) FILTER (WHERE state IN ('queued', 'deferred'))"
+      "                    AS oldest"
+      "             FROM coexist.queue WHERE $1 = '' OR job = $1 GROUP BY job),"
+      "     c AS (SELECT job, sum(cardinality(item_ids)) AS done FROM coexist.done_chunks"
+      "            WHERE $1 = '' OR job = $1 GROUP BY job)"
+      " SELECT job, coalesce(q.queued, 0), coalesce(q.deferred, 0),"
+      "        coalesce(q.done, 0) + coalesce(c.done, 0), coalesce(q.dead, 0),"
+      "        extract(epoch FROM now() - q.oldest)::float8"
+      "   FROM q FULL JOIN c USING (job) ORDER BY job",
       job);
   for (const auto& row : jobs) {
     JobQueueStatus j;
@@ -203,13 +219,16 @@ QueueTotals ReadQueueTotals(pqxx::transaction_base& tx) {
 
 void EmptyCoexistTables(pqxx::transaction_base& tx) {
   tx.exec(
-      "TRUNCATE coexist.queue, coexist.runs, coexist.events, coexist.edit_locks, "
-      "coexist.windows, coexist.takeovers RESTART IDENTITY");
+      "TRUNCATE coexist.queue, coexist.done_chunks, coexist.runs, coexist.events, "
+      "coexist.edit_locks, coexist.windows, coexist.takeovers RESTART IDENTITY");
 }
 
 JobCounts CountJobItems(pqxx::transaction_base& tx, const std::string& job) {
   auto row = tx.exec_params1(
-      "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'deferred'),"
+      "SELECT count(*) FILTER (WHERE state = 'done')"
+      "       + (SELECT coalesce(sum(cardinality(item_ids)), 0) FROM coexist.done_chunks"
+      "           WHERE job = $1),"
+      " count(*) FILTER (WHERE state = 'deferred'),"
       " count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'queued')"
       " FROM coexist.queue WHERE job = $1",
       job);
@@ -222,7 +241,7 @@ long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
   return tx
       .exec_params1(
           // Every record of an item of several records (0019) counts.
-          "WITH done AS (SELECT k AS record_key, count(*) AS n FROM coexist.queue,"
+          "WITH done AS (SELECT k AS record_key, count(*) AS n FROM coexist.items,"
           "                     unnest(coexist.item_keys(record_key, record_keys)) AS k"
           "               WHERE job = $1 AND state = 'done' GROUP BY 1),"
           "     ledger AS (SELECT record_key::text AS record_key, count(*) AS n FROM " +
@@ -237,8 +256,13 @@ long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,
 std::vector<DoneChunk> ReadDoneChunks(pqxx::transaction_base& tx, const std::string& job) {
   std::vector<DoneChunk> chunks;
   for (const auto& row :
-       tx.exec_params("SELECT extract(epoch FROM min(q.done_at) - r.started_at)::float8, count(*)"
-                      " FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
+       tx.exec_params("SELECT extract(epoch FROM c.done_at - r.started_at)::float8,"
+                      "       cardinality(c.item_ids)::bigint"
+                      "  FROM coexist.done_chunks c JOIN coexist.runs r USING (run_id)"
+                      " WHERE c.job = $1"
+                      " UNION ALL"
+                      " SELECT extract(epoch FROM min(q.done_at) - r.started_at)::float8, count(*)"
+                      "  FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
                       " WHERE q.job = $1 AND q.state = 'done'"
                       " GROUP BY q.xmin::text, r.started_at ORDER BY 1",
                       job)) {

@@ -106,8 +106,18 @@ TEST_F(Admin, QueueStatusCountsStatesReasonsAndDeadErrors) {
       " ('nightly', 3, 'deferred', 'edit_locked', NULL), ('nightly', 4, 'dead', NULL, 'division by "
       "zero'),"
       " ('nightly', 5, 'dead', NULL, 'division by zero'), ('other', 6, 'done', NULL, NULL)");
+  // A job whose items all left the queue for done chunks (0029) is listed.
+  QueryValue(
+      "INSERT INTO coexist.done_chunks (job, run_id, done_at, item_ids, record_keys, item_keys,"
+      " attempts, payloads) VALUES ('other', 1, now(), '{7,8}', '{7,8}', '{NULL,NULL}', '{1,1}',"
+      " ARRAY['{}', '{}']::jsonb[]), ('zzz', 1, now(), '{9}', '{9}', '{NULL}', '{1}',"
+      " ARRAY['{}']::jsonb[])");
   auto all = ReadQueueStatus(*conn_, "");
-  ASSERT_EQ(all.jobs.size(), 2u);
+  ASSERT_EQ(all.jobs.size(), 3u);
+  EXPECT_EQ(all.jobs[1].by_state.at("done"), 3) << "one done row, two done in a chunk";
+  EXPECT_EQ(all.jobs[2].job, "zzz");
+  EXPECT_EQ(all.jobs[2].by_state.at("done"), 1);
+  EXPECT_EQ(all.jobs[2].by_state.at("queued"), 0);
   const auto& nightly = all.jobs[0];
   EXPECT_EQ(nightly.job, "nightly");
   EXPECT_EQ(nightly.by_state.at("queued"), 1);
@@ -132,7 +142,7 @@ TEST_F(Admin, QueueStatusCountsStatesReasonsAndDeadErrors) {
 
   EXPECT_EQ(RetryDeadItems(*conn_, "nightly", "admin:test"), 2);
   EXPECT_EQ(
-      QueryValue("SELECT count(*) FROM coexist.queue WHERE state = 'queued' AND attempts = 0"),
+      QueryValue("SELECT count(*) FROM coexist.items WHERE state = 'queued' AND attempts = 0"),
       "3");
   EXPECT_EQ(QueryValue("SELECT details->>'items' FROM coexist.events WHERE kind = 'items_retried'"),
             "2");
@@ -190,21 +200,32 @@ TEST_F(Admin, PurgeDeletesOnlyOldDoneItemsEventsAndFinishedRuns) {
       " ('kept', 'skip_locked', 'h', 4, 'failed', now() - interval '2 days', now() - interval "
       "'1 day')");
 
+  // Done chunks (0029): an old one goes whole, counted as its items; a
+  // recent one stays.
+  QueryValue(
+      "INSERT INTO coexist.done_chunks (job, run_id, done_at, item_ids, record_keys, item_keys,"
+      " attempts, payloads) VALUES"
+      " ('nightly', 1, now() - interval '8 days', '{101,102,103}', '{101,102,103}',"
+      "  '{NULL,NULL,NULL}', '{1,1,1}', ARRAY['{}', '{}', '{}']::jsonb[]),"
+      " ('kept', 1, now() - interval '6 days', '{104}', '{104}', '{NULL}', '{1}',"
+      "  ARRAY['{}']::jsonb[])");
+
   auto purged =
       PurgeOldRows(*conn_, {hours(7 * 24), hours(30 * 24), hours(90 * 24)}, "admin:test@host");
-  EXPECT_EQ(purged.done_items, old_done);
+  EXPECT_EQ(purged.done_items, old_done + 3);
+  EXPECT_EQ(QueryValue("SELECT string_agg(item_ids::text, ',') FROM coexist.done_chunks"), "{104}");
   EXPECT_EQ(purged.events, 3);
   EXPECT_EQ(purged.runs, 2);
   EXPECT_EQ(
       QueryValue(
-          "SELECT string_agg(state::text, ',' ORDER BY record_key::bigint) FROM coexist.queue"),
-      "done,queued,deferred,dead");
+          "SELECT string_agg(state::text, ',' ORDER BY record_key::bigint) FROM coexist.items"),
+      "done,queued,deferred,dead,done");
   EXPECT_EQ(QueryValue("SELECT string_agg(kind, ',' ORDER BY event_id) FROM coexist.events"),
             "kept_event,queue_purged");
   EXPECT_EQ(QueryValue("SELECT actor || ' ' || details::text FROM coexist.events"
                        " WHERE kind = 'queue_purged'"),
             "admin:test@host {\"runs\": 2, \"events\": 3, \"done_items\": " +
-                std::to_string(old_done) + "}");
+                std::to_string(old_done + 3) + "}");
   EXPECT_EQ(QueryValue("SELECT string_agg(job, ',') FROM coexist.runs"), "kept,kept");
 
   // Nothing left to purge: nothing deleted, no audit row.
@@ -225,7 +246,7 @@ TEST_F(Admin, PurgeWithZeroAgesOrAStopRequestKeepsEverything) {
   auto stopped = PurgeOldRows(*conn_, {hours(1), hours(1), hours(1)}, "admin:test", &stop);
   EXPECT_EQ(stopped.done_items + stopped.events + stopped.runs, 0);
   EXPECT_EQ(
-      Count("SELECT count(*) FROM coexist.queue") + Count("SELECT count(*) FROM coexist.events"),
+      Count("SELECT count(*) FROM coexist.items") + Count("SELECT count(*) FROM coexist.events"),
       2);
 }
 
@@ -241,7 +262,7 @@ TEST_F(Admin, PurgeSkipsRowsAnotherSessionLocks) {
   auto purged = PurgeOldRows(*conn_, {hours(24), {}, {}}, "admin:test");
   EXPECT_EQ(purged.done_items, 2);
   held.commit();
-  EXPECT_EQ(QueryValue("SELECT record_key FROM coexist.queue"), "2");
+  EXPECT_EQ(QueryValue("SELECT record_key FROM coexist.items"), "2");
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ class BatchCrashTest : public testing::DatabaseTest {
     return Spawn(options);
   }
   void ExpectEveryItemAppliedOnce() {
-    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), kItems);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), kItems);
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), kItems);
     EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), kItems);
     EXPECT_EQ(Count("SELECT sum(stock) FROM products WHERE id > 100"), kItems - 100);
@@ -150,7 +150,7 @@ TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
   ASSERT_NO_FATAL_FAILURE(KillNine(pid));
   long long before = Count("SELECT count(*) FROM ledger");
   EXPECT_LT(before, kItems) << "the run finished before the kill; make it slower";
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), before);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), before);
   EXPECT_EQ(QueryValue("SELECT outcome FROM coexist.runs"), "running");
 
   pid = StartRun("second.log");
@@ -226,7 +226,7 @@ TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine
   EXPECT_LT(Count("SELECT count(*) FROM wh.moves"), 2000) << "finished before the kill";
   // Runs until the queue is drained (deferred items wait for the next run).
   for (int run = 0;
-       run < 20 && Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'") > 0; ++run) {
+       run < 20 && Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'") > 0; ++run) {
     pid = StartRun("second.log");
     EXPECT_LE(WaitForExit(pid), 2) << "see " << (dir_ / "second.log");
     if (run == 0) {
@@ -241,7 +241,7 @@ TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine
   EXPECT_GT(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 0)
       << "no item met an online user's lock: the order was not tested";
 
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 2000);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 2000);
   EXPECT_EQ(Count("SELECT count(*) FROM wh.moves"), 2000);
   EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM wh.moves"), 2000);
   // Per bin, the moves in enqueue order (uid) are the moves in applied order (seq).
@@ -251,7 +251,7 @@ TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine
             0);
   // No lost update: the items' quantities plus every online commit's 1000.
   EXPECT_EQ(Count("SELECT sum(qty) FROM wh.bins"),
-            Count("SELECT sum((payload->>'qty')::bigint) FROM coexist.queue") +
+            Count("SELECT sum((payload->>'qty')::bigint) FROM coexist.items") +
                 1000 * online_commits.load());
   EXPECT_GT(online_commits.load(), 0);
 }
@@ -311,13 +311,13 @@ TEST_F(BatchCrashTest, LosingTheControlConnectionStopsTheWorkersAndFencesTheRun)
             "abandoned,succeeded");
   // Nothing completed by the first run after it was marked abandoned, and
   // the two runs never completed items at the same time.
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q JOIN coexist.runs r USING (run_id)"
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items q JOIN coexist.runs r USING (run_id)"
                   " WHERE r.run_id = " +
                   run_id + " AND q.done_at > r.ended_at"),
             0);
   EXPECT_EQ(
-      QueryValue("SELECT (SELECT max(done_at) FROM coexist.queue WHERE run_id = " + run_id +
-                 ") < (SELECT min(done_at) FROM coexist.queue WHERE run_id > " + run_id + ")"),
+      QueryValue("SELECT (SELECT max(done_at) FROM coexist.items WHERE run_id = " + run_id +
+                 ") < (SELECT min(done_at) FROM coexist.items WHERE run_id > " + run_id + ")"),
       "t");
 }
 
@@ -390,7 +390,7 @@ TEST_F(BatchCrashTest, AKilledStatusPartitionRunsRowsAreWritableAtOnce) {
 // still queued for the next run. While a run works, it refuses with 4.
 TEST_F(BatchCrashTest, RunsSweepHandsBackADeadStatusPartitionRunsRecords) {
   ASSERT_NO_FATAL_FAILURE(KillAStatusPartitionRunWithTakeovers());
-  long long queued = Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'");
+  long long queued = Count("SELECT count(*) FROM coexist.items WHERE state = 'queued'");
 
   auto sweep = RunCommand(
       {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "runs", "sweep"});
@@ -400,7 +400,7 @@ TEST_F(BatchCrashTest, RunsSweepHandsBackADeadStatusPartitionRunsRecords) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner = 'batch'"), 0);
   EXPECT_EQ(QueryValue("SELECT outcome FROM coexist.runs WHERE run_id = 1"), "abandoned");
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'"), queued);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'queued'"), queued);
 
   {
     // Whoever holds the job's lock (a run at work) does the sweeping itself.
@@ -530,7 +530,7 @@ class SeveralKeysCrashTest : public BatchCrashTest,
     WaitForCount("SELECT count(*) FROM public.settle_log", orders);
   }
   void ExpectEveryOrderSettledOnceWithAllItsLines() {
-    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle-orders' AND state "
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'settle-orders' AND state "
                     "<> 'done'"),
               0);
     EXPECT_EQ(Count("SELECT count(*) FROM public.settle_log"), kOrders);

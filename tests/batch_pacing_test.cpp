@@ -125,7 +125,7 @@ class BatchPacingTest : public testing::DatabaseTest {
   // Nothing is claimed: every item is queued or done, no queue row is
   // locked, and the run is not left running.
   void ExpectNothingClaimed() {
-    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state NOT IN ('queued', 'done')"), 0);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state NOT IN ('queued', 'done')"), 0);
     EXPECT_EQ(Count("SELECT count(*) FROM (SELECT 1 FROM coexist.queue FOR UPDATE SKIP LOCKED) q"),
               Count("SELECT count(*) FROM coexist.queue"));
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'running'"), 0);
@@ -211,7 +211,7 @@ TEST_F(BatchPacingTest, ItemsOfAChunkThatTimesOutAgainAreDeferredNotFailed) {
   EXPECT_EQ(summary.counts.deferred, 4);
   EXPECT_EQ(summary.counts.deferrals_by_reason.at("timeout"), 4);
   EXPECT_EQ(Applied(), 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'deferred' AND attempts = 0 "
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'deferred' AND attempts = 0 "
                   "AND defer_reason = 'timeout'"),
             4);
 }

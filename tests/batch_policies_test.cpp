@@ -58,12 +58,18 @@ class BatchPoliciesTest : public testing::DatabaseTest {
     for (long long k = 1; k <= 100; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});
     EnqueueItems(conninfo(), "j", items);
   }
+  // The same 100 items again, on an empty ledger, after a run that set the
+  // guard up (done items leave the queue, so they are enqueued anew).
+  void RequeueAll() {
+    QueryValue("TRUNCATE ledger, coexist.queue, coexist.done_chunks");
+    EnqueueAll();
+  }
 
   void ExpectAppliedOnce() {
     EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key"
                     " HAVING count(*) > 1) d"),
               0);
-    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q WHERE (q.state = 'done') <> EXISTS"
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.items q WHERE (q.state = 'done') <> EXISTS"
                     " (SELECT 1 FROM ledger l WHERE l.key::text = q.record_key)"),
               0);
   }
@@ -194,7 +200,7 @@ TEST_F(BatchPoliciesTest, StatusPartitionRefusesOnlineWritesToBatchOwnedRowsAndH
       "ANY ($1::bigint[]) AND (SELECT true FROM s) RETURNING id) "
       "INSERT INTO ledger (key) SELECT unnest($1::bigint[])";
   batch::Run(conninfo(), Config("  name: skip_locked\n"), {});  // guard in place before load
-  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  RequeueAll();
   QueryValue("UPDATE products SET stock = 1000");
   auto holder = Connect("coexist-online");
   pqxx::work hold(*holder);
@@ -209,9 +215,9 @@ TEST_F(BatchPoliciesTest, StatusPartitionRefusesOnlineWritesToBatchOwnedRowsAndH
   // Rows an online writer happened to hold at the takeover are deferred too.
   EXPECT_EQ(summary.counts.done + summary.counts.deferred, 100);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
-                       "record_key::bigint) FROM coexist.queue WHERE record_key IN ('7', '9')"),
+                       "record_key::bigint) FROM coexist.items WHERE record_key IN ('7', '9')"),
             "7:row_locked,9:edit_locked");
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'deferred' AND record_key "
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'deferred' AND record_key "
                   "NOT IN ('7', '9') AND defer_reason <> 'row_locked'"),
             0);
   // Online writers only ever succeed or get CX004 (the refusal window is the
@@ -255,7 +261,7 @@ TEST_F(BatchPoliciesTest, StatusPartitionGuardRefusesOnlineWritesToBatchOwnedRow
 TEST_F(BatchPoliciesTest, AnEditLockTakenWhileTheBatchWaitsForTheRowIsHonoured) {
   EnqueueAll();
   batch::Run(conninfo(), Config("  name: skip_locked\n"));  // guard + clean state
-  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  RequeueAll();
   QueryValue("UPDATE products SET stock = 1000");
   auto bob = Connect("coexist-online-bob");
   std::string online_error;
@@ -275,7 +281,7 @@ TEST_F(BatchPoliciesTest, AnEditLockTakenWhileTheBatchWaitsForTheRowIsHonoured) 
   online.join();
   EXPECT_EQ(online_error, "");
   EXPECT_EQ(summary.counts.done, 99);
-  EXPECT_EQ(QueryValue("SELECT state || ':' || defer_reason FROM coexist.queue "
+  EXPECT_EQ(QueryValue("SELECT state || ':' || defer_reason FROM coexist.items "
                        "WHERE record_key = '7'"),
             "deferred:max_wait");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "1000")
@@ -286,7 +292,7 @@ TEST_F(BatchPoliciesTest, AnEditLockTakenWhileTheBatchWaitsForTheRowIsHonoured) 
 TEST_F(BatchPoliciesTest, OnlinePriorityWaitsForRowAndEditLocksWithoutDisturbingOnline) {
   EnqueueAll();
   batch::Run(conninfo(), Config("  name: skip_locked\n"));  // guard + clean state
-  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  RequeueAll();
   QueryValue("UPDATE products SET stock = 1000");
   auto holder = Connect("coexist-online");
   auto token = QueryValue("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')");
@@ -317,7 +323,7 @@ TEST_F(BatchPoliciesTest, OnlinePriorityWaitsForRowAndEditLocksWithoutDisturbing
   EXPECT_EQ(online_error, "");
   EXPECT_EQ(summary.counts.done, 99);
   EXPECT_EQ(summary.counts.deferred, 1);
-  EXPECT_EQ(QueryValue("SELECT defer_reason FROM coexist.queue WHERE record_key = '11'"),
+  EXPECT_EQ(QueryValue("SELECT defer_reason FROM coexist.items WHERE record_key = '11'"),
             "max_wait");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "2001");
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 9"), "2001");
@@ -328,7 +334,7 @@ TEST_F(BatchPoliciesTest, OnlinePriorityWaitsForRowAndEditLocksWithoutDisturbing
 TEST_F(BatchPoliciesTest, BatchPriorityRevokesEditLocksAndTerminatesOnlyOnlineBlockers) {
   EnqueueAll();
   batch::Run(conninfo(), Config("  name: skip_locked\n"));
-  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  RequeueAll();
   auto token = QueryValue("SELECT coexist.acquire_edit_lock('products', 9, 'alice', '1 hour')");
   auto online = ConnectOnline("coexist-online-web");
   pqxx::work online_tx(*online);
@@ -342,7 +348,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesEditLocksAndTerminatesOnlyOnlineBl
                          "  terminate_after: 500ms\n  online_application_name: coexist-online%\n"));
   EXPECT_EQ(summary.counts.done, 99);
   EXPECT_EQ(summary.counts.revoked, 1);
-  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.queue WHERE state = "
+  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.items WHERE state = "
                        "'deferred'"),
             "8:blocker_not_online");
   // Alice's save fails with a clear "revoked" error instead of overwriting.
@@ -386,7 +392,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityRevokesTheLockOfAnOversizedOwner) {
 TEST_F(BatchPoliciesTest, BatchPriorityNeverSignalsASuperusersBlocker) {
   EnqueueAll();
   batch::Run(conninfo(), Config("  name: skip_locked\n"));
-  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  RequeueAll();
   auto admin = Connect("coexist-online-admin");  // the cluster's superuser
   pqxx::work admin_tx(*admin);
   admin_tx.exec("SELECT 1 FROM products WHERE id = 7 FOR UPDATE");
@@ -395,7 +401,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityNeverSignalsASuperusersBlocker) {
                                                "  terminate_after: 300ms\n"));
   EXPECT_EQ(summary.counts.done, 99);
   EXPECT_EQ(summary.counts.signalled, 0);
-  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.queue WHERE state = "
+  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.items WHERE state = "
                        "'deferred'"),
             "7:blocker_not_online");
   EXPECT_NO_THROW(admin_tx.exec("SELECT 1"));
@@ -411,7 +417,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityNeverSignalsASuperusersBlocker) {
 TEST_F(BatchPoliciesTest, BatchPriorityTerminatesAnIdleBlockerAndItsEventOutlivesTheChunk) {
   EnqueueAll();
   batch::Run(conninfo(), Config("  name: skip_locked\n"));
-  QueryValue("TRUNCATE ledger; UPDATE coexist.queue SET state = 'queued', deferrals = 0");
+  RequeueAll();
   QueryValue(
       "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS "
       "$$BEGIN RAISE EXCEPTION 'the chunk of record 7 fails at commit'; END$$;"
@@ -435,7 +441,7 @@ TEST_F(BatchPoliciesTest, BatchPriorityTerminatesAnIdleBlockerAndItsEventOutlive
   EXPECT_EQ(QueryValue("SELECT string_agg(kind || ':' || subject || ':' || (details->>'state'), "
                        "',') FROM coexist.events WHERE kind LIKE 'backend_%'"),
             "backend_terminated:coexist-online-web:idle in transaction");
-  EXPECT_EQ(QueryValue("SELECT state FROM coexist.queue WHERE record_key = '7'"), "queued");
+  EXPECT_EQ(QueryValue("SELECT state FROM coexist.items WHERE record_key = '7'"), "queued");
   EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = 7"), 0);
 }
 

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "config/config_error.h"
+#include "db/queue_store.h"
 #include "db/queue_store_ops.h"
 #include "db/sqlstate.h"
 #include "tests/support/database_test.h"
@@ -59,13 +60,13 @@ class BatchRunnerTest : public testing::DatabaseTest {
   // Every item ends in exactly one state, and each done item's key is in the
   // ledger exactly once, and no other key is.
   void ExpectAppliedOnce() {
-    EXPECT_EQ(Count("SELECT count(*) FROM ledger l WHERE NOT EXISTS (SELECT 1 FROM coexist.queue q"
+    EXPECT_EQ(Count("SELECT count(*) FROM ledger l WHERE NOT EXISTS (SELECT 1 FROM coexist.items q"
                     " WHERE q.record_key = l.key::text AND q.state = 'done')"),
               0);
     EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key"
                     " HAVING count(*) > 1) d"),
               0);
-    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q WHERE q.state = 'done' AND NOT EXISTS"
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.items q WHERE q.state = 'done' AND NOT EXISTS"
                     " (SELECT 1 FROM ledger l WHERE l.key::text = q.record_key)"),
               0);
   }
@@ -91,7 +92,7 @@ TEST_F(BatchRunnerTest, EnqueueCountsDuplicatesByIdempotencyKey) {
       conninfo(), "j", "SELECT id, NULL::jsonb, 'sel' || id FROM products WHERE id <= 5");
   EXPECT_EQ(select_again.added, 1);
   EXPECT_EQ(select_again.duplicates, 4);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 9);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 9);
 }
 
 // Unnamed columns are all "?column?": they are taken by position (key,
@@ -119,14 +120,14 @@ TEST_F(BatchRunnerTest, EnqueueSelectTakesUnnamedColumnsByPosition) {
   EXPECT_EQ(result.added, 10);
   EXPECT_EQ(result.duplicates, 0);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ' ' || payload::text || ' ' || "
-                       "idempotency_key, ', ' ORDER BY record_key::bigint) FROM coexist.queue"),
+                       "idempotency_key, ', ' ORDER BY record_key::bigint) FROM coexist.items"),
             "2 {\"n\": 1} t1, 3 {\"n\": 2} t2, 4 {\"n\": 3} t3, 5 {\"n\": 4} t4, "
             "6 {\"n\": 5} t5, 7 {\"n\": 6} t6, 8 {\"n\": 7} t7, 9 {\"n\": 8} t8, "
             "10 {\"n\": 9} t9, 11 {\"n\": 10} t10");
   // Two columns of one name: the first is the key, the second the payload.
   auto same_names = EnqueueSelect(conninfo(), "k", "SELECT 5 AS x, '{\"a\": 1}'::jsonb AS x");
   EXPECT_EQ(same_names.added, 1);
-  EXPECT_EQ(QueryValue("SELECT record_key || ' ' || payload::text FROM coexist.queue "
+  EXPECT_EQ(QueryValue("SELECT record_key || ' ' || payload::text FROM coexist.items "
                        "WHERE job = 'k'"),
             "5 {\"a\": 1}");
 }
@@ -188,7 +189,7 @@ TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || defer_reason, ',' ORDER BY "
-                       "record_key::bigint) FROM coexist.queue WHERE state = 'deferred'"),
+                       "record_key::bigint) FROM coexist.items WHERE state = 'deferred'"),
             "7:row_locked,9:edit_locked");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_deferred'"), 2);
   ExpectAppliedOnce();
@@ -202,9 +203,63 @@ TEST_F(BatchRunnerTest, SkipLockedAppliesEveryFreeItemOnceAndDefersLockedOnes) {
   auto next = batch::Run(conninfo(), Config("  name: skip_locked\n"));
   EXPECT_EQ(next.counts.done, 2);
   EXPECT_EQ(ExitCodeOf(next), ExitCode::kOk);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 100);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 100);
   EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 7"), "1");
   ExpectAppliedOnce();
+}
+
+// A completed item leaves the queue for its chunk's row in done_chunks
+// (0029), except an item with an idempotency key: it stays a done row, so
+// that enqueueing its key again adds nothing. coexist.items shows every
+// item, its payload and attempts included, wherever it is kept.
+TEST_F(BatchRunnerTest, DoneItemsLeaveTheQueueAndKeyedOnesStillRefuseTheirKey) {
+  std::vector<EnqueueItem> items;
+  for (long long k = 1; k <= 25; ++k) {
+    std::optional<std::string> idempotency_key;
+    if (k % 5 == 0) idempotency_key = "key-" + std::to_string(k);
+    items.push_back({std::to_string(k), "{\"n\": " + std::to_string(k) + "}", idempotency_key});
+  }
+  EXPECT_EQ(EnqueueItems(conninfo(), "j", items).added, 25);
+  auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n"));  // chunks of 10
+  EXPECT_EQ(summary.counts.done, 25);
+  ExpectAppliedOnce();
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ':' || state, ',' ORDER BY item_id)"
+                       " FROM coexist.queue"),
+            "5:done,10:done,15:done,20:done,25:done");
+  // One row per chunk, each unkeyed item in exactly one of them.
+  EXPECT_EQ(
+      QueryValue("SELECT count(i) || ' ' || count(DISTINCT i) || ' ' ||"
+                 " (count(DISTINCT chunk_id) > 1) FROM coexist.done_chunks, unnest(item_ids) i"),
+      "20 20 true");
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key || '=' || (payload->>'n') || '/' || attempts"
+                       " || '/' || run_id, ',' ORDER BY item_id) FROM coexist.items"
+                       " WHERE record_key IN ('4', '5')"),
+            "4=4/1/1,5=5/1/1");
+  auto conn = Connect();
+  {
+    pqxx::read_transaction tx(*conn);
+    EXPECT_EQ(db::CountJobItems(tx, "j").done, 25);
+  }
+  EXPECT_EQ(db::ReadQueueStatus(*conn, "j").jobs.at(0).by_state.at("done"), 25);
+
+  // Enqueued again: the keyed items are duplicates, the others new items.
+  auto again = EnqueueItems(conninfo(), "j", items);
+  EXPECT_EQ(again.added, 20);
+  EXPECT_EQ(again.duplicates, 5);
+}
+
+// The completion checks that it completed every item it was given: the
+// claim's row locks make a shortfall impossible but for a bug, and the
+// chunk then must not commit.
+TEST_F(BatchRunnerTest, ACompletionThatFindsFewerItemsThanItWasGivenThrows) {
+  EnqueueRange(1, 3);
+  auto conn = Connect();
+  db::QueueStore queue(*conn, {.job = "j"});
+  pqxx::work tx(*conn);
+  auto claimed = queue.ClaimItems(tx, 0, 10, 0, {}, false);
+  ASSERT_EQ(claimed.size(), 3u);
+  EXPECT_THROW(queue.CompleteItems(tx, 0, {claimed[0].item_id, claimed[1].item_id, 999999}),
+               std::logic_error);
 }
 
 // With nothing in the way skip_locked applies a chunk before probing its
@@ -223,9 +278,9 @@ TEST_F(BatchRunnerTest, SkipLockedRollsBackTheUnprobedTryThatMeetsAHeldRow) {
   EXPECT_EQ(summary.counts.deferred, 1);
   EXPECT_EQ(summary.counts.dead, 0);
   EXPECT_EQ(QueryValue("SELECT state || ' ' || defer_reason || ' ' || attempts || ' ' || timeouts "
-                       "FROM coexist.queue WHERE record_key = '7'"),
+                       "FROM coexist.items WHERE record_key = '7'"),
             "deferred row_locked 0 0");
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done' AND attempts <> 1"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done' AND attempts <> 1"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id BETWEEN 1 AND 30 AND id <> 7 "
                   "AND stock <> 1001"),
             0);
@@ -257,10 +312,10 @@ TEST_F(BatchRunnerTest, AFailedUnprobedTryIsNotChargedToTheItemsLeftAfterTheProb
   EXPECT_EQ(summary.counts.done, 1);
   EXPECT_EQ(summary.counts.deferred, 1);
   EXPECT_EQ(QueryValue("SELECT state || ' ' || attempts || ' ' || coalesce(last_error, '-') "
-                       "FROM coexist.queue WHERE record_key = '1'"),
+                       "FROM coexist.items WHERE record_key = '1'"),
             "done 1 -");
   EXPECT_EQ(QueryValue("SELECT state || ' ' || defer_reason || ' ' || attempts "
-                       "FROM coexist.queue WHERE record_key = '13'"),
+                       "FROM coexist.items WHERE record_key = '13'"),
             "deferred row_locked 0");
   ExpectAppliedOnce();
   hold.commit();
@@ -273,7 +328,7 @@ TEST_F(BatchRunnerTest, SkipLockedEscalatesAfterMaxDeferrals) {
   hold.exec("SELECT 1 FROM products WHERE id = 2 FOR UPDATE");
   auto config = Config("  name: skip_locked\n  max_deferrals: 2\n  on_exhausted: report\n");
   for (int run = 0; run < 3; ++run) batch::Run(conninfo(), config);
-  EXPECT_EQ(QueryValue("SELECT deferrals FROM coexist.queue WHERE record_key = '2'"), "3");
+  EXPECT_EQ(QueryValue("SELECT deferrals FROM coexist.items WHERE record_key = '2'"), "3");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_escalated'"), 1);
   ExpectAppliedOnce();
 }
@@ -290,9 +345,9 @@ TEST_F(BatchRunnerTest, ChunkScanningIsolatesTheBadItemWhichDiesAfterMaxAttempts
   EXPECT_EQ(summary.counts.dead, 1);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
   EXPECT_EQ(
-      QueryValue("SELECT state || ' ' || attempts FROM coexist.queue WHERE record_key = '13'"),
+      QueryValue("SELECT state || ' ' || attempts FROM coexist.items WHERE record_key = '13'"),
       "dead 2");
-  EXPECT_NE(QueryValue("SELECT last_error FROM coexist.queue WHERE record_key = '13'")
+  EXPECT_NE(QueryValue("SELECT last_error FROM coexist.items WHERE record_key = '13'")
                 .find("division by zero"),
             std::string::npos);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'item_dead'"), 1);
@@ -418,7 +473,7 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   auto summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.counts.done, 1);
   EXPECT_EQ(summary.counts.dead, 0);
-  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts FROM coexist.queue WHERE record_key = '1'"),
+  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts FROM coexist.items WHERE record_key = '1'"),
             "done:1");
   // Both tries deadlock: deferred for the next run, no attempt charged.
   QueryValue("SELECT setval('public.boom', 1, false); UPDATE public.boom_limit SET n = 2");
@@ -426,7 +481,7 @@ TEST_F(BatchRunnerTest, ADeadlockIsTriedAgainThenDeferredNeverCharged) {
   summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.counts.deferred, 1);
   EXPECT_EQ(summary.counts.dead, 0);
-  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts || ':' || defer_reason FROM coexist.queue "
+  EXPECT_EQ(QueryValue("SELECT state || ':' || attempts || ':' || defer_reason FROM coexist.items "
                        "WHERE record_key = '2'"),
             "deferred:0:deadlock");
   EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 2"), 1000);
@@ -453,7 +508,7 @@ TEST_F(BatchRunnerTest, AnItemThatTimesOutEveryTimeDiesAtMaxTimeouts) {
     EXPECT_EQ(summary.counts.deferred, 1) << run;
     EXPECT_EQ(summary.counts.dead, 0) << run;
     EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred) << run;
-    EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts FROM coexist.queue"),
+    EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts FROM coexist.items"),
               "deferred " + std::to_string(run) + " 0");
   }
   auto summary = batch::Run(conninfo(), config);
@@ -461,7 +516,7 @@ TEST_F(BatchRunnerTest, AnItemThatTimesOutEveryTimeDiesAtMaxTimeouts) {
   EXPECT_EQ(summary.counts.dead, 1);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDead);
   EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts || ' ' || attempts || ' ' || last_error "
-                       "FROM coexist.queue"),
+                       "FROM coexist.items"),
             "dead 3 0 timed out 3 times (batch.max_timeouts 3): the operation hit "
             "database.statement_timeout or a lock timeout every time");
   EXPECT_EQ(QueryValue("SELECT details->>'timeouts' FROM coexist.events WHERE kind = 'item_dead'"),
@@ -470,7 +525,7 @@ TEST_F(BatchRunnerTest, AnItemThatTimesOutEveryTimeDiesAtMaxTimeouts) {
   // queue retry --dead starts its count again.
   auto conn = Connect("coexist-admin");
   EXPECT_EQ(db::RetryDeadItems(*conn, "j", "admin:test"), 1);
-  EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts FROM coexist.queue"), "queued 0");
+  EXPECT_EQ(QueryValue("SELECT state || ' ' || timeouts FROM coexist.items"), "queued 0");
 }
 
 TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
@@ -501,7 +556,7 @@ TEST_F(BatchRunnerTest, AnOperationOfTwoStatementsIsRefusedAndNoneOfItRuns) {
     }
     EXPECT_EQ(QueryValue("SELECT to_regclass('pwned') IS NULL"), "t") << c.operation;
     EXPECT_EQ(Count("SELECT sum(stock) FROM products WHERE id <= 3"), 3 * 1000);
-    EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'queued'"), 0);
+    EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'queued'"), 0);
   }
   // One statement with a semicolon inside a literal, and a trailing one, is one.
   auto one = config::LoadString(
@@ -551,10 +606,10 @@ TEST_F(BatchRunnerTest, ARunStopsWhenItemsFailTheirFirstAttemptInARow) {
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   // Stopped with the chunk that reached 20 failures (chunks are sized by
   // pacing, at most 10 items here): the rest of the queue is untouched.
-  auto charged = Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0");
+  auto charged = Count("SELECT count(*) FROM coexist.items WHERE attempts > 0");
   EXPECT_GE(charged, 20);
   EXPECT_LT(charged, 30);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts = 0 AND state = 'queued'"),
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE attempts = 0 AND state = 'queued'"),
             300 - charged);
   EXPECT_EQ(QueryValue("SELECT details->>'max_consecutive_failures' FROM coexist.events"
                        " WHERE kind = 'run_stopped_failing'"),
@@ -563,7 +618,7 @@ TEST_F(BatchRunnerTest, ARunStopsWhenItemsFailTheirFirstAttemptInARow) {
   config.batch.max_consecutive_failures = 0;
   auto unbounded = batch::Run(conninfo(), config);
   EXPECT_EQ(unbounded.stop_reason, "drained");
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts = 0"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE attempts = 0"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
 }
 
@@ -582,8 +637,8 @@ TEST_F(BatchRunnerTest, BadItemsAmongGoodOnesNeverStopTheRun) {
     auto summary = batch::Run(conninfo(), config);
     EXPECT_NE(summary.stop_reason, kStopFailuresInARow) << "run " << run;
   }
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 200);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'dead'"), 100);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'dead'"), 100);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'run_stopped_failing'"), 0);
   ExpectAppliedOnce();
 }

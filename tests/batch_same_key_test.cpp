@@ -114,7 +114,7 @@ TEST_P(SameKeyTest, EveryItemOfARepeatedKeyIsAppliedOnceInItsOwnStatement) {
   auto summary = batch::Run(conninfo(), config);
 
   EXPECT_EQ(summary.counts.done, static_cast<long long>(items.size()));
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   // One ledger row per item: none applied twice, none done but not applied.
   EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM ledger"), static_cast<long long>(items.size()));
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), static_cast<long long>(items.size()));
@@ -166,7 +166,7 @@ class KeyOrderTest : public testing::DatabaseTest {
   std::string States() {
     return QueryValue(
         "SELECT string_agg(payload->>'uid' || ':' || state, ',' ORDER BY item_id) FROM "
-        "coexist.queue WHERE record_key = '7'");
+        "coexist.items WHERE record_key = '7'");
   }
   static EnqueueItem Item(const char* uid) {
     return {"7", std::string("{\"qty\": 1, \"uid\": \"") + uid + "\"}", std::nullopt};
@@ -247,7 +247,7 @@ TEST_P(ForeignTableTest, RepeatedKeysAreEachAppliedOnce) {
   EXPECT_EQ(Count("SELECT count(*) FROM sales.shipments"), 120);
   const std::string per_row =
       "WITH q AS (SELECT record_key, count(*) AS n, sum((payload->>'qty')::int) AS qty "
-      "FROM coexist.queue GROUP BY record_key) "
+      "FROM coexist.items GROUP BY record_key) "
       "SELECT count(*) FROM sales.order_lines l LEFT JOIN q ON q.record_key = l.line_id::text "
       "WHERE ";
   EXPECT_EQ(QueryValue(per_row + "l.shipped <> coalesce(q.qty, 0)"), "0")

@@ -184,7 +184,7 @@ TEST_F(CliTest, ARealDeadlockEscapingACommandExits75) {
   hold.commit();
   EXPECT_EQ(out.status, 75) << out.err;
   EXPECT_NE(out.err.find("deadlock detected"), std::string::npos) << out.err;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 0);
 }
 
 // enqueue puts items into the job that --job or the configuration's
@@ -204,7 +204,7 @@ TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
                    " enqueue --job '' --select 'SELECT 1'");
   EXPECT_EQ(empty.status, 64);
   EXPECT_NE(empty.err.find("the job's name is empty"), std::string::npos) << empty.err;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 0);
   auto result = Run("--database-url " + Url() + " enqueue --job adhoc --select 'SELECT 1'");
   EXPECT_EQ(result.status, 0) << result.err;
   EXPECT_EQ(result.out, "enqueued for job adhoc: 1 added, 0 duplicates\n");
@@ -215,7 +215,7 @@ TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
                " enqueue --job other --select 'SELECT 3'");
   EXPECT_EQ(result.out, "enqueued for job other: 1 added, 0 duplicates\n") << result.err;
   EXPECT_EQ(QueryValue("SELECT string_agg(job || ':' || record_key, ' ' ORDER BY item_id) FROM "
-                       "coexist.queue"),
+                       "coexist.items"),
             "adhoc:1 nightly:2 other:3");
 }
 
@@ -229,7 +229,7 @@ TEST_F(CliTest, EnqueueTakesTheQueryFromTheFile) {
   EXPECT_EQ(result.status, 0) << result.err;
   EXPECT_EQ(result.out, "enqueued for job nightly: 3 added, 0 duplicates\n");
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key || ' ' || payload::text, ', ' ORDER BY "
-                       "item_id) FROM coexist.queue WHERE job = 'nightly'"),
+                       "item_id) FROM coexist.items WHERE job = 'nightly'"),
             "1 {\"n\": 1}, 2 {\"n\": 2}, 3 {\"n\": 3}");
   // --select wins over the file's query.
   result =
@@ -267,7 +267,7 @@ TEST_F(CliTest, EnqueueTakesTheQueryFromTheFile) {
             "coexist: enqueue: nothing to enqueue\nHINT: pass --select \"SELECT id FROM ...\" or "
             "--file items.csv (- for stdin), or set enqueue.select in the file given with "
             "--config.\n");
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 4);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 4);
 }
 
 // A malformed URL is a configuration error (78), for every kind of
@@ -599,7 +599,7 @@ TEST_F(CliTest, QueuePurgeFollowsRetentionOrOlderThan) {
   result = Run("--database-url " + Url() + " queue purge --older-than 12h --json");
   EXPECT_EQ(result.status, 0) << result.err;
   EXPECT_NE(result.out.find("\"done_items\": 1"), std::string::npos) << result.out;
-  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text, ',') FROM coexist.queue"), "3");
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text, ',') FROM coexist.items"), "3");
   result = Run("--database-url " + Url() + " queue purge --older-than soon");
   EXPECT_EQ(result.status, 64);
   EXPECT_NE(result.err.find("--older-than 'soon' is not a duration"), std::string::npos)

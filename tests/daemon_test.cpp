@@ -85,7 +85,7 @@ class DaemonTest : public testing::DatabaseTest {
     QueryValue("INSERT INTO coexist.queue (job, record_key) SELECT 'd', g FROM generate_series(" +
                std::to_string(first) + ", " + std::to_string(last) + ") g");
   }
-  long long Done() { return Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"); }
+  long long Done() { return Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"); }
   void ExpectEachAppliedOnce(long long items) {
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), items);
     EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), items);
@@ -118,7 +118,7 @@ TEST_F(DaemonTest, PurgesRowsOlderThanItsRetentionAfterItsFirstLook) {
   WriteConfig(Config("retention: {done_items: 1d}\n", testing::LedgerOperation("0", "a")));
   Start();
   ASSERT_TRUE(WaitForLog("old rows purged done_items=1 events=0 runs=0")) << Log();
-  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text, ',') FROM coexist.queue"), "2");
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text, ',') FROM coexist.items"), "2");
   EXPECT_EQ(QueryValue("SELECT actor FROM coexist.events WHERE kind = 'queue_purged'"), "daemon:d");
   EXPECT_EQ(Stop(), 0) << Log();
 }
@@ -134,7 +134,7 @@ TEST_F(DaemonTest, SigtermMidRunDrainsAndLeavesNothingClaimed) {
   long long applied = Count("SELECT count(*) FROM ledger");
   EXPECT_LT(applied, 100) << "the queue drained before the signal; make it slower";
   ExpectEachAppliedOnce(applied);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued' AND attempts = 0"),
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'queued' AND attempts = 0"),
             100 - applied);
   EXPECT_EQ(
       Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'running' OR ended_at IS NULL"), 0);
@@ -205,12 +205,12 @@ TEST_F(DaemonTest, HoldsRunsAfterItemsFailInARowUntilAReloadFixesTheOperation) {
   Start();
   ASSERT_TRUE(WaitForLog("run stopped: items fail in a row, holding runs")) << Log();
   EXPECT_TRUE(LogHas("hold=1m")) << Log();
-  auto charged = Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0");
+  auto charged = Count("SELECT count(*) FROM coexist.items WHERE attempts > 0");
   EXPECT_LT(charged, 20);
   Enqueue(101, 110);  // NOTIFY wakes the daemon, which holds
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 1) << Log();
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0"), charged);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE attempts > 0"), charged);
 
   WriteConfig(config(testing::LedgerOperation("0", "fixed")));
   kill(pid_, SIGHUP);

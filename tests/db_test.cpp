@@ -468,10 +468,10 @@ TEST_F(Migrations, UpgradingTo0017KeepsItemsLocksGuardsAndGrants) {
   }
 
   EXPECT_EQ(InstallMigrations(*conn), LatestVersion() - 16);
-  EXPECT_EQ(QueryValue("SELECT string_agg(record_key, ',' ORDER BY item_id) FROM coexist.queue"),
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key, ',' ORDER BY item_id) FROM coexist.items"),
             "5,7,5");
   EXPECT_EQ(QueryValue("SELECT string_agg(follows_pending::text, ',' ORDER BY item_id) FROM "
-                       "coexist.queue"),
+                       "coexist.items"),
             "false,false,true");
   EXPECT_EQ(QueryValue("SELECT key_type FROM coexist.targets"), "bigint");
   // The lock taken before the upgrade still guards the record, and its

@@ -114,8 +114,8 @@ TEST_P(KeyTypesTest, RepeatedKeysInAnySpellingAreEachAppliedOnce) {
   }
   EnqueueItems(conninfo(), "items", items, type().column_type);
   // One spelling per key in the queue: the table's own.
-  EXPECT_EQ(Count("SELECT count(DISTINCT record_key) FROM coexist.queue"), 20);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue q WHERE NOT EXISTS "
+  EXPECT_EQ(Count("SELECT count(DISTINCT record_key) FROM coexist.items"), 20);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items q WHERE NOT EXISTS "
                   "(SELECT 1 FROM app.items t WHERE t.k::text = q.record_key)"),
             0);
 
@@ -123,7 +123,7 @@ TEST_P(KeyTypesTest, RepeatedKeysInAnySpellingAreEachAppliedOnce) {
   EXPECT_EQ(summary.counts.done, 60);
   EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM app.applied"), 60);
   EXPECT_EQ(Count("SELECT count(*) FROM app.items t LEFT JOIN (SELECT record_key, "
-                  "sum((payload->>'qty')::int) AS qty FROM coexist.queue GROUP BY 1) q "
+                  "sum((payload->>'qty')::int) AS qty FROM coexist.items GROUP BY 1) q "
                   "ON q.record_key = t.k::text WHERE t.qty <> coalesce(q.qty, 0)"),
             0)
       << "a row's qty is not the sum of its items' (a lost or doubled update)";
@@ -187,7 +187,7 @@ TEST_F(KeySpellingTest, AnEditLockUnderAnotherSpellingGuardsTheSameRecord) {
   auto summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.counts.done, 4);
   EXPECT_EQ(summary.counts.deferred, 1);
-  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.queue WHERE state = "
+  EXPECT_EQ(QueryValue("SELECT record_key || ':' || defer_reason FROM coexist.items WHERE state = "
                        "'deferred'"),
             key + ":edit_locked");
   EXPECT_EQ(QueryValue("SELECT status FROM app.orders WHERE id = '" + key + "'"), "open");
@@ -225,7 +225,7 @@ TEST_F(KeySpellingTest, AKeyOfTheWrongTypeIsRefusedAndNothingIsEnqueued) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 0);
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ TEST_F(OpsTest, ARunWhileAnotherHoldsTheJobExitsFourAndClaimsNothing) {
   auto result = Coexist({"--config", config, "batch", "run"});
   EXPECT_EQ(result.status, 4) << result.output;
   EXPECT_NE(result.output.find("job ops is already running"), std::string::npos) << result.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued' AND attempts = 0 "
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'queued' AND attempts = 0 "
                   "AND run_id IS NULL"),
             20);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0);
@@ -185,8 +185,8 @@ TEST_F(OpsTest, SigtermMidRunFinishesTheChunkAndLeavesNothingClaimed) {
   // Every applied item is done, exactly once; the rest is still queued,
   // untouched; the run is recorded as finished.
   EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), applied);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), applied);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued' AND attempts = 0"),
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), applied);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'queued' AND attempts = 0"),
             100 - applied);
   EXPECT_EQ(QueryValue("SELECT outcome || ' ' || (ended_at IS NOT NULL) FROM coexist.runs"),
             "incomplete true");
@@ -236,7 +236,7 @@ TEST_F(OpsTest, DryRunReportsEachDecisionAndChangesNothing) {
   // A real run then takes exactly what the dry run predicted.
   auto run = Coexist({"--config", config, "batch", "run"});
   EXPECT_EQ(run.status, 2) << run.output;  // item 3 deferred: edit-locked
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 29);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 29);
 }
 
 // Items queued behind an earlier item of their key are not claimable yet:
@@ -261,7 +261,7 @@ TEST_F(OpsTest, DryRunCountsTheItemsWaitingBehindAnEarlierItemOfTheirKey) {
   // A real run does all 33: the second items once the first are done.
   auto run = Coexist({"--config", config, "batch", "run"});
   EXPECT_EQ(run.status, 0) << run.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 33);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 33);
 }
 
 TEST_F(OpsTest, DryRunOutsideTheWindowClaimsNothing) {
@@ -302,7 +302,7 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   auto run = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
                          "--config", config, "batch", "run", "--no-install"});
   EXPECT_EQ(run.status, 0) << run.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 20);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 20);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
 
   // The batch role enqueues too (cron: enqueue, then run): with the schema
@@ -328,7 +328,7 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   EXPECT_NE(behind.output.find("run `coexist db install --config FILE` as the schema's owner"),
             std::string::npos)
       << behind.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 30);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 30);
   QueryValue("UPDATE coexist.schema_migrations SET version = -version WHERE version < 0");
 
   // Without --no-install the run would create objects it may not: refused.
@@ -394,7 +394,7 @@ TEST_F(OpsTest, ARevokedRightStopsTheRunWithoutChargingItems) {
             std::string::npos)
       << run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
-                       "coexist.queue"),
+                       "coexist.items"),
             "queued:0");
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
 
@@ -413,7 +413,7 @@ TEST_F(OpsTest, ARevokedRightStopsTheRunWithoutChargingItems) {
             std::string::npos)
       << run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
-                       "coexist.queue"),
+                       "coexist.items"),
             "queued:0");
 
   // Granted back: the next run does all of it.
@@ -444,7 +444,7 @@ TEST_F(OpsTest, AReadOnlyServerStopsTheRunWithoutChargingItems) {
                          "--config", config, "batch", "run", "--no-install"});
   EXPECT_EQ(run.status, 75) << run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT state || ':' || attempts, ',') FROM "
-                       "coexist.queue"),
+                       "coexist.items"),
             "queued:0");
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
 
@@ -458,7 +458,7 @@ TEST_F(OpsTest, AReadOnlyServerStopsTheRunWithoutChargingItems) {
 TEST_F(OpsTest, TheDocumentedBatchRoleMaySignalAnOnlineRolesBlocker) {
   auto p = RunPriorityAsBatchRole(true);
   EXPECT_EQ(p.run.status, 0) << p.run.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 3);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 3);
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT subject, ',') FROM coexist.events "
                        "WHERE kind = 'backend_terminated'"),
             "coexist-online");
@@ -470,7 +470,7 @@ TEST_F(OpsTest, ABatchRoleWithoutSignalRightsDefersTheBlockedItemInsteadOfFailin
   EXPECT_EQ(p.run.status, 2) << p.run.output;  // deferred, not 70
   EXPECT_NE(p.run.output.find("online backends not signalled"), std::string::npos) << p.run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(record_key::text || ':' || state, ',' ORDER BY "
-                       "record_key::bigint) FROM coexist.queue"),
+                       "record_key::bigint) FROM coexist.items"),
             "60:done,61:deferred,62:done");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind LIKE 'backend_%'"), 0);
   EXPECT_NO_THROW(p.held->exec("SELECT 1")) << "the online user's session must live";

@@ -41,7 +41,7 @@ const char* const kPolicies[] = {
 constexpr const char* kStockMismatches = R"sql(
   SELECT count(*) FROM app.products p
    WHERE p.stock <> 1000
-         - coalesce((SELECT sum((q.payload->>'qty')::int) FROM coexist.queue q
+         - coalesce((SELECT sum((q.payload->>'qty')::int) FROM coexist.items q
                       WHERE q.state = 'done'
                         AND p.id::text = ANY (coexist.item_keys(q.record_key, q.record_keys))), 0)
          + (SELECT coalesce(sum(o.delta), 0) FROM public.online_log o
@@ -131,7 +131,7 @@ class OnlineLogTest : public testing::DatabaseTest {
   // goes in a later one), at most `runs` times; the runs' counts summed.
   RunCounts RunUntilDrained(const config::Config& config, int runs = 5) {
     RunCounts total;
-    for (int run = 0; run < runs && Count("SELECT count(*) FROM coexist.queue WHERE state IN "
+    for (int run = 0; run < runs && Count("SELECT count(*) FROM coexist.items WHERE state IN "
                                           "('queued', 'deferred')") > 0;
          ++run) {
       QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
@@ -232,7 +232,7 @@ class SeveralKeysTest : public OnlineLogTest {
                                                                "app.applied"));
     EXPECT_EQ(Count("SELECT count(*) FROM app.applied WHERE rows <> 4"), 0);
     EXPECT_EQ(Count("SELECT count(*) FROM app.applied"),
-              Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"));
+              Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"));
   }
 };
 
@@ -244,15 +244,15 @@ TEST_F(SeveralKeysTest, EnqueueStoresEveryKeyCanonicalDistinctAndInKeyOrder) {
   EnqueueItems(conninfo(), "orders", {item}, "uuid");
   EXPECT_EQ(QueryValue("SELECT record_keys = ARRAY(SELECT DISTINCT x::uuid FROM unnest(ARRAY['" +
                        products[1] + "', '" + products[2] + "', '" + products[3] +
-                       "']) x ORDER BY 1)::text[] FROM coexist.queue"),
+                       "']) x ORDER BY 1)::text[] FROM coexist.items"),
             "t");
-  EXPECT_EQ(QueryValue("SELECT record_key = record_keys[1] FROM coexist.queue"), "t");
+  EXPECT_EQ(QueryValue("SELECT record_key = record_keys[1] FROM coexist.items"), "t");
 
   // One distinct key: an item of one record, as if given with "key".
   EnqueueItem one;
   one.keys = {products[5], products[5]};
   EnqueueItems(conninfo(), "orders", {one}, "uuid");
-  EXPECT_EQ(QueryValue("SELECT record_keys IS NULL FROM coexist.queue WHERE record_key = '" +
+  EXPECT_EQ(QueryValue("SELECT record_keys IS NULL FROM coexist.items WHERE record_key = '" +
                        products[5] + "'"),
             "t");
 
@@ -260,7 +260,7 @@ TEST_F(SeveralKeysTest, EnqueueStoresEveryKeyCanonicalDistinctAndInKeyOrder) {
   EnqueueItem bad;
   bad.keys = {products[6], "not-a-uuid"};
   EXPECT_THROW(EnqueueItems(conninfo(), "orders", {bad}, "uuid"), Error);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue"), 2);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 2);
 }
 
 TEST_F(SeveralKeysTest, JsonLinesTakeKeysArrays) {
@@ -324,11 +324,11 @@ TEST_F(SeveralKeysTest, SelectWithAnArrayColumnEnqueuesItemsOfSeveralKeys) {
                     "jsonb_build_object('qty', 1) FROM generate_series(0, 4) g",
                     "uuid");
   EXPECT_EQ(result.added, 5);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE cardinality(record_keys) = 2 "
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE cardinality(record_keys) = 2 "
                   "AND record_keys[1]::uuid < record_keys[2]::uuid"),
             5);
   // An item following one that shares its second key waits for it.
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE follows_pending"), 4);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE follows_pending"), 4);
   EXPECT_THROW(EnqueueSelect(conninfo(), "orders", "SELECT '{}'::uuid[]", "uuid"), Error);
 }
 
@@ -337,9 +337,9 @@ TEST_F(SeveralKeysTest, OneKeyItemAfterASeveralKeyItemSharingANonLeadKeyFollowsI
   EnqueueItem several;
   several.keys = {products[0], products[1]};
   EnqueueItems(conninfo(), "orders", {several}, "uuid");
-  std::string later = QueryValue("SELECT record_keys[2] FROM coexist.queue");
+  std::string later = QueryValue("SELECT record_keys[2] FROM coexist.items");
   EnqueueItems(conninfo(), "orders", {{later, "{}", std::nullopt}}, "uuid");
-  EXPECT_EQ(QueryValue("SELECT follows_pending FROM coexist.queue WHERE record_keys IS NULL"), "t");
+  EXPECT_EQ(QueryValue("SELECT follows_pending FROM coexist.items WHERE record_keys IS NULL"), "t");
 }
 
 // A statement of many items is planned on statistics that count them
@@ -417,23 +417,23 @@ TEST_F(SeveralKeysTest, AFailingRowFailsTheWholeItemAndNoneOfItsRowsChange) {
   EnqueueItems(conninfo(), "orders", items, "uuid");
   auto summary = batch::Run(conninfo(), JobConfig(kPolicies[0]));
   EXPECT_EQ(summary.counts.dead, 1);
-  EXPECT_EQ(QueryValue("SELECT state FROM coexist.queue WHERE payload->>'uid' = 'u1'"), "dead");
+  EXPECT_EQ(QueryValue("SELECT state FROM coexist.items WHERE payload->>'uid' = 'u1'"), "dead");
   ExpectWholeItemsAppliedOnce();  // u1 changed none of its four rows
   EXPECT_EQ(Count("SELECT count(*) FROM app.applied WHERE uid = 'u1'"), 0);
   // Its item_dead event names all four records; `events --record` finds it
   // by a key that is not the lead one, spelled in upper case.
   EXPECT_EQ(QueryValue("SELECT e.details->'keys' = to_jsonb(q.record_keys) FROM coexist.events e"
-                       " JOIN coexist.queue q USING (item_id) WHERE e.kind = 'item_dead'"),
+                       " JOIN coexist.items q USING (item_id) WHERE e.kind = 'item_dead'"),
             "t");
   auto conn = Connect();
   db::EventFilter filter;
   filter.kind = "item_dead";
   filter.record_key =
-      QueryValue("SELECT upper(record_keys[3]) FROM coexist.queue WHERE payload->>'uid' = 'u1'");
+      QueryValue("SELECT upper(record_keys[3]) FROM coexist.items WHERE payload->>'uid' = 'u1'");
   auto found = db::ListEvents(*conn, filter);
   ASSERT_EQ(found.size(), 1U);
   EXPECT_EQ(std::to_string(*found[0].item_id),
-            QueryValue("SELECT item_id FROM coexist.queue WHERE payload->>'uid' = 'u1'"));
+            QueryValue("SELECT item_id FROM coexist.items WHERE payload->>'uid' = 'u1'"));
 }
 
 TEST_F(SeveralKeysTest, ARowLockedOnlineDefersTheWholeItemAndItsFollowersWait) {
@@ -443,12 +443,12 @@ TEST_F(SeveralKeysTest, ARowLockedOnlineDefersTheWholeItemAndItsFollowersWait) {
   pqxx::work hold(*online);
   hold.exec("SELECT 1 FROM app.products WHERE id = '" + products[0] + "' FOR UPDATE");
   auto summary = batch::Run(conninfo(), JobConfig(kPolicies[0]));
-  long long naming = Count("SELECT count(*) FROM coexist.queue WHERE '" + products[0] +
+  long long naming = Count("SELECT count(*) FROM coexist.items WHERE '" + products[0] +
                            "' = ANY (coexist.item_keys(record_key, record_keys))");
   ASSERT_GT(naming, 0);
   // The first item naming the held row is deferred; the later ones wait
   // behind it (they share its key), none of them applied in part.
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done' AND '" + products[0] +
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done' AND '" + products[0] +
                   "' = ANY (coexist.item_keys(record_key, record_keys))"),
             0);
   EXPECT_GE(summary.counts.deferred, 1);
@@ -458,7 +458,7 @@ TEST_F(SeveralKeysTest, ARowLockedOnlineDefersTheWholeItemAndItsFollowersWait) {
   // Released: the next run applies the rest.
   QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
   batch::Run(conninfo(), JobConfig(kPolicies[0]));
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   ExpectWholeItemsAppliedOnce();
 }
 
@@ -470,7 +470,7 @@ TEST_F(SeveralKeysTest, AnEditLockOnOneRowHoldsTheWholeItemOrIsRevokedWithTheOth
   QueryValue("SELECT coexist.acquire_edit_lock('app.products', '" + products[1] +
              "', 'bob', '1 hour')");
   batch::Run(conninfo(), JobConfig(kPolicies[0]));  // skip_locked defers
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done' AND ('" + products[0] +
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done' AND ('" + products[0] +
                   "' = ANY (coexist.item_keys(record_key, record_keys)) OR '" + products[1] +
                   "' = ANY (coexist.item_keys(record_key, record_keys)))"),
             0);
@@ -478,7 +478,7 @@ TEST_F(SeveralKeysTest, AnEditLockOnOneRowHoldsTheWholeItemOrIsRevokedWithTheOth
 
   QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
   auto summary = batch::Run(conninfo(), JobConfig(kPolicies[2]));  // batch_priority revokes
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   EXPECT_EQ(summary.counts.revoked, 2);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.edit_locks"), 0);
   ExpectWholeItemsAppliedOnce();
@@ -492,10 +492,10 @@ TEST_F(SeveralKeysTest, AnItemOfSeveralKeysUnderKeysOneFailsWithTheFix) {
   config.operation.params = {"qty"};
   auto summary = batch::Run(conninfo(), config);
   EXPECT_EQ(summary.counts.done, 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'dead' AND last_error LIKE "
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'dead' AND last_error LIKE "
                   "'the item names 4 records but operation.keys is one: set operation.keys: "
                   "many%'"),
-            Count("SELECT count(*) FROM coexist.queue WHERE state = 'dead'"));
+            Count("SELECT count(*) FROM coexist.items WHERE state = 'dead'"));
   EXPECT_EQ(Count("SELECT count(*) FROM app.products WHERE stock <> 1000"), 0);
 }
 
@@ -508,7 +508,7 @@ TEST_F(SeveralKeysTest, OnlineWritersLockingInKeyOrderNeverDeadlockWithTheBatch)
   RunUntilDrained(JobConfig(kPolicies[1], false, 3));  // online_priority
   online.Stop();
   online.ExpectUnharmed();
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   ExpectWholeItemsAppliedOnce();
 }
 

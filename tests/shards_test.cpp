@@ -357,7 +357,7 @@ class ShardedJob : public ::testing::Test {
 
   long long Queued(int shard) {
     return Count(shard,
-                 "SELECT count(*) FROM coexist.queue WHERE job = 'settle' AND state = 'queued'");
+                 "SELECT count(*) FROM coexist.items WHERE job = 'settle' AND state = 'queued'");
   }
 
   std::vector<std::string> names_;

@@ -42,6 +42,9 @@ class SharedRunsTest : public testing::DatabaseTest {
     dir_ = std::filesystem::temp_directory_path() / ("cx-shared-" + database_name());
     std::filesystem::create_directories(dir_);
     WriteConfig("shared.yaml", "shared", "{name: online_priority, max_wait: 10s}");
+    ASSERT_NO_FATAL_FAILURE(EnqueueEveryKeyTwice());
+  }
+  void EnqueueEveryKeyTwice() {
     for (int round = 0; round < 2; ++round) {
       auto status =
           RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config", Path("shared.yaml"),
@@ -148,7 +151,7 @@ TEST_P(SharedRunsPolicyTest, ThreeRunsDrainOneQueueOfRepeatedKeysOnceEvenWhenOne
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE outcome <> 'abandoned' AND done > 0"), 2)
       << "each survivor did a share";
   // What was deferred goes in a later run.
-  for (int again = 0; again < 3 && Count("SELECT count(*) FROM coexist.queue WHERE state <> "
+  for (int again = 0; again < 3 && Count("SELECT count(*) FROM coexist.items WHERE state <> "
                                          "'done'") > 0;
        ++again) {
     QueryValue("UPDATE coexist.queue SET not_before = now() WHERE state = 'deferred'");
@@ -157,7 +160,7 @@ TEST_P(SharedRunsPolicyTest, ThreeRunsDrainOneQueueOfRepeatedKeysOnceEvenWhenOne
     EXPECT_EQ(next.status, 0) << next.output;
   }
 
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 2 * kKeys);
   EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
                   "2) k"),
@@ -204,7 +207,7 @@ TEST_F(SharedRunsTest, AnImmediateServerRestartEndsEveryRunAndTheNextOneFinishes
   auto next = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
                           Path("shared.yaml"), "batch", "run"});
   EXPECT_EQ(next.status, 0) << next.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
                   "2) k"),
             0)
@@ -226,7 +229,7 @@ TEST_F(SharedRunsTest, ExclusiveAndSharedRunsOfAJobNeverWorkSideBySide) {
       << exclusive.output;
   EXPECT_EQ(WaitForExit(shared), 0) << Log("shared.log");
 
-  QueryValue("UPDATE coexist.queue SET state = 'queued'");
+  ASSERT_NO_FATAL_FAILURE(EnqueueEveryKeyTwice());
   pid_t first = StartRun("exclusive.yaml", "exclusive.log");
   WaitForLedger(2 * kKeys + 20);
   auto second = RunCommand({COEXIST_BINARY, "--database-url", conninfo(), "--config",
@@ -259,7 +262,7 @@ TEST_F(SharedRunsTest, ADaemonAndTwoRunsDrainOneQueueOfRepeatedKeysOnce) {
   kill(daemon, SIGTERM);
   EXPECT_EQ(WaitForExit(daemon), 0) << Log("daemon.log");
 
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 2 * kKeys);
   EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
                   "2) k"),
@@ -398,9 +401,9 @@ TEST_F(SharedRunsTest, CtlJobStopStopsEveryRunOfTheJobThroughTheDatabase) {
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'job_stop_requested' AND "
                   "job = 'shared' AND actor LIKE 'admin:%'"),
             2);
-  EXPECT_GT(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'"), 0);
+  EXPECT_GT(Count("SELECT count(*) FROM coexist.items WHERE state = 'queued'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"),
-            Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"))
+            Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"))
       << "every done item applied once, no claimed one applied";
 
   // An exclusive run is stopped the same way; the stopped runs are not

@@ -87,7 +87,7 @@ online:
   // The last cell's data is still in the database: its figures must match.
   const auto& last = cells.back();
   EXPECT_EQ(std::to_string(last.done),
-            QueryValue("SELECT count(*) FROM coexist.queue WHERE job = 'tiny' AND state = 'done'"));
+            QueryValue("SELECT count(*) FROM coexist.items WHERE job = 'tiny' AND state = 'done'"));
   EXPECT_EQ(std::to_string(last.done), QueryValue("SELECT count(*) FROM public.batch_ledger"));
   EXPECT_EQ(std::to_string(last.done), QueryValue("SELECT sum(settled) FROM public.products"));
   EXPECT_EQ(last.policy, "skip_locked");

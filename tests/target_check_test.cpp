@@ -142,7 +142,7 @@ TEST_F(TargetCheckTest, AViewIsRefused) {
                                 "table\n"),
             std::string::npos)
       << enqueue.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'view'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'view'"), 0);
 }
 
 TEST_F(TargetCheckTest, AKeyWithoutAUniqueIndexOfItsOwnIsRefused) {
@@ -215,7 +215,7 @@ TEST_F(TargetCheckTest, ARoleWithoutUpdateIsRefusedBeforeAnythingIsInstalled) {
       << run.output;
   EXPECT_EQ(Triggers("public.accounts"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE job = 'accounts'"), 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'accounts' AND state = "
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'accounts' AND state = "
                   "'queued'"),
             5);
   auto check = Coexist({"config", "check", path, "--database"}, role);
@@ -339,7 +339,7 @@ TEST_F(TargetCheckTest, AParamsFieldNoWaitingPayloadHasIsRefusedAtItsPlace) {
                              "it from params.\n"),
       std::string::npos)
       << run.output;
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE attempts > 0 OR state <> 'queued'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE attempts > 0 OR state <> 'queued'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0);
 
   // Some items lack a field: it works, with a warning.

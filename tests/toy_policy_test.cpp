@@ -109,7 +109,7 @@ TEST_F(ToyPolicyTest, RunsARealBatch) {
   }
   EXPECT_EQ(
       QueryValue("SELECT string_agg(record_key::text, ',' ORDER BY record_key::bigint)"
-                 " FROM coexist.queue WHERE state = 'deferred' AND defer_reason = 'toy_locked'"),
+                 " FROM coexist.items WHERE state = 'deferred' AND defer_reason = 'toy_locked'"),
       "4,9");
   EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT policy, ',') FROM coexist.runs"),
             "apply_unless_row_locked");
@@ -117,7 +117,7 @@ TEST_F(ToyPolicyTest, RunsARealBatch) {
   auto next = batch::Run(conninfo(), config);
   EXPECT_EQ(next.counts.done, 2);
   EXPECT_EQ(next.counts.deferred, 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 20);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 20);
   EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), 20);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 20);
 }

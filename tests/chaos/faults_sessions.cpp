@@ -176,7 +176,7 @@ void OnlineBlocker(const std::stop_token& stop, const std::string& conninfo,
 // online_ledger, so totals_conserved covers them.
 void IdleBlockers(Trial& trial, Rng& rng, Findings& findings) {
   std::vector<long long> keys;
-  for (const auto& row : trial.Query("SELECT DISTINCT record_key FROM coexist.queue")) {
+  for (const auto& row : trial.Query("SELECT DISTINCT record_key FROM coexist.items")) {
     keys.push_back(row[0].as<long long>());
   }
   OnlineTally tally;
@@ -230,7 +230,7 @@ void PrivilegesRevoked(Trial& trial, Rng& rng, Findings& findings) {
     }
   }
   long long charged = trial.Count(
-      "SELECT count(*) FROM coexist.queue WHERE last_error LIKE '%permission denied%' OR "
+      "SELECT count(*) FROM coexist.items WHERE last_error LIKE '%permission denied%' OR "
       "(state = 'done' AND attempts > 1)");
   if (charged > 0) findings.Status("items charged an attempt");
 }

@@ -16,20 +16,20 @@ const Invariant kInvariants[] = {
      "SELECT uid, count(*) AS times FROM chaos_ledger GROUP BY uid HAVING count(*) > 1"},
     {"applied_as_queued", "each ledger row carries its item's key and quantity",
      "SELECT l.uid, l.item_key, l.qty, q.item_id, q.record_key, q.payload"
-     "  FROM chaos_ledger l JOIN coexist.queue q ON (q.payload->>'uid')::bigint = l.uid"
+     "  FROM chaos_ledger l JOIN coexist.items q ON (q.payload->>'uid')::bigint = l.uid"
      " WHERE l.item_key::text <> q.record_key OR l.qty <> (q.payload->>'qty')::bigint"},
     {"applied_is_done", "no item applied but not done",
      "SELECT l.uid, q.item_id, q.state, q.attempts, q.last_error"
-     "  FROM chaos_ledger l LEFT JOIN coexist.queue q ON (q.payload->>'uid')::bigint = l.uid"
+     "  FROM chaos_ledger l LEFT JOIN coexist.items q ON (q.payload->>'uid')::bigint = l.uid"
      " WHERE q.state IS DISTINCT FROM 'done'"},
     {"done_is_applied", "no item done but not applied",
-     "SELECT q.item_id, q.record_key, q.payload, q.run_id, q.done_at FROM coexist.queue q"
+     "SELECT q.item_id, q.record_key, q.payload, q.run_id, q.done_at FROM coexist.items q"
      " WHERE q.state = 'done' AND NOT EXISTS"
      "  (SELECT 1 FROM chaos_ledger l WHERE l.uid = (q.payload->>'uid')::bigint)"},
     {"totals_conserved",
      "each row's settled moved by the sum of its done items' qty plus committed online writes",
      "WITH d AS (SELECT record_key::bigint AS id, sum((payload->>'qty')::bigint) AS s FROM "
-     "coexist.queue"
+     "coexist.items"
      "            WHERE state = 'done' GROUP BY record_key),"
      " o AS (SELECT key AS id, sum(delta) AS s FROM online_ledger GROUP BY key)"
      " SELECT p.id, p.settled, coalesce(d.s, 0) AS done_qty, coalesce(o.s, 0) AS online"
@@ -37,9 +37,9 @@ const Invariant kInvariants[] = {
      "  WHERE p.settled <> coalesce(d.s, 0) + coalesce(o.s, 0)"},
     {"queue_drained", "nothing queued or deferred after the final clean run",
      "SELECT item_id, record_key, state, attempts, deferrals, defer_reason, not_before,"
-     "       last_error FROM coexist.queue WHERE state IN ('queued', 'deferred') ORDER BY item_id"},
+     "       last_error FROM coexist.items WHERE state IN ('queued', 'deferred') ORDER BY item_id"},
     {"none_dead", "no item dead (no fault of the suite makes an item fail on its own)",
-     "SELECT item_id, record_key, attempts, last_error FROM coexist.queue WHERE state = 'dead'"
+     "SELECT item_id, record_key, attempts, last_error FROM coexist.items WHERE state = 'dead'"
      " ORDER BY item_id"},
     {"no_takeovers", "nothing left in coexist.takeovers", "SELECT * FROM coexist.takeovers"},
     {"none_owned_by_batch", "no target row owned by the batch",
@@ -47,12 +47,12 @@ const Invariant kInvariants[] = {
     {"no_run_running", "no run left 'running'",
      "SELECT run_id, pid, started_at, heartbeat_at FROM coexist.runs WHERE outcome = 'running'"},
     {"runs_never_overlap", "no two runs completing items at the same time",
-     "WITH r AS (SELECT run_id, min(done_at) AS lo, max(done_at) AS hi FROM coexist.queue"
+     "WITH r AS (SELECT run_id, min(done_at) AS lo, max(done_at) AS hi FROM coexist.items"
      "            WHERE state = 'done' GROUP BY run_id)"
      " SELECT a.run_id, a.lo, a.hi, b.run_id, b.lo, b.hi FROM r a JOIN r b"
      "   ON a.run_id < b.run_id AND a.lo <= b.hi AND b.lo <= a.hi"},
     {"none_done_after_run_ended", "no run completing items after it ended or was marked abandoned",
-     "SELECT q.item_id, q.run_id, q.done_at, r.ended_at, r.outcome FROM coexist.queue q"
+     "SELECT q.item_id, q.run_id, q.done_at, r.ended_at, r.outcome FROM coexist.items q"
      "  JOIN coexist.runs r USING (run_id)"
      " WHERE q.state = 'done' AND (r.ended_at IS NULL OR q.done_at > r.ended_at)"},
 };

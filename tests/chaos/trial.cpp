@@ -195,7 +195,7 @@ long long Trial::TryCount(const std::string& sql) {
 }
 
 long long Trial::Pending() {
-  return TryCount("SELECT count(*) FROM coexist.queue WHERE state IN ('queued', 'deferred')");
+  return TryCount("SELECT count(*) FROM coexist.items WHERE state IN ('queued', 'deferred')");
 }
 
 void Trial::WaitForApplied(long long rows, Child& run) {
