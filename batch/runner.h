@@ -10,6 +10,7 @@
 // Thread safety: Run() starts and joins its own threads; call it from one.
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,6 +30,14 @@ namespace coexist::batch {
 // payloads are likely wrong for every item, and going on would kill the
 // queue.
 inline constexpr const char* kStopFailuresInARow = "failures_in_a_row";
+
+// A run's session ends a moment after the run returns, so a run started
+// right after another (a daemon woken again by an enqueue, a cron run on
+// the heels of a manual one) can find the job's lock still held by a
+// session on its way out. A lock that goes within this time is taken (the
+// run) or not counted as busy (the daemon's pre-check); one held longer is
+// a run at work.
+inline constexpr std::chrono::milliseconds kJobLockSettle{1000};
 
 struct RunSummary {
   long long run_id = 0;

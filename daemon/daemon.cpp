@@ -258,16 +258,15 @@ void Daemon::Cycle() {
   RunOnce();
 }
 
-// A run's session ends a moment after the run returns: right after this
-// daemon's own run (woken again by an enqueue meanwhile) its lock could
-// still show, and the daemon waited a whole poll_interval (seen once in
-// daemon_test's log: "held by another session", then no holder). A lock
-// released within kLockSettle was a session on its way out.
+// Right after this daemon's own run (woken again by an enqueue meanwhile)
+// that run's lock could still show, and the daemon waited a whole
+// poll_interval (seen once in daemon_test's log: "held by another session",
+// then no holder): a lock released within batch::kJobLockSettle was a
+// session on its way out.
 bool Daemon::JobLockStaysHeld() {
-  constexpr auto kLockSettle = std::chrono::seconds(1);
   constexpr auto kLookAgain = std::chrono::milliseconds(50);
   bool shared = config_.batch.runs == config::RunsMode::kShared;
-  auto deadline = std::chrono::steady_clock::now() + kLockSettle;
+  auto deadline = std::chrono::steady_clock::now() + batch::kJobLockSettle;
   while (waiter_.JobLockHeld(config_.batch.job, shared)) {
     if (stop_ || std::chrono::steady_clock::now() >= deadline) return true;
     std::this_thread::sleep_for(kLookAgain);

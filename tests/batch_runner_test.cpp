@@ -248,6 +248,28 @@ TEST_F(BatchRunnerTest, DoneItemsLeaveTheQueueAndKeyedOnesStillRefuseTheirKey) {
   EXPECT_EQ(again.duplicates, 5);
 }
 
+// A run that starts while the previous run's session is on its way out
+// (the job's lock released a moment later) takes the job instead of
+// reporting it busy (kJobLockSettle); a lock held for longer is a run at
+// work.
+TEST_F(BatchRunnerTest, AJobLockReleasedWithinTheSettleTimeIsTaken) {
+  EnqueueRange(1, 5);
+  auto holder = Connect("holder");
+  pqxx::nontransaction(*holder).exec("SELECT coexist.try_lock_job('j')");
+  std::jthread release([&] {
+    std::this_thread::sleep_for(kJobLockSettle / 4);
+    pqxx::nontransaction(*holder).exec("SELECT pg_advisory_unlock_all()");
+  });
+  auto summary = batch::Run(conninfo(), Config("  name: skip_locked\n"));
+  EXPECT_EQ(summary.counts.done, 5);
+  release.join();
+
+  EnqueueRange(6, 7);
+  pqxx::nontransaction(*holder).exec("SELECT coexist.try_lock_job('j')");
+  EXPECT_THROW(batch::Run(conninfo(), Config("  name: skip_locked\n")), JobBusyError);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'queued'"), 2);
+}
+
 // The completion checks that it completed every item it was given: the
 // claim's row locks make a shortfall impossible but for a bug, and the
 // chunk then must not commit.
