@@ -196,6 +196,9 @@ std::string LatencyPacing(const Options& o) {
 // A fixed duty cycle: the objective's controller with a baseline it can
 // never meet cuts the duty to min_duty within a second and holds it there
 // (the read probe every 20 ms is its only cost).
+// min_chunk_time = chunk_time turns the second knob off: an objective no
+// latency meets would otherwise cut every chunk to a quarter of chunk_time
+// (the sweep's chunk_time column then named chunks 4x their length).
 std::string FixedDutyPacing(const std::string& chunk_time, const std::string& duty) {
   return "  adaptive: true\n"
          "  chunk_time: " +
@@ -205,7 +208,8 @@ std::string FixedDutyPacing(const std::string& chunk_time, const std::string& du
          "  max_load: {}\n"
          "  critical_load: {}\n"
          "  online_latency: {signal: probe, baseline: 1us, tolerance: 0us, min_duty: " +
-         duty + ", probe: read, probe_interval: 20ms, window: 200ms, relearn_every: 0s}\n";
+         duty + ", min_chunk_time: " + chunk_time +
+         ", probe: read, probe_interval: 20ms, window: 200ms, relearn_every: 0s}\n";
 }
 
 capacity::CellResult RunCell(const std::string& conninfo, const std::string& yaml,
