@@ -166,8 +166,10 @@ TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
 }
 
 // Repeated keys enqueued in one statement (the enqueue marks an item
-// behind an earlier one of its key itself, 0027) on a table that is not
-// ours (its own schema, text keys), with the documented unnest style,
+// behind an earlier one of its key itself, 0027), a third of them with an
+// idempotency key (completed as queue rows, the others into done_chunks,
+// 0029), on a table that is not ours (its own schema, text keys), with the
+// documented unnest style,
 // online writers on the same rows, and a kill -9 mid-run: every item is
 // applied once, the items of one key in the order they were enqueued, and
 // no online update is lost.
@@ -197,7 +199,8 @@ TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine
   auto enqueue = RunCommand(
       {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "enqueue", "--select",
        "SELECT 'b' || (1 + g % 100), jsonb_build_object('qty', g % 5 + 1, 'uid', "
-       "'u' || lpad(g::text, 5, '0')) FROM generate_series(1, 2000) g"});
+       "'u' || lpad(g::text, 5, '0')), CASE WHEN g % 3 = 0 THEN 'move-' || g END"
+       " FROM generate_series(1, 2000) g"});
   ASSERT_EQ(enqueue.status, 0) << enqueue.output;
 
   // Online users add 1000 to random bins while the batch works.
@@ -242,6 +245,10 @@ TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine
       << "no item met an online user's lock: the order was not tested";
 
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 2000);
+  // A third carry an idempotency key: done rows of the queue (0029), mixed
+  // in their chunks with items that went to done_chunks; none in both.
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE state = 'done'"), 666);
+  EXPECT_EQ(Count("SELECT count(DISTINCT item_id) FROM coexist.items"), 2000);
   EXPECT_EQ(Count("SELECT count(*) FROM wh.moves"), 2000);
   EXPECT_EQ(Count("SELECT count(DISTINCT uid) FROM wh.moves"), 2000);
   // Per bin, the moves in enqueue order (uid) are the moves in applied order (seq).
