@@ -94,17 +94,6 @@ struct Control {
   bool installed = false;  // InstallGuard ran, the job's windows with it
 };
 
-// Takes the job's lock, waiting up to kJobLockSettle for a holder on its
-// way out.
-bool TakeJobLock(pqxx::transaction_base& tx, db::QueueStore& queue) {
-  auto deadline = Clock::now() + kJobLockSettle;
-  while (!queue.TryLockJob(tx)) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
-
 // Step 1: connect, install when asked, check what only the database can
 // see, take the job's lock. Throws JobBusyError before touching anything.
 // The schema first (the operation may call coexist's functions), then the
@@ -120,7 +109,9 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
   c.sql = std::make_unique<QueueSql>(*c.conn, config);
   c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(config, c.sql->target()));
   pqxx::nontransaction tx(*c.conn);
-  if (!TakeJobLock(tx, *c.queue)) throw BusyError(config, c.queue->FindJobHolder(tx));
+  if (JobLockStaysHeld([&] { return !c.queue->TryLockJob(tx); })) {
+    throw BusyError(config, c.queue->FindJobHolder(tx));
+  }
   return c;
 }
 
@@ -289,6 +280,15 @@ void FinishRun(Control& c, const config::Config& config, const policies::Policy&
 }
 
 }  // namespace
+
+bool JobLockStaysHeld(const std::function<bool()>& held, const std::atomic<bool>* stop) {
+  auto deadline = Clock::now() + kJobLockSettle;
+  while (held()) {
+    if ((stop != nullptr && stop->load()) || Clock::now() >= deadline) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
 
 SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
   Control c = OpenJob(conninfo, config, /*install=*/false);

@@ -39,6 +39,10 @@ inline constexpr const char* kStopFailuresInARow = "failures_in_a_row";
 // a run at work.
 inline constexpr std::chrono::milliseconds kJobLockSettle{1000};
 
+// Asks `held` every 50 ms until it says no or kJobLockSettle has passed (or
+// *stop is set); true when the lock was still held at the end.
+bool JobLockStaysHeld(const std::function<bool()>& held, const std::atomic<bool>* stop = nullptr);
+
 struct RunSummary {
   long long run_id = 0;
   std::string job;

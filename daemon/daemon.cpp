@@ -264,14 +264,9 @@ void Daemon::Cycle() {
 // then no holder): a lock released within batch::kJobLockSettle was a
 // session on its way out.
 bool Daemon::JobLockStaysHeld() {
-  constexpr auto kLookAgain = std::chrono::milliseconds(50);
   bool shared = config_.batch.runs == config::RunsMode::kShared;
-  auto deadline = std::chrono::steady_clock::now() + batch::kJobLockSettle;
-  while (waiter_.JobLockHeld(config_.batch.job, shared)) {
-    if (stop_ || std::chrono::steady_clock::now() >= deadline) return true;
-    std::this_thread::sleep_for(kLookAgain);
-  }
-  return false;
+  return batch::JobLockStaysHeld([&] { return waiter_.JobLockHeld(config_.batch.job, shared); },
+                                 &stop_);
 }
 
 void Daemon::RunOnce() {

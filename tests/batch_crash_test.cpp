@@ -169,10 +169,9 @@ TEST_F(BatchCrashTest, KillNineMidRunThenRerunAppliesEveryItemOnce) {
 // behind an earlier one of its key itself, 0027), a third of them with an
 // idempotency key (completed as queue rows, the others into done_chunks,
 // 0029), on a table that is not ours (its own schema, text keys), with the
-// documented unnest style,
-// online writers on the same rows, and a kill -9 mid-run: every item is
-// applied once, the items of one key in the order they were enqueued, and
-// no online update is lost.
+// documented unnest style, online writers on the same rows, and a kill -9
+// mid-run: every item is applied once, the items of one key in the order
+// they were enqueued, and no online update is lost.
 TEST_F(BatchCrashTest, RepeatedKeysEnqueuedTogetherKeepTheirOrderAcrossAKillNine) {
   QueryValue(
       "TRUNCATE coexist.queue;"
