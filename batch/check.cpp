@@ -52,7 +52,9 @@ class Checker {
 
   // The table, its columns and the role's rights; false when the table is
   // missing or no table, so that nothing else about it is worth saying.
-  bool Target(const db::TargetFacts& facts, bool privileges) {
+  bool Target(const db::TargetFacts& facts, bool privileges, const CheckScope& scope) {
+    version_to_be_added_ = scope.version_column_to_be_added;
+    owner_to_be_added_ = scope.owner_column_to_be_added;
     const auto& t = t_;
     const auto& at = at_;
     if (!facts.exists) {
@@ -69,7 +71,7 @@ class Checker {
     }
     Key(facts);
     Version(facts);
-    if (t.owner_column && facts.owner_type.empty()) {
+    if (t.owner_column && facts.owner_type.empty() && !owner_to_be_added_) {
       Problem(at.owner_column, Key("owner_column"), Lacks(facts, *t.owner_column),
               "name a column of the table.");
     }
@@ -84,7 +86,8 @@ class Checker {
           prefix_ + " " + facts.qualified + " has trigger " + trigger +
           ", which is not coexist's: it fires on the batch's updates too; make sure it neither "
           "writes column " +
-          t.version_column + " nor waits on what online users lock");
+          t.version_column + " nor waits on what online users lock, then list it in " + prefix_ +
+          ".known_triggers to silence this");
     }
     return true;
   }
@@ -163,19 +166,66 @@ class Checker {
               "column).");
       return;
     }
-    if (!facts.key_unique) {
+    if (!facts.key_unique) NotUnique(facts);
+  }
+
+  // The key column is not unique by itself: the one fix that works on the
+  // table's shape, or none when its shape allows none (docs/configuration.md,
+  // "Targets shaped as real schemas"). Every DDL proposed here is run by
+  // target_check_test on the shape it addresses.
+  void NotUnique(const db::TargetFacts& facts) {
+    const auto& t = t_;
+    const auto& at = at_.key_column;
+    std::string column = "column \"" + t.key_column + "\" of " + facts.qualified;
+    if (facts.kind == 'p') {
+      std::string by;
+      for (const auto& c : facts.partition_key) by += (by.empty() ? "" : ", ") + c;
+      if (facts.partition_key == std::vector<std::string>{facts.key_sql}) {
+        Problem(
+            at, Key("key_column"),
+            column + " is not unique: no primary key or unique index on it alone",
+            "the batch claims and locks one row per key; the table is partitioned by it, so "
+            "a unique index on it works: CREATE UNIQUE INDEX ON " +
+                facts.qualified + " (" + facts.key_sql +
+                "); (it blocks writes while it builds; on a large table build each "
+                "partition's index CONCURRENTLY first, then attach them: docs/configuration.md)");
+        return;
+      }
       Problem(at, Key("key_column"),
-              "column \"" + t.key_column + "\" of " + facts.qualified +
-                  " is not unique: no primary key or unique index on it alone",
-              "the batch claims and locks one row per key; add one: ALTER TABLE " +
-                  facts.qualified + " ADD PRIMARY KEY (" + facts.key_sql + ");");
+              column + " is not unique by itself, and cannot be: " + facts.qualified +
+                  " is partitioned by " + (by.empty() ? "an expression" : "(" + by + ")") +
+                  ", and a unique index of a partitioned table must include its partition key",
+              "the batch claims and locks one row per key, so the key must be one column that "
+              "identifies a row: name the partition key column when it does (target.key_column), "
+              "or make the target a table that is not partitioned; coexist does not key rows by "
+              "several columns.");
+      return;
     }
+    std::string surrogate = "coexist_id";
+    if (facts.key_in_composite_unique) {
+      Problem(at, Key("key_column"),
+              column +
+                  " is one column of a composite key (a unique index of several columns), "
+                  "not unique by itself",
+              "coexist keys a row by one column: add a surrogate key and name it in "
+              "target.key_column: ALTER TABLE " +
+                  facts.qualified + " ADD COLUMN " + surrogate +
+                  " bigint GENERATED ALWAYS AS IDENTITY UNIQUE; (this rewrites the table under an "
+                  "ACCESS EXCLUSIVE lock: run it in a quiet moment)");
+      return;
+    }
+    Problem(at, Key("key_column"),
+            column + " is not unique: no primary key or unique index on it alone",
+            "the batch claims and locks one row per key; when its values are unique, index it "
+            "without blocking writes: CREATE UNIQUE INDEX CONCURRENTLY ON " +
+                facts.qualified + " (" + facts.key_sql + ");");
   }
 
   void Version(const db::TargetFacts& facts) {
     const auto& t = t_;
     const auto& at = at_.version_column;
     if (facts.version_type.empty()) {
+      if (version_to_be_added_) return;  // db install --add-version-column adds it
       Problem(at, Key("version_column"), Lacks(facts, t.version_column),
               "name the table's version column, or add one (instant on PostgreSQL 11+): " +
                   db::AddVersionColumnSql(facts.qualified, facts.version_sql) +
@@ -247,6 +297,8 @@ class Checker {
   const config::Config::TargetMarks& at_;
   std::string prefix_;
   bool primary_;
+  bool version_to_be_added_ = false;
+  bool owner_to_be_added_ = false;
 };
 
 }  // namespace
@@ -263,13 +315,13 @@ CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& con
     facts = db::ReadTargetFacts(tx, config.target);
     for (const auto& t : config.targets) more.push_back(db::ReadTargetFacts(tx, t));
   }
-  bool target_ok = checker.Target(facts, scope.privileges);
+  bool target_ok = checker.Target(facts, scope.privileges, scope);
   // The tables the operation writes beside the target: the same checks,
   // at their own keys.
   for (size_t i = 0; i < config.targets.size(); ++i) {
     Checker also(config, *policy, report, config.targets[i], config.targets_at[i],
                  "targets[" + std::to_string(i) + "]");
-    target_ok = also.Target(more[i], scope.privileges) && target_ok;
+    target_ok = also.Target(more[i], scope.privileges, scope) && target_ok;
   }
   // The operation of a target that is not there would only repeat it.
   if (target_ok) checker.OperationSql(conn, scope.operation);
@@ -284,7 +336,21 @@ void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
     spdlog::warn("target check warning target={} warning={}", config.target.Name(),
                  log::Value(warning));
   }
-  if (!report.problems.empty()) throw report.problems.front();
+  if (report.problems.empty()) return;
+  // Every problem at once, so one round of fixes is enough: all but the
+  // first logged, the first thrown (the command's error and exit 78).
+  for (size_t i = 1; i < report.problems.size(); ++i) {
+    const auto& problem = report.problems[i];
+    spdlog::error("target check problem {}/{}: {} ({})", i + 1, report.problems.size(),
+                  problem.what(), problem.hint());
+  }
+  if (report.problems.size() == 1) throw report.problems.front();
+  const auto& first = report.problems.front();
+  throw config::ConfigError(first.mark(), "",
+                            std::string(first.what()).substr(first.mark().ToString().size() + 2) +
+                                " (1 of " + std::to_string(report.problems.size()) +
+                                " problems; the others are logged above)",
+                            first.hint());
 }
 
 }  // namespace coexist::batch

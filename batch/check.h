@@ -47,6 +47,11 @@ struct CheckScope {
   // items. Off for `enqueue`: the items it is about to add may be the
   // ones that carry the field.
   bool payloads = true;
+  // `db install --add-version-column`: a missing version column is not a
+  // problem (the install adds it, after every check has passed).
+  bool version_column_to_be_added = false;
+  // `db install --add-owner-column`: likewise for a configured owner column.
+  bool owner_column_to_be_added = false;
 };
 
 struct CheckReport {

@@ -23,18 +23,20 @@ std::string Clock(std::chrono::minutes m) {
 // and collide in pg_proc: installers take this session advisory lock.
 constexpr long long kGuardLockKey = 0x636f6775617264ll;  // "coguard"
 
-void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config);
+void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config,
+                        const db::LockAttempts& locks);
 
 }  // namespace
 
-void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
+void InstallGuard(pqxx::connection_base& conn, const config::Config& config,
+                  const db::LockAttempts& locks) {
   // Its own callers checked (and warned) already; this guards the rest.
   auto report =
       CheckDatabase(conn, config, {.operation = CheckScope::Operation::kSkip, .privileges = false});
   if (!report.problems.empty()) throw report.problems.front();
   pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_lock($1)", kGuardLockKey);
   try {
-    InstallGuardLocked(conn, config);
+    InstallGuardLocked(conn, config, locks);
   } catch (...) {
     pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_unlock($1)", kGuardLockKey);
     throw;
@@ -45,14 +47,15 @@ void InstallGuard(pqxx::connection_base& conn, const config::Config& config) {
 namespace {
 
 // The version trigger of `t`, when missing or of an older naming.
-void EnsureVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& t) {
+void EnsureVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& t,
+                          const db::LockAttempts& locks) {
   // Re-pointing the version trigger takes a lock on the table that queues
   // behind every online transaction: install only when it is missing or
   // calls a function of the naming before 0009.
   pqxx::read_transaction tx(conn);
   auto trigger = db::VersionTriggerOf(tx, t);
   tx.commit();
-  if (trigger != db::VersionTrigger::kCurrent) db::InstallVersionTrigger(conn, t);
+  if (trigger != db::VersionTrigger::kCurrent) db::InstallVersionTrigger(conn, t, locks);
 }
 
 // The guard trigger of `t`.
@@ -66,15 +69,22 @@ void InstallGuardOn(pqxx::transaction_base& tx, const config::TargetTable& t) {
   }
 }
 
-void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config) {
-  EnsureVersionTrigger(conn, config.target);
-  for (const auto& t : config.targets) EnsureVersionTrigger(conn, t);
+void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config,
+                        const db::LockAttempts& locks) {
+  EnsureVersionTrigger(conn, config.target, locks);
+  for (const auto& t : config.targets) EnsureVersionTrigger(conn, t, locks);
+  // Creating the guard trigger the first time locks the table: each table
+  // in a transaction of its own, its lock waited for a bounded time and
+  // tried again, rather than camping in the lock queue ahead of online
+  // writers.
+  std::vector<config::TargetTable> tables = {config.target};
+  tables.insert(tables.end(), config.targets.begin(), config.targets.end());
+  for (const auto& t : tables) {
+    db::WithLockAttempts(conn, "install the guard trigger on " + t.Name(),
+                         conn.quote_name(t.schema) + "." + conn.quote_name(t.table), locks,
+                         [&](pqxx::transaction_base& tx) { InstallGuardOn(tx, t); });
+  }
   pqxx::work tx(conn);
-  // Creating the guard trigger the first time needs a table lock: wait for
-  // it a bounded time rather than camping in the lock queue.
-  tx.exec("SET LOCAL lock_timeout = '5s'");
-  InstallGuardOn(tx, config.target);
-  for (const auto& t : config.targets) InstallGuardOn(tx, t);
   WriteWindows(tx, config);
   tx.commit();
   spdlog::info("guard trigger installed target={} more_targets={}", config.target.Name(),
@@ -96,10 +106,10 @@ void WriteWindows(pqxx::transaction_base& tx, const config::Config& config) {
       std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
       tx.exec_params(
           "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
-          " end_time, mode) VALUES ($1, $2::regclass, $3, $4, $5::integer[], $6::time, $7::time,"
-          " $8)",
+          " end_time, mode, between_runs) VALUES ($1, $2::regclass, $3, $4, $5::integer[],"
+          " $6::time, $7::time, $8, $9)",
           config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
-          Clock(w.end), policies::ToString(w.mode));
+          Clock(w.end), policies::ToString(w.mode), w.between_runs);
     }
   }
 }

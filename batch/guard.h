@@ -10,6 +10,7 @@
 // the rights).
 
 #include "config/config.h"
+#include "db/target_table.h"
 
 namespace pqxx {
 class connection_base;
@@ -18,7 +19,10 @@ class transaction_base;
 
 namespace coexist::batch {
 
-void InstallGuard(pqxx::connection_base& conn, const config::Config& config);
+// Creating a trigger locks its table: waited for under `locks`
+// (db::WithLockAttempts), so online writes never queue behind it long.
+void InstallGuard(pqxx::connection_base& conn, const config::Config& config,
+                  const db::LockAttempts& locks = {});
 
 // The job's windows as the configuration says now, on the target and the
 // tables of `targets:` (rows of coexist.windows, no DDL): InstallGuard

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch/check.h"
-#include "batch/guard.h"
+#include "batch/install.h"
 #include "cli/context.h"
 #include "cli/shard_report.h"
 #include "cli/status_report.h"
@@ -29,63 +29,112 @@ std::filesystem::path DataDir(const Context& context) {
 
 struct InstallFlags {
   bool add_version_column = false;
-  std::string lock_timeout = "2s";  // of each ALTER attempt
+  bool add_owner_column = false;
+  bool plan = false;
+  std::string lock_timeout = "2s";  // of each attempt at a table's lock
 };
 
-std::chrono::milliseconds LockTimeout(const InstallFlags& flags) {
-  auto timeout = config::ParseDuration(flags.lock_timeout);
+struct UninstallFlags {
+  bool schema = false;
+  bool drop_version_column = false;
+  bool drop_owner_column = false;
+  bool discard_queue = false;
+  bool plan = false;
+  std::string lock_timeout = "2s";
+};
+
+db::LockAttempts Locks(const std::string& lock_timeout) {
+  auto timeout = config::ParseDuration(lock_timeout);
   if (!timeout || *timeout < std::chrono::milliseconds(1) || *timeout > std::chrono::minutes(1)) {
-    throw UsageError("--lock-timeout: '" + flags.lock_timeout + "' is not a duration of 1ms..1m",
+    throw UsageError("--lock-timeout: '" + lock_timeout + "' is not a duration of 1ms..1m",
                      "e.g. --lock-timeout 2s.");
   }
-  return std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+  db::LockAttempts how;
+  how.lock_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+  return how;
+}
+
+void PrintPlan(const batch::InstallPlan& plan, const std::string& on, bool ran) {
+  if (plan.steps.empty()) {
+    std::cout << on << "nothing to do\n";
+    return;
+  }
+  std::cout << on << (ran ? "ran, in order:\n" : "would run, in order (nothing changed):\n");
+  int n = 0;
+  for (const auto& step : plan.steps) {
+    std::cout << on << "  " << ++n << ". " << step.statement << '\n'
+              << on << "     locks: " << step.locks << '\n';
+  }
+  for (const auto& change : plan.changed) std::cout << on << change << '\n';
 }
 
 // One database's install; `on` prefixes each line ("shard s1: ", or "").
+// With a configuration: every check, then the steps (batch/install.h).
+// Without one, only the schema and the demo table's version trigger: the
+// demo table may simply not be seeded yet.
 int InstallOn(const std::string& conninfo, Context& context, const InstallFlags& flags,
               const std::string& on) {
   auto conn = db::Connect(conninfo);
   const auto& target = context.Config().target;
-  if (flags.add_version_column) {
-    db::AddColumnAttempts how;
-    how.lock_timeout = LockTimeout(flags);
-    // The target and the tables of `targets:`, each in its own transaction.
-    std::vector<config::TargetTable> tables = {target};
-    tables.insert(tables.end(), context.Config().targets.begin(), context.Config().targets.end());
-    for (const auto& table : tables) {
-      if (db::AddVersionColumn(*conn, table, how)) {
-        std::cout << on << "column " << table.version_column << " added to " << table.Name()
-                  << '\n';
-      }
+  if (!context.HasConfigFile()) {
+    if (flags.plan || flags.add_version_column || flags.add_owner_column) {
+      throw UsageError("--plan and --add-*-column need a configuration",
+                       "name the job's file: coexist --config FILE db install ...");
     }
+    auto installed = db::InstallSchema(*conn, target);
+    if (!installed.target_exists) {
+      spdlog::warn("version trigger skipped target={} reason=table_missing", target.Name());
+    }
+    std::cout << on << "coexist schema at version " << db::LatestVersion() << " ("
+              << installed.migrations_applied << " migration"
+              << (installed.migrations_applied == 1 ? "" : "s") << " applied now)\n";
+    return 0;
   }
-  // With a configuration, its target must be fit (78, at the key) before
-  // anything is installed; without one, the demo table may simply not be
-  // seeded yet. The rights are the batch role's business, not the owner's.
-  if (context.HasConfigFile()) {
-    batch::CheckConfig(*conn, context.Config(),
-                       {.operation = batch::CheckScope::Operation::kSkip, .privileges = false});
+  batch::InstallOptions options{.add_version_column = flags.add_version_column,
+                                .add_owner_column = flags.add_owner_column,
+                                .locks = Locks(flags.lock_timeout)};
+  if (flags.plan) {
+    PrintPlan(batch::PlanInstall(*conn, context.Config(), options), on, false);
+    return 0;
   }
-  auto installed = db::InstallSchema(*conn, target);
-  int applied = installed.migrations_applied;
-  if (installed.target_exists) {
-    // The guard trigger (CX003/4/5) and the job's windows: docs/database-api.md.
-    batch::InstallGuard(*conn, context.Config());
-  } else {
-    spdlog::warn("version trigger skipped target={} reason=table_missing", target.Name());
-  }
-  std::cout << on << "coexist schema at version " << db::LatestVersion() << " (" << applied
-            << " migration" << (applied == 1 ? "" : "s") << " applied now)\n";
+  auto plan = batch::Install(*conn, context.Config(), options);
+  PrintPlan(plan, on, true);
+  std::cout << on << "coexist schema at version " << db::LatestVersion() << '\n';
   return 0;
 }
 
 // Every shard in turn when the file lists shards: one that fails is
 // reported by its name and the others are installed.
 int Install(Context& context, const InstallFlags& flags) {
-  if (flags.add_version_column) LockTimeout(flags);  // a bad flag before any database
+  Locks(flags.lock_timeout);  // a bad flag before any database
   if (!context.Sharded()) return InstallOn(context.Server().conninfo(), context, flags, "");
   return EachShard(context.Shards(), [&](const batch::Shard& shard) {
     return InstallOn(shard.conninfo, context, flags, "shard " + shard.name + ": ");
+  });
+}
+
+int UninstallOn(const std::string& conninfo, Context& context, const UninstallFlags& flags,
+                const std::string& on) {
+  auto conn = db::Connect(conninfo);
+  batch::UninstallOptions options{.drop_version_column = flags.drop_version_column,
+                                  .drop_owner_column = flags.drop_owner_column,
+                                  .schema = flags.schema,
+                                  .discard_queue = flags.discard_queue,
+                                  .locks = Locks(flags.lock_timeout),
+                                  .plan_only = flags.plan};
+  PrintPlan(batch::Uninstall(*conn, context.Config(), options), on, !flags.plan);
+  return 0;
+}
+
+int Uninstall(Context& context, const UninstallFlags& flags) {
+  Locks(flags.lock_timeout);
+  if (!context.HasConfigFile()) {
+    throw UsageError("db uninstall needs the job's configuration",
+                     "coexist --config FILE db uninstall [--schema] [--drop-version-column].");
+  }
+  if (!context.Sharded()) return UninstallOn(context.Server().conninfo(), context, flags, "");
+  return EachShard(context.Shards(), [&](const batch::Shard& shard) {
+    return UninstallOn(shard.conninfo, context, flags, "shard " + shard.name + ": ");
   });
 }
 
@@ -128,17 +177,45 @@ void AddDbCommands(CLI::App& app, Context& context, int& exit_code) {
 
   auto* install = db->add_subcommand(
       "install",
-      "Check the target (78 at the key when it does not fit), apply the coexist schema's "
-      "migrations and install the version and guard triggers on the target");
+      "Check everything first (the target, its key and version columns, the installer's "
+      "rights: 78 at the key when something does not fit, nothing changed), then apply the "
+      "coexist schema's migrations and install the version and guard triggers on the target");
   static InstallFlags install_flags;
   install->add_flag("--add-version-column", install_flags.add_version_column,
-                    "first add the target's missing version column (ALTER TABLE ... ADD COLUMN "
-                    "version bigint NOT NULL DEFAULT 0, instant on PostgreSQL 11+), waiting at "
-                    "most --lock-timeout for the table's lock per attempt, 4 attempts");
+                    "add the target's missing version column (ALTER TABLE ... ADD COLUMN "
+                    "version bigint NOT NULL DEFAULT 0, instant on PostgreSQL 11+) after the "
+                    "checks have passed");
+  install->add_flag("--add-owner-column", install_flags.add_owner_column,
+                    "add the configured target.owner_column when the table lacks it (ALTER "
+                    "TABLE ... ADD COLUMN owner text NOT NULL DEFAULT 'online', instant) after the "
+                    "checks have passed");
+  install->add_flag("--plan", install_flags.plan,
+                    "print each statement it would run and the lock each takes; change nothing");
   install->add_option("--lock-timeout", install_flags.lock_timeout,
-                      "with --add-version-column: the longest wait for the table's lock in one "
-                      "attempt (default 2s)");
+                      "the longest wait for a table's lock in one attempt (ALTER TABLE, CREATE "
+                      "TRIGGER), 4 attempts (default 2s): online writes queue behind a waiting "
+                      "lock at most this long");
   install->callback([&] { exit_code = Install(context, install_flags); });
+
+  auto* uninstall = db->add_subcommand(
+      "uninstall",
+      "Remove what db install added for the job: the guard and version triggers and their "
+      "functions, the job's windows; refused while a run of the job works");
+  static UninstallFlags uninstall_flags;
+  uninstall->add_flag("--schema", uninstall_flags.schema,
+                      "also drop schema coexist (queue, runs, events, edit locks of every job); "
+                      "refused while another table has coexist's triggers or items wait");
+  uninstall->add_flag("--discard-queue", uninstall_flags.discard_queue,
+                      "with --schema: drop waiting items too");
+  uninstall->add_flag("--drop-version-column", uninstall_flags.drop_version_column,
+                      "also drop the target's version column (what --add-version-column added)");
+  uninstall->add_flag("--drop-owner-column", uninstall_flags.drop_owner_column,
+                      "also drop the target's owner column (what --add-owner-column added)");
+  uninstall->add_flag("--plan", uninstall_flags.plan,
+                      "print each statement it would run and the lock each takes; change nothing");
+  uninstall->add_option("--lock-timeout", uninstall_flags.lock_timeout,
+                        "the longest wait for a table's lock in one attempt (default 2s)");
+  uninstall->callback([&] { exit_code = Uninstall(context, uninstall_flags); });
 
   auto* status =
       db->add_subcommand("status", "Print the installed schema version, target and queue");

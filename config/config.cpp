@@ -44,6 +44,15 @@ void ReadTarget(Section& s, const YAML::Node& node, TargetTable& out, Config::Ta
   s.Identifier("key_column", out.key_column);
   s.Identifier("version_column", out.version_column);
   s.OptionalIdentifier("owner_column", out.owner_column);
+  if (auto list = s.Sequence("known_triggers")) {
+    for (const auto& item : *list) {
+      if (!item.IsScalar() || item.Scalar().empty()) {
+        s.Fail(item, "known_triggers", "each entry must be the name of one of the table's triggers",
+               "e.g. known_triggers: [last_updated].");
+      }
+      out.known_triggers.push_back(item.Scalar());
+    }
+  }
   at = {MarkOfKey(s, node, "table"), MarkOfKey(s, node, "key_column"),
         MarkOfKey(s, node, "version_column"), MarkOfKey(s, node, "owner_column")};
   s.Finish();

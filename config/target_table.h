@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace coexist::config {
 
@@ -18,6 +19,10 @@ struct TargetTable {
   // that takes rows over (status_partition) needs one, and the loader says
   // so; with one, the guard refuses online writes to batch-owned rows.
   std::optional<std::string> owner_column;
+  // The table's own triggers the operator has looked at (they neither write
+  // the version column nor wait on what online users lock): the database
+  // check warns about every other user trigger, not about these.
+  std::vector<std::string> known_triggers;
 
   // "public.products", for messages and logs (not for SQL).
   std::string Name() const { return schema + "." + table; }

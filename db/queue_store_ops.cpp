@@ -217,6 +217,19 @@ QueueTotals ReadQueueTotals(pqxx::transaction_base& tx) {
   return totals;
 }
 
+std::optional<LiveRun> FindLiveRun(pqxx::transaction_base& tx, const std::string& job) {
+  bool heartbeat =
+      tx.exec1("SELECT to_regproc('coexist.live_run_heartbeat') IS NOT NULL")[0].as<bool>();
+  auto rows = tx.exec_params(
+      std::string("SELECT r.run_id, r.job FROM coexist.runs r WHERE r.outcome = 'running'") +
+          (heartbeat ? " AND r.heartbeat_at > clock_timestamp() - coexist.live_run_heartbeat()"
+                     : "") +
+          " AND ($1 = '' OR r.job = $1) ORDER BY r.run_id LIMIT 1",
+      job);
+  if (rows.empty()) return std::nullopt;
+  return LiveRun{rows[0][0].as<long long>(), rows[0][1].as<std::string>()};
+}
+
 void EmptyCoexistTables(pqxx::transaction_base& tx) {
   tx.exec(
       "TRUNCATE coexist.queue, coexist.done_chunks, coexist.runs, coexist.events, "

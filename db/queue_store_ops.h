@@ -170,6 +170,16 @@ struct QueueTotals {
 };
 QueueTotals ReadQueueTotals(pqxx::transaction_base& tx);
 
+// A run of `job` (any job when empty) that is working now: outcome
+// running and its heartbeat fresh (coexist.live_run_heartbeat, 0030; before
+// that migration, any running run). `db uninstall` refuses while one is.
+// Reads in `tx`.
+struct LiveRun {
+  long long run_id = 0;
+  std::string job;
+};
+std::optional<LiveRun> FindLiveRun(pqxx::transaction_base& tx, const std::string& job);
+
 // How the payloads of `job`'s waiting items (queued or deferred; at most
 // `sample` of them) carry the fields an operation binds (operation.params):
 // for each of `fields`, how many of the looked-at payloads have it, and the

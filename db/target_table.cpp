@@ -2,11 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <pqxx/pqxx>
 #include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "config/duration.h"
+#include "db/array_literal.h"
 #include "db/failure.h"
 #include "db/migrations.h"
 #include "db/sqlstate.h"
@@ -49,7 +52,19 @@ TargetFacts ReadTargetFacts(pqxx::transaction_base& tx, const config::TargetTabl
            coalesce((SELECT has_column_privilege(c.oid, attnum, 'UPDATE')
                        FROM cols WHERE name = p.o), false),
            coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)
-             OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER')
+             OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER'),
+           EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
+           EXISTS (SELECT 1 FROM pg_index i JOIN cols k ON k.name = p.k
+                    WHERE i.indrelid = c.oid AND i.indisunique AND i.indnkeyatts > 1
+                      AND k.attnum = ANY (i.indkey::int2[])),
+           coalesce((SELECT array_agg(quote_ident(a.attname) ORDER BY x.n)
+                       FROM pg_partitioned_table pt,
+                            unnest(pt.partattrs::int2[]) WITH ORDINALITY x(attnum, n)
+                            JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = x.attnum
+                      WHERE pt.partrelid = c.oid AND NOT 0 = ANY (pt.partattrs::int2[])),
+                    '{}')::text,
+           (SELECT count(*) FROM pg_partition_tree(c.oid) WHERE relid <> c.oid),
+           CASE WHEN p.o <> '' THEN quote_ident(p.o) ELSE '' END
       FROM p JOIN pg_class c ON c.oid = p.rel JOIN pg_namespace n ON n.oid = c.relnamespace)sql";
   TargetFacts facts;
   std::string owner = target.owner_column.value_or("");
@@ -71,6 +86,11 @@ TargetFacts ReadTargetFacts(pqxx::transaction_base& tx, const config::TargetTabl
   facts.may_update = row[10].as<bool>();
   facts.may_update_owner = row[11].as<bool>();
   facts.may_signal = row[12].as<bool>();
+  facts.has_primary_key = row[13].as<bool>();
+  facts.key_in_composite_unique = row[14].as<bool>();
+  facts.partition_key = ParseArrayLiteral(row[15].as<std::string>());
+  facts.partitions = row[16].as<int>();
+  facts.owner_sql = row[17].as<std::string>();
   // tgtype bits (pg_trigger.h): 1 row, 2 before, 4 insert, 8 delete,
   // 16 update, 32 truncate, 64 instead.
   constexpr const char* kTriggers = R"sql(
@@ -84,8 +104,10 @@ TargetFacts ReadTargetFacts(pqxx::transaction_base& tx, const config::TargetTabl
       FROM pg_trigger
      WHERE tgrelid = to_regclass($1) AND NOT tgisinternal
        AND tgname NOT IN ('coexist_bump_version', 'coexist_guard')
+       AND NOT tgname::text = ANY ($2::text[])
      ORDER BY tgname)sql";
-  for (const auto& trigger : tx.exec_params(kTriggers, QuotedName(tx, target))) {
+  for (const auto& trigger :
+       tx.exec_params(kTriggers, QuotedName(tx, target), ArrayLiteral(target.known_triggers))) {
     facts.user_triggers.push_back(trigger[0].as<std::string>());
   }
   return facts;
@@ -96,39 +118,85 @@ std::string AddVersionColumnSql(const std::string& qualified, const std::string&
          " bigint NOT NULL DEFAULT 0";
 }
 
-bool AddVersionColumn(pqxx::connection_base& conn, const config::TargetTable& target,
-                      const AddColumnAttempts& how) {
+std::string AddOwnerColumnSql(const std::string& qualified, const std::string& owner_column) {
+  return "ALTER TABLE " + qualified + " ADD COLUMN " + owner_column +
+         " text NOT NULL DEFAULT 'online'";
+}
+
+void WithLockAttempts(pqxx::connection_base& conn, const std::string& what,
+                      const std::string& table, const LockAttempts& how,
+                      const std::function<void(pqxx::transaction_base&)>& statements) {
   auto backoff = how.first_backoff;
   for (int attempt = 1;; ++attempt) {
     try {
       pqxx::work tx(conn);
-      auto facts = ReadTargetFacts(tx, target);
-      if (!facts.exists || !facts.version_type.empty()) return false;
       tx.exec_params("SELECT set_config('lock_timeout', $1, true)",
                      std::to_string(how.lock_timeout.count()) + "ms");
-      tx.exec(AddVersionColumnSql(facts.qualified, facts.version_sql));
+      statements(tx);
       tx.commit();
-      spdlog::info("version column added target={} column={} attempt={}", target.Name(),
-                   target.version_column, attempt);
-      return true;
+      return;
     } catch (const pqxx::sql_error& e) {
       if (SqlStateOf(e) != sqlstate::kLockNotAvailable) throw;
       if (attempt >= how.attempts) {
         throw TempFailError(
-            "could not add column " + target.version_column + " to " + target.Name() +
-                ": another session holds a lock on the table (" + std::to_string(attempt) +
-                " attempts, lock_timeout " + config::FormatDuration(how.lock_timeout) + " each)",
-            "nothing was changed. A long transaction on the table blocks the ALTER; run it again "
-            "when the table is quiet, or find the holder: SELECT pid, state, xact_start, query "
-            "FROM pg_stat_activity WHERE pid IN (SELECT pid FROM pg_locks WHERE relation = '" +
-                target.Name() + "'::regclass);");
+            "could not " + what + ": another session holds a lock on " + table + " (" +
+                std::to_string(attempt) + " attempts, lock_timeout " +
+                config::FormatDuration(how.lock_timeout) + " each)",
+            "nothing was changed by this step. A long transaction on the table blocks it; run "
+            "it again when the table is quiet, or find the holder: SELECT pid, usename, "
+            "application_name, state, xact_start FROM pg_stat_activity WHERE pid IN (SELECT pid "
+            "FROM pg_locks WHERE relation = '" +
+                table + "'::regclass AND granted);");
       }
-      spdlog::warn("version column not added yet, table locked target={} attempt={} retry_in={}",
-                   target.Name(), attempt, config::FormatDuration(backoff));
+      spdlog::warn("table locked, trying again step={} table={} attempt={} retry_in={}",
+                   log::Value(what), table, attempt, config::FormatDuration(backoff));
       std::this_thread::sleep_for(backoff);
       backoff *= 2;
     }
   }
+}
+
+bool AddVersionColumn(pqxx::connection_base& conn, const config::TargetTable& target,
+                      const AddColumnAttempts& how) {
+  std::optional<TargetFacts> facts;
+  {
+    pqxx::read_transaction tx(conn);
+    facts = ReadTargetFacts(tx, target);
+  }
+  if (!facts->exists || !facts->version_type.empty()) return false;
+  bool added = false;
+  WithLockAttempts(conn, "add column " + target.version_column + " to " + target.Name(),
+                   facts->qualified, how, [&](pqxx::transaction_base& tx) {
+                     // Read again under the transaction: another installer may
+                     // have added it meanwhile.
+                     if (!ReadTargetFacts(tx, target).version_type.empty()) return;
+                     tx.exec(AddVersionColumnSql(facts->qualified, facts->version_sql));
+                     added = true;
+                   });
+  if (added) {
+    spdlog::info("version column added target={} column={}", target.Name(), target.version_column);
+  }
+  return added;
+}
+
+bool AddOwnerColumn(pqxx::connection_base& conn, const config::TargetTable& target,
+                    const LockAttempts& how) {
+  if (!target.owner_column) return false;
+  std::optional<TargetFacts> facts;
+  {
+    pqxx::read_transaction tx(conn);
+    facts = ReadTargetFacts(tx, target);
+  }
+  if (!facts->exists || !facts->owner_type.empty()) return false;
+  bool added = false;
+  WithLockAttempts(
+      conn, "add column " + *target.owner_column + " to " + target.Name(), facts->qualified, how,
+      [&](pqxx::transaction_base& tx) {
+        if (!ReadTargetFacts(tx, target).owner_type.empty()) return;
+        tx.exec(AddOwnerColumnSql(facts->qualified, tx.quote_name(*target.owner_column)));
+        added = true;
+      });
+  return added;
 }
 
 std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& target) {
@@ -188,12 +256,14 @@ SchemaInstall InstallSchema(pqxx::connection_base& conn, const config::TargetTab
   return result;
 }
 
-void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target) {
-  pqxx::work tx(conn);
-  std::string table = tx.quote_name(target.schema) + "." + tx.quote_name(target.table);
-  tx.exec_params("SELECT coexist.install_version_trigger($1::regclass, $2)", table,
-                 target.version_column);
-  tx.commit();
+void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target,
+                           const LockAttempts& how) {
+  std::string table = conn.quote_name(target.schema) + "." + conn.quote_name(target.table);
+  WithLockAttempts(conn, "install the version trigger on " + target.Name(), table, how,
+                   [&](pqxx::transaction_base& tx) {
+                     tx.exec_params("SELECT coexist.install_version_trigger($1::regclass, $2)",
+                                    table, target.version_column);
+                   });
   spdlog::info("version trigger installed target={} column={}", target.Name(),
                target.version_column);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct TargetFacts {
   // needed), for messages and the SQL of hints.
   std::string qualified;
   std::string key_sql, version_sql;  // the key and version column names, likewise
+  std::string owner_sql;             // the owner column's (empty when none is configured)
   std::string role;                  // current_user
   // format_type of the configured columns; empty when the table lacks one
   // (or none is configured, for the owner).
@@ -39,6 +41,15 @@ struct TargetFacts {
   // A primary key or a unique index (no predicate, no expression) on the
   // key column alone; on a partitioned table, the parent's.
   bool key_unique = false;
+  bool has_primary_key = false;  // on any columns
+  // The key column is one column of a unique index of several (a composite
+  // key such as (film_id, store_id)).
+  bool key_in_composite_unique = false;
+  // A partitioned table's partition key columns, quoted; empty for one
+  // partitioned by an expression, and for other tables. A unique index on
+  // a partitioned table must include them all.
+  std::vector<std::string> partition_key;
+  int partitions = 0;             // a partitioned table's partitions, at every level
   bool may_select = false;        // SELECT on the key and version columns
   bool may_update = false;        // UPDATE on some column: row locks, the operation
   bool may_update_owner = false;  // UPDATE on the owner column (when configured)
@@ -55,11 +66,29 @@ TargetFacts ReadTargetFacts(pqxx::transaction_base& tx, const config::TargetTabl
 // EXCLUSIVE lock, briefly.
 std::string AddVersionColumnSql(const std::string& qualified, const std::string& version_column);
 
-struct AddColumnAttempts {
+// `ALTER TABLE <qualified> ADD COLUMN <owner> text NOT NULL DEFAULT
+// 'online'`: the owner column a policy that takes rows over needs
+// (docs/configuration.md), instant like the version column's.
+std::string AddOwnerColumnSql(const std::string& qualified, const std::string& owner_column);
+
+// How DDL on an application's table waits for its lock: never longer than
+// lock_timeout at a time, so online writes that queue behind the waiting
+// lock wait at most that long; then again after a doubling backoff.
+struct LockAttempts {
   std::chrono::milliseconds lock_timeout{2000};  // of each attempt
   int attempts = 4;
   std::chrono::milliseconds first_backoff{250};  // doubling between attempts
 };
+using AddColumnAttempts = LockAttempts;
+
+// Runs `statements` in a transaction of its own under `how.lock_timeout`,
+// again after a backoff while it fails on a lock (55P03). Throws
+// TempFailError (75) after the last attempt, naming `what` and `table` and
+// how to find the holder, with nothing changed; other errors as they come.
+// `conn` must have no transaction open.
+void WithLockAttempts(pqxx::connection_base& conn, const std::string& what,
+                      const std::string& table, const LockAttempts& how,
+                      const std::function<void(pqxx::transaction_base&)>& statements);
 
 // Adds the version column (AddVersionColumnSql) when the target lacks it;
 // false when it was already there. Each attempt runs under `lock_timeout`,
@@ -74,6 +103,11 @@ bool AddVersionColumn(pqxx::connection_base& conn, const config::TargetTable& ta
 // The key column's type as format_type spells it ("bigint", "uuid",
 // "text", "character varying"), for casts in statements; throws
 // ConfigurationError naming the table and column when either is missing.
+// Adds the configured owner column (AddOwnerColumnSql) when the target has
+// one configured and lacks it, as AddVersionColumn does.
+bool AddOwnerColumn(pqxx::connection_base& conn, const config::TargetTable& target,
+                    const LockAttempts& how = {});
+
 std::string KeyTypeOf(pqxx::transaction_base& tx, const config::TargetTable& target);
 
 // Type names as format_type spells them: the integer types (a key that
@@ -109,9 +143,11 @@ SchemaInstall InstallSchema(pqxx::connection_base& conn, const config::TargetTab
 
 // Installs (or re-installs) the version trigger on the target: every UPDATE
 // bumps the version column, whoever writes. Needs the coexist schema.
-// Throws pqxx::sql_error when the table or column is missing or the version
-// column is not an integer.
-void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target);
+// Creating the trigger locks the table (SHARE ROW EXCLUSIVE): taken under
+// `how` (WithLockAttempts). Throws pqxx::sql_error when the table or
+// column is missing or the version column is not an integer.
+void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target,
+                           const LockAttempts& how = {});
 
 // The demo target, public.products: id, stock, version, owner, note,
 // updated_at, settled (what a simulation's batch adds to). Creates it when

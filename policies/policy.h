@@ -98,6 +98,10 @@ struct Window {
   std::chrono::minutes start{60};                     // "01:00"
   std::chrono::minutes end{5 * 60};                   // "05:00"
   WindowMode mode = WindowMode::kReadOnly;
+  // read_only only: online writes are refused inside the window also while
+  // no run of the job works (the operator's opt-in; by default a window
+  // refuses them only while a run is alive, coexist.live_run).
+  bool between_runs = false;
 };
 
 // A policy: its decisions, and what the runner must prepare for them (the

@@ -99,7 +99,12 @@ TimeWindow::Options TimeWindow::ReadOptions(config::Section& s, const ReadContex
   s.Duration("drain_margin", out.drain_margin, milliseconds(0), hours(24));
   WindowMode mode = WindowMode::kReadOnly;
   s.Enum("mode", mode, {{"read_only", WindowMode::kReadOnly}, {"allow", WindowMode::kAllow}});
-  for (auto& window : out.windows) window.mode = mode;
+  bool between_runs = false;
+  s.Bool("read_only_between_runs", between_runs);
+  for (auto& window : out.windows) {
+    window.mode = mode;
+    window.between_runs = between_runs;
+  }
   s.Duration("max_wait", out.max_wait, milliseconds(0), hours(24));
   s.Bool("release_when_done", out.release_when_done);
   return out;

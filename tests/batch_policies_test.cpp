@@ -107,17 +107,21 @@ class BatchPoliciesTest : public testing::DatabaseTest {
   }
 };
 
-std::string WindowAroundNow(const std::string& mode, bool release_when_done = false) {
+// `between_runs`: read_only_between_runs, the whole window refuses online
+// writes, also when no run works (by default only while one does).
+std::string WindowAroundNow(const std::string& mode, bool release_when_done = false,
+                            bool between_runs = false) {
   // start == end: 24 hours, every day, so it is active whenever the test runs.
   return "  name: time_window\n  mode: " + mode +
          "\n  drain_margin: 0s\n  release_when_done: " + (release_when_done ? "true" : "false") +
+         "\n  read_only_between_runs: " + (between_runs ? "true" : "false") +
          "\n  windows:\n"
          "    - {time_zone: Asia/Tokyo, start: \"00:00\", end: \"00:00\"}\n";
 }
 
 TEST_F(BatchPoliciesTest, TimeWindowRefusesOnlineWritesWhileActiveAndBatchWritesPass) {
   EnqueueAll();
-  auto summary = batch::Run(conninfo(), Config(WindowAroundNow("read_only")));
+  auto summary = batch::Run(conninfo(), Config(WindowAroundNow("read_only", false, true)));
   EXPECT_EQ(summary.counts.done, 100);
   ExpectAppliedOnce();
   auto online = Connect("coexist-online");
@@ -162,8 +166,9 @@ TEST_F(BatchPoliciesTest, TimeWindowReleasesItsReadOnlyWindowWhenTheBatchIsDone)
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = stock WHERE id = 1"), "");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'windows_released'"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.windows"), 0);
-  // The next run's start writes the window again (and releases it when done).
-  auto again = Config(WindowAroundNow("read_only", false));
+  // The next run's start writes the window again (and releases it when done);
+  // read-only between runs, it then holds after the run.
+  auto again = Config(WindowAroundNow("read_only", false, true));
   batch::Run(conninfo(), again, {.install = false});
   EXPECT_EQ(testing::SqlStateOf(*online, "UPDATE products SET stock = 0 WHERE id = 1"),
             db::sqlstate::kWindowRefused);
@@ -244,7 +249,9 @@ TEST_F(BatchPoliciesTest, StatusPartitionGuardRefusesOnlineWritesToBatchOwnedRow
     FAIL() << "a batch-owned row was written";
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), db::sqlstate::kOwnerRefused);
-    EXPECT_NE(std::string(e.what()).find("record 3 of products is being processed by a batch"),
+    // The guard runs with search_path pinned: the table is named with its schema.
+    EXPECT_NE(std::string(e.what()).find("record 3 of public.products is being processed by a "
+                                         "batch"),
               std::string::npos)
         << e.what();
   }

@@ -1,6 +1,9 @@
 // The edit-lock API (db/migrations/0002_edit_locks.sql, 0010) and the guard
 // trigger (0003, 0006, 0009) as an online application meets them.
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <tuple>
 
 #include "db/sqlstate.h"
@@ -139,6 +142,52 @@ TEST_F(EditLocks, CheckHoldsTheLockRowUntilTheSaveCommits) {
   }
 }
 
+// The chaos suite's deadlock: alice saves (check_edit_lock holds
+// her lock row, then her UPDATE of the record), while someone acquires the
+// same record. The acquirer took the record's row FOR SHARE and waited for
+// alice's lock row; alice's UPDATE waited for that share lock: 40P01 in one
+// of them. Now the acquirer is refused with CX001 at once, whoever it is
+// (another owner, or alice herself in a second tab), and alice's save goes
+// through.
+TEST_F(EditLocks, AcquireDuringTheHoldersSaveIsRefusedInsteadOfDeadlocking) {
+  QueryValue("SELECT coexist.install_guard_trigger('products', 'id')");
+  for (const char* acquirer : {"bob", "alice"}) {
+    SCOPED_TRACE(acquirer);
+    QueryValue("DELETE FROM coexist.edit_locks; SELECT 1");
+    std::string token = Acquire(31, "alice");
+    pqxx::work save(*conn_);
+    save.exec_params("SELECT coexist.check_edit_lock('products', 31, $1::uuid)", token);
+    std::string acquire_state = "(not run)";
+    std::atomic<bool> acquired{false};
+    std::jthread other([&] {
+      auto conn = Connect("coexist-online other");
+      acquire_state = SqlStateOf(*conn, "SELECT coexist.acquire_edit_lock('products', 31, '" +
+                                            std::string(acquirer) + "', '5 minutes')");
+      acquired = true;
+    });
+    // Alice writes once the acquirer has answered or waits on a lock (as it
+    // did on her lock row, holding the record's row FOR SHARE).
+    auto watcher = Connect();
+    for (int i = 0; i < 500 && !acquired; ++i) {
+      if (SqlStateOf(*watcher,
+                     "DO $$BEGIN IF EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name"
+                     " = 'coexist-online other' AND wait_event_type = 'Lock') THEN RAISE"
+                     " EXCEPTION 'waiting' USING ERRCODE = 'P0001'; END IF; END$$") == "P0001") {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    try {
+      save.exec("UPDATE products SET stock = stock + 1 WHERE id = 31");
+      save.commit();
+    } catch (const pqxx::sql_error& e) {
+      ADD_FAILURE() << "alice's save failed: " << e.sqlstate() << " " << e.what();
+    }
+    other.join();
+    EXPECT_EQ(acquire_state, sqlstate::kEditLockBusy);
+  }
+}
+
 TEST_F(EditLocks, OwnerLongerThan200BytesIsRefused) {
   EXPECT_FALSE(Acquire(1, std::string(200, 'a')).empty());
   // 101 two-byte characters: the limit is in bytes, as NOTIFY's is.
@@ -247,11 +296,12 @@ class GuardTrigger : public DatabaseTest {
     return SqlStateOf(*online, sql);
   }
   void ReadOnlyWindow(const std::string& target) {
-    // start == end: 24 hours, every day, so it is active whenever the test runs.
+    // start == end: 24 hours, every day, so it is active whenever the test
+    // runs; read-only between runs too, so no run is needed for it to refuse.
     Exec(
         "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
-        " end_time, mode) VALUES ('nightly', '" +
-        target + "', 0, 'UTC', '{1,2,3,4,5,6,7}', '00:00', '00:00', 'read_only')");
+        " end_time, mode, between_runs) VALUES ('nightly', '" +
+        target + "', 0, 'UTC', '{1,2,3,4,5,6,7}', '00:00', '00:00', 'read_only', true)");
   }
   // The oid of the function the table's trigger calls.
   std::string TriggerFunction(const std::string& table, const std::string& trigger) {

@@ -154,10 +154,12 @@ TEST_F(TargetCheckTest, AKeyWithoutAUniqueIndexOfItsOwnIsRefused) {
   auto report = Check(yaml);
   ASSERT_EQ(report.problems.size(), 1u) << Printed(report, 1);
   EXPECT_EQ(Printed(report),
-            "job.yaml:3:15: target.key_column: column \"code\" of public.tallies is not unique: "
-            "no primary key or unique index on it alone\n"
-            "HINT: the batch claims and locks one row per key; add one: ALTER TABLE "
-            "public.tallies ADD PRIMARY KEY (code);");
+            "job.yaml:3:15: target.key_column: column \"code\" of public.tallies is one column "
+            "of a composite key (a unique index of several columns), not unique by itself\n"
+            "HINT: coexist keys a row by one column: add a surrogate key and name it in "
+            "target.key_column: ALTER TABLE public.tallies ADD COLUMN coexist_id bigint GENERATED "
+            "ALWAYS AS IDENTITY UNIQUE; (this rewrites the table under an ACCESS EXCLUSIVE lock: "
+            "run it in a quiet moment)");
   // A unique index on it alone is enough.
   QueryValue("CREATE UNIQUE INDEX ON public.tallies (code); SELECT 1");
   EXPECT_TRUE(Check(yaml).problems.empty());
@@ -180,6 +182,22 @@ TEST_F(TargetCheckTest, ATextVersionColumnIsRefusedAndEveryProblemIsReported) {
             "the version must be of an integer type\n"
             "HINT: coexist's trigger adds 1 to it on every UPDATE: name a smallint, integer or "
             "bigint column (a timestamp is a poor lock key).");
+  // A command that goes on to work reports both too: the second logged, the
+  // first its error, so one round of fixes is enough.
+  auto path = Write("target:\n  table: notes\n  key_column: slug\n");
+  auto install = Coexist({"--config", path, "db", "install"});
+  EXPECT_EQ(install.status, 78) << install.output;
+  EXPECT_NE(install.output.find("target check problem 2/2: " + path +
+                                ":2:10: target.version_column: column \"version\" of "
+                                "public.notes is text"),
+            std::string::npos)
+      << install.output;
+  EXPECT_NE(install.output.find("config error: " + path +
+                                ":3:15: target.key_column: column \"slug\" of public.notes is "
+                                "numeric; the key must be of a supported type (1 of 2 problems; "
+                                "the others are logged above)\n"),
+            std::string::npos)
+      << install.output;
 }
 
 // The documented batch role, here owning its table (so it could install
@@ -309,11 +327,27 @@ TEST_F(TargetCheckTest, AUserTriggerOnTheTargetIsAWarningNotAnError) {
   EXPECT_NE(check.output.find(
                 "warning: target public.products has trigger products_audit (AFTER UPDATE), "
                 "which is not coexist's: it fires on the batch's updates too; make sure it "
-                "neither writes column version nor waits on what online users lock\n"),
+                "neither writes column version nor waits on what online users lock, then list it "
+                "in target.known_triggers to silence this\n"),
             std::string::npos)
       << check.output;
   // coexist's own triggers (the template's version and guard triggers) are not listed.
   EXPECT_EQ(check.output.find("coexist_bump_version"), std::string::npos) << check.output;
+  // Once looked at and listed, it is not warned about any more; another one still is.
+  auto known = Write(
+      "target: {known_triggers: [products_audit]}\n"
+      "operation: {chunk_sql: 'UPDATE products SET stock = stock WHERE id = ANY ($1)'}\n");
+  auto quiet = Coexist({"config", "check", known, "--database"});
+  EXPECT_EQ(quiet.status, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("warning"), std::string::npos) << quiet.output;
+  QueryValue(
+      "CREATE TRIGGER products_audit_2 AFTER UPDATE ON products FOR EACH ROW"
+      " EXECUTE FUNCTION public.audit_products(); SELECT 1");
+  auto other = Coexist({"config", "check", known, "--database"});
+  EXPECT_NE(other.output.find("warning: target public.products has trigger products_audit_2 "),
+            std::string::npos)
+      << other.output;
+  EXPECT_EQ(other.output.find("trigger products_audit "), std::string::npos) << other.output;
 }
 
 // A typo in operation.params (`dlta` for the payloads' `delta`) would bind
@@ -376,9 +410,9 @@ TEST_F(TargetCheckTest, AddVersionColumnGivesUpOnALockedTableWithNothingChanged)
   EXPECT_EQ(install.status, 75) << install.output;
   EXPECT_NE(install.output.find(
                 "coexist: could not add column version to sales.orders: another session holds a "
-                "lock on the table (4 attempts, lock_timeout 50ms each)\n"
-                "HINT: nothing was changed. A long transaction on the table blocks the ALTER; "
-                "run it again when the table is quiet"),
+                "lock on sales.orders (4 attempts, lock_timeout 50ms each)\n"
+                "HINT: nothing was changed by this step. A long transaction on the table blocks "
+                "it; run it again when the table is quiet"),
             std::string::npos)
       << install.output;
   held.abort();

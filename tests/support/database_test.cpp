@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "db/connection.h"
+#include "db/failure.h"
 #include "db/target_table.h"
 
 namespace coexist::testing {
@@ -65,7 +66,10 @@ std::string SqlStateOf(pqxx::connection_base& conn, const std::string& sql) {
     tx.commit();
     return "";
   } catch (const pqxx::sql_error& e) {
-    return e.sqlstate();
+    // libpqxx 6.4 leaves sqlstate() empty on some errors (42501): never
+    // report a failure as "" (success).
+    std::string state = db::SqlStateOf(e);
+    return state.empty() ? std::string("(no SQLSTATE) ") + e.what() : state;
   }
 }
 
