@@ -115,15 +115,15 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
     for (const auto& row : tx.exec("SELECT version FROM coexist.schema_migrations")) {
       applied.insert(row[0].as<int>());
     }
-    targets_installed =
-        tx.exec1("SELECT to_regclass('coexist.targets') IS NOT NULL AND "
-                 "EXISTS (SELECT 1 FROM coexist.targets)")[0]
-            .as<bool>();
+    targets_installed = tx.exec1(
+                              "SELECT to_regclass('coexist.targets') IS NOT NULL AND "
+                              "EXISTS (SELECT 1 FROM coexist.targets)")[0]
+                            .as<bool>();
   } else if (!installer.create_in_database) {
-    missing_rights.push_back("CREATE on the database (for schema coexist): GRANT CREATE ON "
-                             "DATABASE " +
-                             tx.quote_name(conn.dbname()) + " TO " +
-                             tx.quote_name(installer.role) + ";");
+    missing_rights.push_back(
+        "CREATE on the database (for schema coexist): GRANT CREATE ON "
+        "DATABASE " +
+        tx.quote_name(conn.dbname()) + " TO " + tx.quote_name(installer.role) + ";");
   }
   std::vector<std::string> missing;
   for (const auto& migration : db::AllMigrations()) {
@@ -133,8 +133,9 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
     plan.steps.push_back(
         {"-- the schema's migration" + std::string(missing.size() == 1 ? " " : "s ") +
              missing.front() + (missing.size() == 1 ? "" : " .. " + missing.back()) + " (" +
-             std::to_string(missing.size()) + ", each in a transaction of its own; "
-                                             "db/migrations/)",
+             std::to_string(missing.size()) +
+             ", each in a transaction of its own; "
+             "db/migrations/)",
          targets_installed ? "objects of schema coexist; an installed target's trigger is "
                              "re-created only when its migration says so"
                            : "objects of schema coexist only"});
@@ -158,9 +159,8 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
                                  " (ALTER TABLE adds the owner column): run db install as the "
                                  "table's owner");
       }
-      plan.steps.push_back(
-          {db::AddOwnerColumnSql(facts.qualified, tx.quote_name(*t.owner_column)),
-           LockText("ACCESS EXCLUSIVE", facts, options.locks)});
+      plan.steps.push_back({db::AddOwnerColumnSql(facts.qualified, tx.quote_name(*t.owner_column)),
+                            LockText("ACCESS EXCLUSIVE", facts, options.locks)});
     }
     auto version = schema ? db::VersionTriggerOf(tx, t) : db::VersionTrigger::kMissing;
     // trigger_function_name came with migration 9, the WHEN clause with 25.
@@ -244,9 +244,10 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
       auto facts = db::ReadTargetFacts(tx, t);
       if (!facts.exists) continue;
       ours.push_back(facts.qualified);
-      bool taken = tx.exec_params1("SELECT count(*) > 0 FROM coexist.takeovers"
-                                   " WHERE target = $1::regclass",
-                                   facts.qualified)[0]
+      bool taken = tx.exec_params1(
+                         "SELECT count(*) > 0 FROM coexist.takeovers"
+                         " WHERE target = $1::regclass",
+                         facts.qualified)[0]
                        .as<bool>();
       if (taken) {
         throw ConfigurationError(
@@ -307,10 +308,11 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
           for (const auto& name : names) {
             if (name.is_null()) continue;
             // Only a function no trigger calls any more goes.
-            bool unused = !tx.exec_params("SELECT 1 FROM pg_proc p WHERE p.oid = to_regproc($1)"
-                                          " AND NOT EXISTS (SELECT 1 FROM pg_trigger g"
-                                          " WHERE g.tgfoid = p.oid)",
-                                          name.as<std::string>())
+            bool unused = !tx.exec_params(
+                                 "SELECT 1 FROM pg_proc p WHERE p.oid = to_regproc($1)"
+                                 " AND NOT EXISTS (SELECT 1 FROM pg_trigger g"
+                                 " WHERE g.tgfoid = p.oid)",
+                                 name.as<std::string>())
                                .empty();
             if (unused) tx.exec("DROP FUNCTION " + name.as<std::string>() + "()");
           }
@@ -321,11 +323,11 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
         });
     plan.changed.push_back("triggers removed from " + facts.qualified);
     for (const auto& column : ColumnsToDrop(t, facts, options)) {
-      db::WithLockAttempts(conn, "drop column " + column + " of " + facts.qualified,
-                           facts.qualified, options.locks, [&](pqxx::transaction_base& tx) {
-                             tx.exec("ALTER TABLE " + facts.qualified + " DROP COLUMN IF EXISTS " +
-                                     column);
-                           });
+      db::WithLockAttempts(
+          conn, "drop column " + column + " of " + facts.qualified, facts.qualified, options.locks,
+          [&](pqxx::transaction_base& tx) {
+            tx.exec("ALTER TABLE " + facts.qualified + " DROP COLUMN IF EXISTS " + column);
+          });
       plan.changed.push_back("column " + column + " dropped from " + facts.qualified);
     }
   }

@@ -160,9 +160,13 @@ TEST_F(EditLocks, AcquireDuringTheHoldersSaveIsRefusedInsteadOfDeadlocking) {
     std::string acquire_state = "(not run)";
     std::atomic<bool> acquired{false};
     std::jthread other([&] {
-      auto conn = Connect("coexist-online other");
-      acquire_state = SqlStateOf(*conn, "SELECT coexist.acquire_edit_lock('products', 31, '" +
-                                            std::string(acquirer) + "', '5 minutes')");
+      try {
+        auto conn = Connect("coexist-online other");
+        acquire_state = SqlStateOf(*conn, "SELECT coexist.acquire_edit_lock('products', 31, '" +
+                                              std::string(acquirer) + "', '5 minutes')");
+      } catch (const std::exception& e) {  // 40P01 is no pqxx::sql_error in libpqxx 6.4
+        acquire_state = e.what();
+      }
       acquired = true;
     });
     // Alice writes once the acquirer has answered or waits on a lock (as it
@@ -180,8 +184,8 @@ TEST_F(EditLocks, AcquireDuringTheHoldersSaveIsRefusedInsteadOfDeadlocking) {
     try {
       save.exec("UPDATE products SET stock = stock + 1 WHERE id = 31");
       save.commit();
-    } catch (const pqxx::sql_error& e) {
-      ADD_FAILURE() << "alice's save failed: " << e.sqlstate() << " " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "alice's save failed: " << e.what();
     }
     other.join();
     EXPECT_EQ(acquire_state, sqlstate::kEditLockBusy);

@@ -252,8 +252,8 @@ class RolloutTest : public testing::DatabaseTest {
   std::string SchemaDump() {
     auto bin = db::FindServerBinDir();
     auto out = dir_ / "dump.sql";
-    auto result = RunCommand({(bin / "pg_dump").string(), "--schema-only", "--no-owner",
-                              "--schema", "shop", "--file", out.string(), "--dbname", conninfo()});
+    auto result = RunCommand({(bin / "pg_dump").string(), "--schema-only", "--no-owner", "--schema",
+                              "shop", "--file", out.string(), "--dbname", conninfo()});
     EXPECT_EQ(result.status, 0) << result.output;
     // pg_dump's \restrict lines carry a new random key each time.
     std::ifstream in(out);
@@ -266,7 +266,9 @@ class RolloutTest : public testing::DatabaseTest {
     return text;
   }
 
-  bool CoexistSchemaExists() { return QueryValue("SELECT to_regnamespace('coexist') IS NOT NULL") == "t"; }
+  bool CoexistSchemaExists() {
+    return QueryValue("SELECT to_regnamespace('coexist') IS NOT NULL") == "t";
+  }
 
   std::string app_role_;
   fs::path dir_;
@@ -307,21 +309,22 @@ TEST_F(RolloutTest, InstallRunsUnderEveryPolicyAndUninstallTheApplicationNeverNo
   for (const auto& [name, policy] : Policies()) {
     SCOPED_TRACE(name);
     auto path = Write(FilmConfig(policy), "film-" + name + ".yaml");
-    auto enqueue = Coexist({"--config", path, "enqueue", "--select", "SELECT film_id FROM shop.film"});
+    auto enqueue =
+        Coexist({"--config", path, "enqueue", "--select", "SELECT film_id FROM shop.film"});
     ASSERT_EQ(enqueue.status, 0) << enqueue.output;
     int left = 1;
     for (int round = 0; round < 10 && left > 0; ++round) {
       auto run = Coexist({"--config", path, "batch", "run"});
       ASSERT_TRUE(run.status == 0 || run.status == 2) << run.status << "\n" << run.output;
-      left = static_cast<int>(Count(
-          "SELECT count(*) FROM coexist.items WHERE job = 'films' AND state <> 'done'"));
+      left = static_cast<int>(
+          Count("SELECT count(*) FROM coexist.items WHERE job = 'films' AND state <> 'done'"));
     }
     EXPECT_EQ(left, 0);
     // No run works now: the application writes again at once, whatever the
     // policy left (a read_only window's clock runs on).
     auto conn = ConnectApp("app-probe");
-    EXPECT_EQ(testing::SqlStateOf(*conn, "UPDATE shop.film SET rentals = rentals WHERE film_id = 1"),
-              "");
+    EXPECT_EQ(
+        testing::SqlStateOf(*conn, "UPDATE shop.film SET rentals = rentals WHERE film_id = 1"), "");
   }
   auto enqueue_rental =
       Coexist({"--config", rental, "enqueue", "--select", "SELECT rental_id FROM shop.rental"});
@@ -387,11 +390,11 @@ TEST_F(RolloutTest, OnlineWritesWaitAtMostAboutTheLockTimeoutBehindAnInstall) {
   release.join();
   traffic.running = false;
   app.clear();
-  std::printf("install took %lld ms beside a 2 s transaction; longest online write %lld ms "
-              "(lock_timeout 100 ms)\n",
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
-              traffic.longest_ms.load());
+  std::printf(
+      "install took %lld ms beside a 2 s transaction; longest online write %lld ms "
+      "(lock_timeout 100 ms)\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+      traffic.longest_ms.load());
   EXPECT_GE(took, 1500ms) << "the install should have waited for the long transaction";
   // Without the bounded waits, writes queue behind the ALTER for the rest of
   // the 2 s transaction.
@@ -483,9 +486,8 @@ TEST_F(RolloutTest, EveryHintThatProposesDdlWorksOnTheShapeItAddresses) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.target);
     auto config = config::LoadString("target: " + c.target + "\n", "job.yaml");
-    auto report = batch::CheckDatabase(*conn, config,
-                                       {.operation = batch::CheckScope::Operation::kSkip,
-                                        .privileges = false});
+    auto report = batch::CheckDatabase(
+        *conn, config, {.operation = batch::CheckScope::Operation::kSkip, .privileges = false});
     ASSERT_FALSE(report.problems.empty());
     int ran = 0;
     for (const auto& problem : report.problems) {
@@ -503,15 +505,15 @@ TEST_F(RolloutTest, EveryHintThatProposesDdlWorksOnTheShapeItAddresses) {
     EXPECT_GT(ran, 0);
     auto fixed = config::LoadString(
         "target: " + (c.fixed_target.empty() ? c.target : c.fixed_target) + "\n", "job.yaml");
-    auto again = batch::CheckDatabase(*conn, fixed,
-                                      {.operation = batch::CheckScope::Operation::kSkip,
-                                       .privileges = false});
+    auto again = batch::CheckDatabase(
+        *conn, fixed, {.operation = batch::CheckScope::Operation::kSkip, .privileges = false});
     EXPECT_TRUE(again.problems.empty()) << again.problems.front().what() << "\n"
                                         << again.problems.front().hint();
   }
   // A table partitioned by another column: no DDL can help, and none is proposed.
   auto payment = batch::CheckDatabase(
-      *conn, config::LoadString("target: {table: shop.payment, key_column: payment_id}\n", "j.yaml"),
+      *conn,
+      config::LoadString("target: {table: shop.payment, key_column: payment_id}\n", "j.yaml"),
       {.operation = batch::CheckScope::Operation::kSkip, .privileges = false});
   ASSERT_FALSE(payment.problems.empty());
   EXPECT_EQ(payment.problems.front().hint().find("ALTER TABLE"), std::string::npos);
@@ -524,10 +526,10 @@ TEST_F(RolloutTest, EveryHintThatProposesDdlWorksOnTheShapeItAddresses) {
 // can make the whole window read-only (read_only_between_runs).
 TEST_F(RolloutTest, AReadOnlyWindowRefusesOnlineWritesOnlyWhileARunWorks) {
   auto path = Write(FilmConfig(Policies()[0].second));
-  ASSERT_EQ(Coexist({"--config", path, "db", "install", "--add-version-column",
-                     "--add-owner-column"})
-                .status,
-            0);
+  ASSERT_EQ(
+      Coexist({"--config", path, "db", "install", "--add-version-column", "--add-owner-column"})
+          .status,
+      0);
   auto app = ConnectApp("app-online");
   const std::string write = "UPDATE shop.film SET rentals = rentals + 1 WHERE film_id = 1";
   EXPECT_EQ(testing::SqlStateOf(*app, write), "") << "refused with no run";
@@ -542,8 +544,8 @@ TEST_F(RolloutTest, AReadOnlyWindowRefusesOnlineWritesOnlyWhileARunWorks) {
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(db::SqlStateOf(e), "CX003");
     EXPECT_NE(std::string(e.what()).find("writes to shop.film are refused while batch job films "
-                                          "runs (run " +
-                                          run_id + ")"),
+                                         "runs (run " +
+                                         run_id + ")"),
               std::string::npos)
         << e.what();
   }
@@ -553,7 +555,8 @@ TEST_F(RolloutTest, AReadOnlyWindowRefusesOnlineWritesOnlyWhileARunWorks) {
   QueryValue("UPDATE coexist.runs SET outcome = 'incomplete', ended_at = now(); SELECT 1");
 
   // A real run stopped half-way (SIGTERM, Ctrl-C): the writes pass at once.
-  auto enqueue = Coexist({"--config", path, "enqueue", "--select", "SELECT film_id FROM shop.film"});
+  auto enqueue =
+      Coexist({"--config", path, "enqueue", "--select", "SELECT film_id FROM shop.film"});
   ASSERT_EQ(enqueue.status, 0) << enqueue.output;
   auto config = config::LoadString(FilmConfig(Policies()[0].second), "job.yaml");
   config.operation.chunk_sql =
@@ -584,8 +587,8 @@ TEST_F(RolloutTest, AReadOnlyWindowRefusesOnlineWritesOnlyWhileARunWorks) {
   EXPECT_EQ(testing::SqlStateOf(*app, write), "") << "refused after the run stopped";
 
   // The operator's opt-in: the whole window, with no run.
-  auto whole = Write(FilmConfig(Policies()[0].second + "  read_only_between_runs: true\n"),
-                     "whole.yaml");
+  auto whole =
+      Write(FilmConfig(Policies()[0].second + "  read_only_between_runs: true\n"), "whole.yaml");
   ASSERT_EQ(Coexist({"--config", whole, "db", "install"}).status, 0);
   try {
     pqxx::nontransaction(*app).exec(write);
