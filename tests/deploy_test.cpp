@@ -145,6 +145,19 @@ TEST(UnitFiles, ThePasswordFileIsACredential) {
   }
 }
 
+// The units run and serve with --no-install: the least-privilege batch role
+// of docs/operations.md may not install, and a nightly start is no time for
+// DDL on a live table (the owner runs `db install`).
+TEST(UnitFiles, InstallNothing) {
+  for (const char* unit : {"coexist-batch@.service", "coexist-daemon@.service"}) {
+    auto settings = Settings(unit);
+    ASSERT_EQ(settings.count("ExecStart"), 1u) << unit;
+    EXPECT_TRUE(settings.find("ExecStart")->second.ends_with(" --no-install")) << unit;
+  }
+  std::string crontab = Read(fs::path(COEXIST_SOURCE_DIR) / "deploy/cron/coexist.crontab");
+  EXPECT_NE(crontab.find("batch run --no-install;"), std::string::npos) << crontab;
+}
+
 // deploy/sysusers.d/coexist.conf creates the user and group the units run
 // as, in a scratch root as on a bare host: a system account without a login.
 TEST(Sysusers, CreatesTheUserTheUnitsRunAs) {

@@ -16,7 +16,8 @@
 // service, drop-ins and the installed binary), which must print nothing.
 // Then the installed crontab's enqueue-and-run line runs against the
 // database with the crontab's own variables (COEXIST_DATABASE_URL replaced
-// by the test's), and must enqueue and settle new orders.
+// by the test's, as the least-privilege batch role of docs/operations.md),
+// and must enqueue and settle new orders.
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -30,6 +31,7 @@
 
 #include "common/subprocess.h"
 #include "tests/support/database_test.h"
+#include "tests/support/documented_grants.h"
 
 namespace coexist {
 namespace {
@@ -281,12 +283,19 @@ TEST_F(GettingStartedTest, EveryStepRunsAsWritten) {
       env, std::regex("^COEXIST_DATABASE_URL='postgresql://[^:@/]+@", std::regex::multiline)))
       << env;
 
-  // The crontab's line, as cron runs it at 01:00: tonight's new orders are
-  // enqueued, then settled.
+  // The crontab's line, as cron runs it at 01:00, with the least-privilege
+  // batch role of docs/operations.md in its URL (the owner installed in
+  // section 3): tonight's new orders are enqueued, then settled.
+  std::string batch_role = "batch_" + database_name();
+  QueryValue(
+      testing::DocumentedGrants(COEXIST_SOURCE_DIR, "online_" + database_name(), batch_role) +
+      "GRANT USAGE ON SCHEMA shop TO " + batch_role + ";" +
+      "GRANT SELECT, UPDATE ON shop.orders TO " + batch_role + ";");
+  std::string batch_url = conninfo() + " user=" + batch_role;
   QueryValue(
       "INSERT INTO shop.orders (order_id, total) "
       "SELECT md5('night 2 ' || g)::uuid, g FROM generate_series(1, 7) g");
-  auto night = RunCronLine("batch run", conninfo());
+  auto night = RunCronLine("batch run", batch_url);
   EXPECT_EQ(night.status, 0) << night.output;
   EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status = 'settled'"), 107);
   std::string log = Read(root_ / "var/log/coexist/settle-orders.log");
@@ -301,11 +310,11 @@ TEST_F(GettingStartedTest, EveryStepRunsAsWritten) {
   auto yaml = root_ / "etc/coexist/settle-orders.yaml";
   std::string good = Read(yaml);
   std::ofstream(yaml) << good << "batch: {chunk_size: many}\n";
-  auto bad = RunCronLine("batch run", conninfo());
+  auto bad = RunCronLine("batch run", batch_url);
   EXPECT_EQ(bad.status, 78) << bad.output;
   std::ofstream(yaml) << good;
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), runs);
-  auto purge = RunCronLine("queue purge", conninfo());
+  auto purge = RunCronLine("queue purge", batch_url);
   EXPECT_EQ(purge.status, 0) << purge.output;
 }
 
