@@ -26,10 +26,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <pqxx/pqxx>
 #include <regex>
 #include <sstream>
 
 #include "common/subprocess.h"
+#include "db/connection.h"
 #include "tests/support/database_test.h"
 #include "tests/support/documented_grants.h"
 
@@ -300,9 +302,21 @@ TEST_F(GettingStartedTest, EveryStepRunsAsWritten) {
   EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status = 'settled'"), 107);
   std::string log = Read(root_ / "var/log/coexist/settle-orders.log");
   EXPECT_NE(log.find("7 added"), std::string::npos) << log;
-  // The exit statuses its comments promise: a database that does not answer
-  // stops the line at the enqueue (75), a bad file too (78), no run either
-  // time.
+  // The exit statuses its comments promise: an order an online user holds
+  // is deferred to the next night (2), the others settled;
+  QueryValue(
+      "INSERT INTO shop.orders (order_id, total) "
+      "SELECT md5('night 3 ' || g)::uuid, g FROM generate_series(1, 3) g");
+  {
+    auto online = db::Connect(conninfo(), "getting-started-online");
+    pqxx::work held(*online);
+    held.exec("SELECT 1 FROM shop.orders WHERE order_id = md5('night 3 1')::uuid FOR UPDATE");
+    auto deferred = RunCronLine("batch run", batch_url);
+    EXPECT_EQ(deferred.status, 2) << deferred.output;
+    EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status = 'open'"), 1);
+  }
+  // a database that does not answer stops the line at the enqueue (75), a
+  // bad file too (78), with no run either time.
   auto runs = Count("SELECT count(*) FROM coexist.runs");
   auto unreachable =
       RunCronLine("batch run", "postgresql://coexist@127.0.0.1:1/shop?connect_timeout=5");
