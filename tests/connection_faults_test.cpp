@@ -1,9 +1,9 @@
-// What the chaos suite found around the sessions and the server (issue 28,
-// findings 8-10), each against the real `coexist` binary: another role
-// squatting a run's lock or the job's lock is named and bounded; an option
-// value libpq refuses is a configuration error (78), never retried; a
-// server that stops answering (SIGSTOP, its kernel still acknowledging) is
-// noticed within database.stall_timeout, and nothing is lost.
+// What the chaos suite found around the sessions and the server, each
+// against the real `coexist` binary: another role squatting a run's lock
+// or the job's lock is named and bounded; an option value libpq refuses is
+// a configuration error (78), never retried; a server that stops answering
+// (SIGSTOP, its kernel still acknowledging) is noticed within
+// database.stall_timeout, and nothing is lost.
 
 #include <arpa/inet.h>
 #include <dirent.h>
