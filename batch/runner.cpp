@@ -62,6 +62,29 @@ JobBusyError BusyError(const config::Config& config, const std::optional<JobHold
                       ExitCode::kJobStuck);
 }
 
+// The run's own key is held by another session (it was tried for
+// kJobLockSettle): exit 4, or 5 once that session has been connected
+// longer than batch.busy_timeout. Logged here, as the daemon logs a busy
+// error only once a spell.
+JobBusyError RunLockBusyError(const config::Config& config, long long run_id,
+                              const std::optional<JobHolder>& holder) {
+  std::string key = "pg_advisory_lock(coexist.run_lock_class(), " + std::to_string(run_id) + ")";
+  std::string who = holder ? holder->description : "a session that let go of it a moment ago";
+  spdlog::log(holder && holder->stuck ? spdlog::level::err : spdlog::level::warn,
+              "run lock held by another session, run not started job={} run_id={} holder={}",
+              config.batch.job, run_id, log::Value(who));
+  std::string hint =
+      "this run did nothing and claimed nothing. No coexist session takes a run's key before "
+      "that run does: ";
+  hint += holder ? "ask the session's owner, or end it: SELECT pg_terminate_backend(" +
+                       std::to_string(holder->pid) + ");"
+                 : "run again.";
+  hint += " The next run has another run id.";
+  return JobBusyError("job " + config.batch.job + "'s run " + std::to_string(run_id) +
+                          " cannot take its own lock, " + key + ": held by " + who,
+                      hint, holder && holder->stuck ? ExitCode::kJobStuck : ExitCode::kJobBusy);
+}
+
 std::string Outcome(const RunSummary& s) {
   if (s.counts.deferred > 0 || s.counts.dead > 0) return "incomplete";
   if (s.stop_reason != "drained" && s.queued_left > 0) return "incomplete";
@@ -119,7 +142,7 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
 // Fills summary.run_id and abandoned_runs; returns the job's queued items
 // (`ctl status`'s ETA).
 long long BeginRun(Control& c, const config::Config& config, const policies::Policy& policy,
-                   RunSummary& summary) {
+                   RunSummary& summary, const std::atomic<bool>* stop) {
   long long queued = 0;
   {
     pqxx::work tx(*c.conn);
@@ -133,8 +156,15 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
     // Session-level, so it outlives this transaction and lives as long as
     // the connection. Taken before the row commits: a shared sibling's
     // sweep, which abandons a running run whose lock is free, never sees
-    // this row without it.
-    c.queue->LockRun(tx, summary.run_id);
+    // this row without it. Tried, not waited for (a session squatting the
+    // key would hang the run, deaf to SIGTERM): a holder is named and the
+    // transaction, row and sweep with it, rolls back.
+    if (JobLockStaysHeld([&] { return !c.queue->TryLockRun(tx, summary.run_id); }, stop)) {
+      auto holder = c.queue->FindRunLockHolder(tx, summary.run_id);
+      if (holder || !c.queue->TryLockRun(tx, summary.run_id)) {
+        throw RunLockBusyError(config, summary.run_id, holder);
+      }
+    }
     // Windows a drained run released (release_when_done) hold again while
     // this run works: InstallGuard wrote them, or (rows only, no DDL) here.
     if (!c.installed && !policy.Windows().empty()) WriteWindows(tx, config);
@@ -290,6 +320,13 @@ bool JobLockStaysHeld(const std::function<bool()>& held, const std::atomic<bool>
   return false;
 }
 
+JobBusyError DescribeBusyJob(const std::string& conninfo, const config::Config& config) {
+  auto conn = db::Connect(conninfo, config.database.application_name);
+  db::QueueStore queue(*conn, QueueJobOf(config, ""));
+  pqxx::read_transaction tx(*conn);
+  return BusyError(config, queue.FindJobHolder(tx));
+}
+
 SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& config) {
   Control c = OpenJob(conninfo, config, /*install=*/false);
   pqxx::work tx(*c.conn);
@@ -311,7 +348,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   RunSummary summary;
   summary.job = config.batch.job;
   summary.policy = policy->Name();
-  long long queued = BeginRun(control, config, *policy, summary);
+  long long queued = BeginRun(control, config, *policy, summary, options.stop);
   pacer.SetRunId(summary.run_id);
   spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
                config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);

@@ -78,6 +78,12 @@ class JobBusyError : public Error {
       : Error(code, message, std::move(hint)) {}
 };
 
+// The JobBusyError a run starting now would throw, read without trying
+// the job's lock: its holder named (pid, role, application_name, client,
+// how long; the run it is, if one), 5 past batch.busy_timeout. For the
+// daemon, whose pre-check saw the lock held in pg_locks.
+JobBusyError DescribeBusyJob(const std::string& conninfo, const config::Config& config);
+
 struct RunOptions {
   // Install migrations, the version and guard triggers and the windows first.
   bool install = true;
@@ -91,7 +97,8 @@ struct RunOptions {
 
 // Runs the job once against the server at `conninfo`. Throws JobBusyError,
 // before touching anything, when another run of the job is in progress
-// (on any host); ConfigError
+// (on any host), or when another session holds the key of this run's own
+// lock (tried for kJobLockSettle, or until options.stop); ConfigError
 // for a configuration the database rejects (batch/check.h: checked after
 // the migrations and before any trigger is installed on the target:
 // a view, a key that is not unique, a missing version column, the rights,

@@ -4,12 +4,15 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "db/connection.h"
 
 namespace coexist::cli {
 
 const config::Config& Context::Config() {
   if (!config_) {
     config_ = HasConfigFile() ? config::LoadFile(options.config_path) : config::Config{};
+    // Every command's connections notice a server that stops answering.
+    db::WatchForStalls(config_->database.stall_timeout);
   }
   return *config_;
 }

@@ -29,6 +29,13 @@ void ReadDatabase(Section& s, const YAML::Node& node, DatabaseConfig& out) {
   out.url_at = MarkOfKey(s, node, "url");
   s.String("application_name", out.application_name);
   s.Duration("statement_timeout", out.statement_timeout, milliseconds(1), hours(24));
+  s.Duration("stall_timeout", out.stall_timeout, milliseconds(0), hours(1));
+  if (out.stall_timeout.count() > 0 && out.stall_timeout < std::chrono::seconds(1)) {
+    s.Fail(node["stall_timeout"], "stall_timeout",
+           "'" + FormatDuration(out.stall_timeout) + "' is shorter than a second",
+           "a busy server may take longer to answer; use 1s or more (default 30s), or 0 to "
+           "turn stall detection off.");
+  }
   ReadShards(s, node, out);
   s.Finish();
 }

@@ -60,6 +60,11 @@ struct DatabaseConfig {
   std::string application_name = "coexist-batch";
   // How long one statement of the batch may run before it is cancelled.
   milliseconds statement_timeout = std::chrono::minutes(5);
+  // How long a server may leave coexist without any answer before coexist
+  // treats it as gone (db::WatchForStalls: client keepalives,
+  // tcp_user_timeout, connect_timeout and a probe). 0 turns it off;
+  // else 1s..1h.
+  milliseconds stall_timeout = std::chrono::seconds(30);
   // Where url is written, for errors only the connection can find; no line
   // when not written.
   Mark url_at;

@@ -85,6 +85,7 @@ class Daemon {
   bool install_pending_;
   bool refused_logged_ = false;
   bool busy_logged_ = false;
+  bool stuck_logged_ = false;  // the busy spell went past batch.busy_timeout
   // A run stopped on batch.max_consecutive_failures: no run before this
   // (each would charge more items for the same fault); the wait doubles
   // from poll_interval up to kLongestFailingHold, and a reload ends it.
@@ -126,6 +127,12 @@ int Daemon::Run() {
     } catch (const config::ConfigError& e) {
       if (!previous_) throw;  // the starting configuration: exit 78
       RestorePrevious(e);
+    } catch (const db::ConnectionSettingsError& e) {
+      // sslmode=bogus, PGCONNECT_TIMEOUT=abc: no retry can pass.
+      spdlog::error("database connection settings are wrong, daemon stopping error={}",
+                    log::Value(e.what()));
+      notifier_.Stopping();
+      throw;  // exit 78
     } catch (const std::exception& e) {
       Recover(e);
     }
@@ -136,16 +143,28 @@ int Daemon::Run() {
 }
 
 // Once per busy spell: a standby daemon on a second host waits quietly.
+// The holder is named (pid, role, application_name; the run it is, if
+// one). Once it has held the job past batch.busy_timeout without being a
+// live run (kJobStuck: a squatting session, a run that stopped beating),
+// once more at error level, with what ends it, and in STATUS=.
 void Daemon::OnBusy(const batch::JobBusyError& e) {
-  if (!busy_logged_) {
-    // kJobStuck: the holder is no live run (batch.busy_timeout); say so loudly.
-    spdlog::log(e.code() == ExitCode::kJobStuck ? spdlog::level::err : spdlog::level::warn,
-                "job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
-                config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
+  bool stuck = e.code() == ExitCode::kJobStuck;
+  if (stuck && !stuck_logged_) {
+    spdlog::error(
+        "job stuck: its lock is held past batch.busy_timeout by no live run, no run can start "
+        "job={} busy_timeout={} holder={} hint={}",
+        config_.batch.job, config::FormatDuration(config_.batch.busy_timeout), log::Value(e.what()),
+        log::Value(e.hint()));
+    stuck_logged_ = true;
+    busy_logged_ = true;
+  } else if (!busy_logged_) {
+    spdlog::warn("job busy, waiting job={} poll_interval={} holder={}", config_.batch.job,
+                 config::FormatDuration(config_.daemon.poll_interval), log::Value(e.what()));
     busy_logged_ = true;
   }
   metrics_.RecordRunWithoutSummary("busy");
-  Status("waiting: another run holds the job");
+  Status(stuck ? "stuck: the job's lock is held past busy_timeout by no live run"
+               : "waiting: another run holds the job");
 }
 
 // A reloaded configuration the database rejected (bad operation SQL).
@@ -155,6 +174,7 @@ void Daemon::RestorePrevious(const config::ConfigError& e) {
   metrics_.RecordReload(false);
   config_ = std::move(*previous_);
   previous_.reset();
+  db::WatchForStalls(config_.database.stall_timeout);
   policy_ = policies::Create(config_.policy);
   install_pending_ = settings_.install;
 }
@@ -197,6 +217,7 @@ void Daemon::Reload() {
   }
   previous_ = std::move(config_);
   config_ = std::move(fresh);
+  db::WatchForStalls(config_.database.stall_timeout);
   policy_ = policies::Create(config_.policy);
   run_pending_ = true;  // the database checks the operation at once
   install_pending_ = settings_.install;
@@ -252,9 +273,9 @@ void Daemon::Cycle() {
   // Read from pg_locks, so a standby daemon does not connect, install and
   // start a run every poll only to be refused.
   // A shared run goes ahead beside other shared runs of the job.
-  if (JobLockStaysHeld()) {
-    throw batch::JobBusyError("job " + config_.batch.job + " is held by another session");
-  }
+  if (JobLockStaysHeld()) throw batch::DescribeBusyJob(settings_.conninfo, config_);
+  busy_logged_ = false;  // a new spell, if any, is logged again
+  stuck_logged_ = false;
   RunOnce();
 }
 

@@ -38,7 +38,9 @@ struct DaemonSettings {
 
 // Runs until SIGTERM/SIGINT and returns the exit status: 0 after a clean
 // drain. Throws config::ConfigError when the starting configuration is
-// rejected by the database (bad operation SQL: exit 78), and
+// rejected by the database (bad operation SQL: exit 78),
+// db::ConnectionSettingsError (78) when libpq refuses a connection setting
+// (sslmode=bogus, also from PG* variables: never retried), and
 // UnavailableError when metrics.listen cannot be bound.
 int RunDaemon(const DaemonSettings& settings, config::Config config);
 

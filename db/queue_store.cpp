@@ -155,8 +155,18 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
     INSERT INTO coexist.runs (job, policy, host, pid, details, backend_pid)
     VALUES ($1, $2, $3, $4, $5::jsonb, pg_backend_pid())
     RETURNING run_id)sql");
-  conn.prepare("lock_run",
-               "SELECT pg_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
+  conn.prepare("try_lock_run",
+               "SELECT pg_try_advisory_lock(coexist.run_lock_class(), ($1 % 2147483647)::integer)");
+  conn.prepare("find_run_lock_holder", R"sql(
+    SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, '?'),
+           coalesce(host(a.client_addr), 'local'), coalesce(a.state, '?'),
+           extract(epoch FROM now() - a.backend_start)::bigint
+      FROM pg_locks l
+      LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid <> pg_backend_pid()
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND l.classid = coexist.run_lock_class()::oid AND l.objid = ($1 % 2147483647)::oid
+     LIMIT 1)sql");
   conn.prepare("try_lock_job", job_.shared_runs ? "SELECT coexist.try_lock_job_shared($1)"
                                                 : "SELECT coexist.try_lock_job($1)");
   // The session holding the job's lock (0004), and the run it is, if any
@@ -216,8 +226,26 @@ long long QueueStore::StartRun(pqxx::transaction_base& tx, const std::string& po
       .as<long long>();
 }
 
-void QueueStore::LockRun(pqxx::transaction_base& tx, long long run_id) {
-  tx.exec_prepared("lock_run", run_id);
+bool QueueStore::TryLockRun(pqxx::transaction_base& tx, long long run_id) {
+  return tx.exec_prepared1("try_lock_run", run_id)[0].as<bool>();
+}
+
+std::optional<JobHolder> QueueStore::FindRunLockHolder(pqxx::transaction_base& tx,
+                                                       long long run_id) {
+  auto rows = tx.exec_prepared("find_run_lock_holder", run_id);
+  if (rows.empty()) return std::nullopt;
+  const auto& row = rows[0];
+  JobHolder holder;
+  holder.pid = row[0].as<int>();
+  long long connected = row[5].is_null() ? 0 : row[5].as<long long>();
+  holder.description = "a session that is not a coexist run (pid " + std::to_string(holder.pid) +
+                       ", role " + row[1].as<std::string>() + ", application_name '" +
+                       row[2].as<std::string>() + "', client " + row[3].as<std::string>() + ", " +
+                       row[4].as<std::string>() + ", connected " + std::to_string(connected) +
+                       " s ago)";
+  holder.stuck =
+      connected > std::chrono::duration_cast<std::chrono::seconds>(job_.busy_timeout).count();
+  return holder;
 }
 
 bool QueueStore::TryLockJob(pqxx::transaction_base& tx) {

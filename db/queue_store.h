@@ -90,8 +90,13 @@ class QueueStore {
   // A 'running' row for this process; returns its run_id.
   long long StartRun(pqxx::transaction_base& tx, const std::string& policy,
                      const std::string& details_json);
-  // Session-level: held by the control connection until it closes.
-  void LockRun(pqxx::transaction_base& tx, long long run_id);
+  // The run's lock, session-level: held by the control connection until it
+  // closes. Tried, never waited for: false when another session holds the
+  // key (nothing of coexist does before the run's row commits: a squatter).
+  bool TryLockRun(pqxx::transaction_base& tx, long long run_id);
+  // The session holding the run's key, as FindJobHolder describes one that
+  // is not a run (nullopt: it let go since).
+  std::optional<JobHolder> FindRunLockHolder(pqxx::transaction_base& tx, long long run_id);
   // The job's lock for this session (0004_job_lock.sql), taken shared under
   // QueueJob::shared_runs (0021: shared runs hold it side by side, never
   // beside an exclusive holder); false when another session's hold excludes

@@ -2,13 +2,17 @@
 
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <regex>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -150,6 +154,73 @@ constexpr const char* kConninfoHint =
 
 std::string Located(const std::string& origin) {
   return origin.empty() ? "the database URL" : "the database URL in " + origin;
+}
+
+// libpq's own integer reading (parse_int_param): optional spaces, a sign,
+// digits, spaces; within int.
+bool LibpqInteger(const std::string& text) {
+  static const std::regex kInteger(R"(^\s*[-+]?[0-9]{1,10}\s*$)");
+  if (!std::regex_match(text, kInteger)) return false;
+  long long value = std::stoll(text);
+  return value >= std::numeric_limits<int>::min() && value <= std::numeric_limits<int>::max();
+}
+
+// The values libpq accepts for the options it reads only when it connects,
+// so that PQconninfoParse lets a wrong one through.
+struct OptionRule {
+  const char* key;
+  std::vector<std::string> values;  // empty: an integer
+  bool any_case = false;            // compared without case (and may be empty)
+  const char* meaning;              // for the hint
+};
+
+const std::vector<OptionRule>& OptionRules() {
+  static const std::vector<OptionRule> kRules = {
+      {"connect_timeout", {}, false, "a whole number of seconds (0: wait forever)"},
+      {"keepalives", {}, false, "1 (on, the default) or 0"},
+      {"keepalives_idle", {}, false, "a whole number of seconds"},
+      {"keepalives_interval", {}, false, "a whole number of seconds"},
+      {"keepalives_count", {}, false, "a whole number of probes"},
+      {"tcp_user_timeout", {}, false, "a whole number of milliseconds"},
+      {"sslmode", {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}, false, ""},
+      {"gssencmode", {"disable", "prefer", "require"}, false, ""},
+      {"channel_binding", {"disable", "prefer", "require"}, false, ""},
+      {"target_session_attrs",
+       {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"},
+       false,
+       ""},
+      {"ssl_min_protocol_version", {"TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"}, true, ""},
+      {"ssl_max_protocol_version", {"TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"}, true, ""},
+      {"load_balance_hosts", {"disable", "random"}, false, ""},
+      {"sslnegotiation", {"postgres", "direct"}, false, ""},
+  };
+  return kRules;
+}
+
+const OptionRule* RuleOf(std::string_view key) {
+  for (const auto& rule : OptionRules()) {
+    if (key == rule.key) return &rule;
+  }
+  return nullptr;
+}
+
+bool ValidOptionValue(std::string_view key, const std::string& value) {
+  const OptionRule* rule = RuleOf(key);
+  if (rule == nullptr) return true;
+  if (rule->values.empty()) return LibpqInteger(value);
+  if (rule->any_case && value.empty()) return true;
+  return std::any_of(rule->values.begin(), rule->values.end(), [&](const std::string& v) {
+    return rule->any_case ? strcasecmp(v.c_str(), value.c_str()) == 0 : v == value;
+  });
+}
+
+std::string OptionHint(const std::string& key) {
+  const OptionRule* rule = RuleOf(key);
+  if (rule == nullptr) return key + " has a value libpq refuses";
+  if (rule->values.empty()) return key + " is " + rule->meaning;
+  std::string list;
+  for (const auto& v : rule->values) list += (list.empty() ? "" : ", ") + v;
+  return key + " is one of " + list;
 }
 
 // Whether a database that rules 1-5 chose may be erased: its name, as the
@@ -294,30 +365,55 @@ void CheckConninfo(const std::string& conninfo, const std::string& origin) {
   if (options == nullptr) {
     std::string reason = Trimmed(error != nullptr ? error : "out of memory");
     PQfreemem(error);
-    throw ConfigurationError(Located(origin) + " is malformed: " +
-                                 MaskQuotedPieces(RedactPasswords(reason, conninfo), conninfo),
-                             kConninfoHint);
+    throw ConnectionSettingsError(Located(origin) + " is malformed: " +
+                                      MaskQuotedPieces(RedactPasswords(reason, conninfo), conninfo),
+                                  kConninfoHint);
   }
   std::string bad_port;
+  std::optional<std::pair<std::string, std::string>> bad_value;  // key, value
   for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-    if (o->val == nullptr || std::string_view(o->keyword) != "port") continue;
-    // A list for several hosts; an empty entry means the default.
-    std::stringstream ports(o->val);
-    for (std::string port; std::getline(ports, port, ',') && bad_port.empty();) {
-      bool number =
-          !port.empty() && port.size() <= 5 &&
-          std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); });
-      if (!port.empty() && (!number || std::stoi(port) < 1 || std::stoi(port) > 65535)) {
-        bad_port = port;
+    if (o->val == nullptr) continue;
+    std::string_view key = o->keyword;
+    if (key == "port") {
+      // A list for several hosts; an empty entry means the default.
+      std::stringstream ports(o->val);
+      for (std::string port; std::getline(ports, port, ',') && bad_port.empty();) {
+        bool number =
+            !port.empty() && port.size() <= 5 &&
+            std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); });
+        if (!port.empty() && (!number || std::stoi(port) < 1 || std::stoi(port) > 65535)) {
+          bad_port = port;
+        }
       }
+    } else if (!bad_value && !ValidOptionValue(key, o->val)) {
+      bad_value.emplace(key, o->val);
     }
   }
   PQconninfoFree(options);
   if (!bad_port.empty()) {
-    throw ConfigurationError(
+    throw ConnectionSettingsError(
         Located(origin) + " has an invalid port \"" + RedactPasswords(bad_port, conninfo) + "\"",
         "a port is a number from 1 to 65535; " + std::string(kConninfoHint));
   }
+  if (bad_value) {
+    const auto& [key, value] = *bad_value;
+    throw ConnectionSettingsError(Located(origin) + " has an invalid " + key + " \"" +
+                                      RedactPasswords(value, conninfo) + "\"",
+                                  OptionHint(key) + "; fix it where the URL is written.");
+  }
+}
+
+bool IsSettingsFailure(const std::string& libpq_message) {
+  // libpq 12-17's wording for a value it refuses, a service it cannot
+  // find, a hostaddr or list it cannot read; never a server's answer.
+  static const std::regex kSettings(
+      R"(invalid integer value ".*" for connection option|invalid [a-z_]+ value: ")"
+      R"(|invalid port number|could not match [0-9]+ (host names|port numbers) to)"
+      R"(|could not parse network address|invalid SSL protocol version range)"
+      R"(|value ".*" invalid when [A-Za-z]+ support is not compiled in)"
+      R"(|definition of service ".*" not found|service file ".*" not found)"
+      R"(|invalid connection option ")");
+  return std::regex_search(libpq_message, kSettings);
 }
 
 std::string RedactPasswords(std::string text, const std::string& conninfo) {

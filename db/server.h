@@ -94,11 +94,31 @@ class Server {
 // password; "(unparseable connection string)" when libpq cannot parse it.
 std::string DescribeConninfo(const std::string& conninfo);
 
-// Throws ConfigurationError (exit 78) naming the problem, never the
-// password, when libpq cannot parse `conninfo` or a port is not a number
-// from 1 to 65535. `origin` names where it came from ("--database-url");
-// may be empty.
+// The connection settings themselves are wrong: a malformed URL, an
+// option value libpq cannot use (sslmode=bogus, connect_timeout=abc), also
+// from the PG* environment (PGSSLMODE). Exit 78 like any ConfigurationError;
+// `batch daemon` stops on it instead of retrying, as no retry can pass.
+class ConnectionSettingsError : public ConfigurationError {
+ public:
+  using ConfigurationError::ConfigurationError;
+};
+
+// Throws ConnectionSettingsError (exit 78) naming the problem and the fix,
+// never the password, when libpq cannot parse `conninfo`, a port is not a
+// number from 1 to 65535, or an option libpq checks only when it connects
+// has a value it would refuse: an integer option (connect_timeout,
+// keepalives, keepalives_idle, keepalives_interval, keepalives_count,
+// tcp_user_timeout) that is not a whole number, an enumerated one (sslmode,
+// gssencmode, channel_binding, target_session_attrs,
+// ssl_min/max_protocol_version, load_balance_hosts, sslnegotiation) that
+// is none of its values. `origin` names where it came from
+// ("--database-url"); may be empty.
 void CheckConninfo(const std::string& conninfo, const std::string& origin = {});
+
+// Whether libpq's message for a failed connection says that a setting is
+// wrong (an option's value, from the string or the PG* environment; an
+// unknown service) rather than that the server cannot be reached.
+bool IsSettingsFailure(const std::string& libpq_message);
 
 // `text` with every password that `conninfo` holds replaced by "********":
 // the one libpq parses, and, also when libpq cannot parse the string, a

@@ -52,6 +52,7 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_EQ(config.target.Name(), "public.products");
   EXPECT_EQ(config.batch.chunk_size, 500);
   EXPECT_FALSE(config.database.url.has_value());
+  EXPECT_EQ(config.database.stall_timeout, std::chrono::seconds(30));
   EXPECT_EQ(config.policy.name, "skip_locked");
   // No owner column unless one is named: only status_partition needs one.
   EXPECT_FALSE(config.target.owner_column.has_value());
@@ -101,6 +102,7 @@ database:
   url: postgresql:///shop
   application_name: nightly
   statement_timeout: 90s
+  stall_timeout: 5s
 log:
   level: debug
   format: json
@@ -119,6 +121,7 @@ batch:
   EXPECT_EQ(config.database.url, "postgresql:///shop");
   EXPECT_EQ(config.database.application_name, "nightly");
   EXPECT_EQ(config.database.statement_timeout, milliseconds(90'000));
+  EXPECT_EQ(config.database.stall_timeout, milliseconds(5'000));
   EXPECT_EQ(config.log.format, "json");
   EXPECT_EQ(config.target.schema, "sales");
   EXPECT_EQ(config.target.table, "orders");
@@ -218,6 +221,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "allowed range is 1ms to 24h."},
   BadInput{"duration_finer_than_ms", "database:\n  statement_timeout: 1500us\n",
            "bad.yaml:2:22: database.statement_timeout: '1500us' is finer than a millisecond", ""},
+  BadInput{"stall_timeout_under_a_second", "database:\n  stall_timeout: 500ms\n",
+           "bad.yaml:2:18: database.stall_timeout: '500ms' is shorter than a second",
+           "use 1s or more (default 30s), or 0 to turn stall detection off."},
+  BadInput{"stall_timeout_out_of_range", "database:\n  stall_timeout: 2h\n",
+           "bad.yaml:2:18: database.stall_timeout: '2h' is out of range",
+           "allowed range is 0s to 1h."},
   BadInput{"unknown_enum_value", "log:\n  format: xml\n",
            "bad.yaml:2:11: log.format: unknown value 'xml'", "use one of: text, json."},
   BadInput{"identifier_with_sql", "target:\n  key_column: \"id; DROP TABLE x\"\n",
