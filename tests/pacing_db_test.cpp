@@ -634,7 +634,15 @@ TEST_F(SessionSamplerTest, SeesAnOnlineStatementBlockedBehindARowLock) {
       << "the wait behind the lock; longest sampled: " << longest().count() << "us";
   EXPECT_LT(longest(), 5s);
   std::this_thread::sleep_for(100ms);
-  EXPECT_LE(SamplesOf("shop-web").size(), 2u) << "the UPDATE and its COMMIT, each once";
+  // libpqxx sends BEGIN, the UPDATE and the COMMIT as three statements; a
+  // busy machine can let a read land on the short BEGIN or COMMIT too, so
+  // each may be seen, but none twice and the wait only once.
+  auto user_samples = SamplesOf("shop-web");
+  EXPECT_LE(user_samples.size(), 3u) << "BEGIN, the UPDATE and its COMMIT, each at most once";
+  EXPECT_EQ(std::count_if(user_samples.begin(), user_samples.end(),
+                          [](const SessionSample& s) { return s.latency >= 250ms; }),
+            1)
+      << "the wait behind the lock counted once";
 }
 
 TEST_F(SessionSamplerTest, ALongWaitIsSeenBeforeItEndsAndCountedOnce) {
