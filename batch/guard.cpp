@@ -2,10 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "batch/check.h"
 #include "batch/queue_sql.h"
+#include "common/error.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
 
@@ -34,7 +37,21 @@ void InstallGuard(pqxx::connection_base& conn, const config::Config& config,
   auto report =
       CheckDatabase(conn, config, {.operation = CheckScope::Operation::kSkip, .privileges = false});
   if (!report.problems.empty()) throw report.problems.front();
-  pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_lock($1)", kGuardLockKey);
+  // Waited for at most a minute (another installer holds it for seconds): a
+  // session that squats it makes this exit 75 naming how to find it.
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!pqxx::nontransaction(conn)
+              .exec_params1("SELECT pg_try_advisory_lock($1)", kGuardLockKey)[0]
+              .as<bool>()) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      throw TempFailError(
+          "another session has held coexist's guard install lock for a minute: nothing installed",
+          "find it: SELECT pid, usename, application_name, state FROM pg_stat_activity WHERE pid "
+          "IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = " +
+              std::to_string(kGuardLockKey & 0xffffffffLL) + "); then try again.");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   try {
     InstallGuardLocked(conn, config, locks);
   } catch (...) {

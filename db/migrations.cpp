@@ -7,6 +7,7 @@
 
 #include "common/embedded_file.h"
 #include "common/error.h"
+#include "db/failure.h"
 
 namespace coexist::db {
 namespace migrations_sql {
@@ -44,10 +45,29 @@ int AppliedCount(pqxx::connection_base& conn) {
       .as<int>();
 }
 
+// The installers' advisory lock, for this transaction. Waited for at most a
+// minute (another install applies migrations for seconds, not minutes): a
+// session that squats it makes this install exit 75 naming it, instead of
+// hanging.
+void LockInstall(pqxx::transaction_base& tx) {
+  try {
+    tx.exec("SET LOCAL lock_timeout = '60s'");
+    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kInstallLockKey);
+    tx.exec("SET LOCAL lock_timeout = DEFAULT");
+  } catch (const pqxx::sql_error& e) {
+    if (SqlStateOf(e) != "55P03") throw;
+    throw TempFailError(
+        "another session has held coexist's install lock for a minute: no migration applied",
+        "find it: SELECT pid, usename, application_name, state, xact_start FROM pg_stat_activity "
+        "WHERE pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = " +
+            std::to_string(kInstallLockKey & 0xffffffffLL) + "); then try again.");
+  }
+}
+
 int ApplyMissing(pqxx::connection_base& conn) {
   {
     pqxx::work tx(conn);
-    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kInstallLockKey);
+    LockInstall(tx);
     tx.exec("CREATE SCHEMA IF NOT EXISTS coexist");
     tx.exec(
         "CREATE TABLE IF NOT EXISTS coexist.schema_migrations ("
@@ -58,7 +78,7 @@ int ApplyMissing(pqxx::connection_base& conn) {
   int applied = 0;
   for (const auto& migration : AllMigrations()) {
     pqxx::work tx(conn);
-    tx.exec_params("SELECT pg_advisory_xact_lock($1)", kInstallLockKey);
+    LockInstall(tx);
     auto done = tx.exec_params("SELECT 1 FROM coexist.schema_migrations WHERE version = $1",
                                migration.version);
     if (!done.empty()) continue;
