@@ -8,6 +8,7 @@
 #include <iostream>
 #include <pqxx/pqxx>
 
+#include "batch/check.h"
 #include "cli/context.h"
 #include "common/error.h"
 #include "common/signals.h"
@@ -62,9 +63,16 @@ void WriteFile(const std::string& path, const std::string& text) {
 // The schema (edit-lock API) and the version trigger must be there; the
 // demo table is seeded when it is the target and missing, so that the
 // command works out of the box on a throwaway cluster.
-void PrepareDatabase(const db::Server& server, const config::TargetTable& target,
-                     long long records) {
+// A target named in the file is checked like every command's (batch/check.h):
+// a wrong key_column or version_column is located at its key (78).
+void PrepareDatabase(const db::Server& server, Context& context, long long records) {
+  const auto& target = context.Config().target;
   auto conn = db::Connect(server);
+  if (context.HasConfigFile() && target.Name() != config::TargetTable{}.Name()) {
+    batch::CheckConfig(
+        *conn, context.Config(),
+        {.operation = batch::CheckScope::Operation::kSkip, .privileges = false, .payloads = false});
+  }
   if (!db::InstallSchema(*conn, target).target_exists) {
     if (target.Name() != config::TargetTable{}.Name()) {
       throw UnavailableError("target table " + target.Name() + " does not exist",
@@ -93,7 +101,7 @@ int RunSimulation(Context& context, const SimOptions& flags) {
 
   const auto& server = context.ServerToErase();
   const auto& target = context.Config().target;
-  PrepareDatabase(server, target, flags.seed_records);
+  PrepareDatabase(server, context, flags.seed_records);
   online_sim::Simulator simulator(server.conninfo(), target, online, options);
   simulator.Prepare();
   int signal = 0;

@@ -50,6 +50,14 @@ bool CustomKindsRun(const config::OnlineConfig& config) {
                      [](const config::CustomKind& kind) { return kind.weight > 0; });
 }
 
+// Only the built-in kinds read or write online.value_column: a mix of
+// custom kinds alone works on a table without it.
+bool BuiltInKindsRun(const config::OnlineConfig& config) {
+  auto weights = Weights(config);
+  return std::any_of(weights.begin(), weights.begin() + kKindCount,
+                     [](double weight) { return weight > 0; });
+}
+
 }  // namespace
 
 struct Simulator::State {
@@ -266,15 +274,19 @@ void Simulator::State::ReadTarget(pqxx::connection_base& conn) {
                                engine.key_type + ", not a supported key type",
                            "the key must be smallint, integer, bigint, text, varchar or uuid.");
   }
-  std::string value_type = type_of(config.value_column);
-  if (!db::IsIntegerType(value_type)) {
-    throw UnavailableError("column " + config.value_column + " of " + target.Name() + " is " +
-                               value_type + ", not an integer type",
-                           "the simulator edits an integer column (online.value_column).");
+  // Without a built-in kind nothing reads the value column: 0 stands in.
+  std::string value = "0";
+  if (BuiltInKindsRun(config)) {
+    std::string value_type = type_of(config.value_column);
+    if (!db::IsIntegerType(value_type)) {
+      throw UnavailableError("column " + config.value_column + " of " + target.Name() + " is " +
+                                 value_type + ", not an integer type",
+                             "the simulator edits an integer column (online.value_column).");
+    }
+    value = tx.quote_name(config.value_column);
   }
-  auto rows = tx.exec_params("SELECT " + tx.quote_name(target.key_column) + ", " +
-                                 tx.quote_name(config.value_column) + " FROM " + table +
-                                 " ORDER BY 1 LIMIT NULLIF($1, 0)",
+  auto rows = tx.exec_params("SELECT " + tx.quote_name(target.key_column) + ", " + value +
+                                 " FROM " + table + " ORDER BY 1 LIMIT NULLIF($1, 0)",
                              config.records);
   if (rows.empty()) {
     throw UnavailableError("target table " + target.Name() + " has no rows",
@@ -299,6 +311,8 @@ Awaitable<> Simulator::State::OpenPool(std::string& error) {
   // first measured transactions (an application server's pool is warm). A
   // rolled-back write of one record does it before the clock starts; a
   // refusal (a guard trigger) is fine, the caches are warm all the same.
+  // A mix of custom kinds alone has no built-in write to warm up with.
+  if (!BuiltInKindsRun(config)) co_return;
   std::vector<Lease> leases;
   for (int i = 0; i < engine.pool->size(); ++i) leases.push_back(co_await engine.pool->Acquire());
   std::string id = engine.keys.front();  // ReadTarget found at least one

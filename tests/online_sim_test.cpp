@@ -548,6 +548,33 @@ TEST_F(OnlineSimTest, CustomKindRunsItsScript) {
   EXPECT_EQ(report.lost_check.skipped, "custom kinds ran");
 }
 
+// Custom kinds alone need no value column: an application's table with a
+// text key and neither `stock` nor a version column runs them.
+TEST_F(OnlineSimTest, CustomKindsAloneNeedNoValueColumn) {
+  // Qualified: the test role is named coexist, so "$user" in the
+  // search_path would put an unqualified table in coexist's schema.
+  QueryValue(
+      "CREATE TABLE public.shop_orders (order_no text PRIMARY KEY, status text NOT NULL);"
+      "INSERT INTO public.shop_orders SELECT 'A-' || g, 'new' FROM generate_series(1, 5) g;"
+      "SELECT 1");
+  auto config = FromYaml(R"(  users: 4
+  pool_size: 4
+  mix: {view: 0, optimistic_edit: 0, pessimistic_edit: 0, offline_edit: 0,
+        atomic_decrement: 0, ship: 1}
+  custom_kinds:
+    ship:
+      script:
+        - \set key random_key
+        - UPDATE public.shop_orders SET status = 'shipped' WHERE order_no = :key
+)");
+  config::TargetTable orders;
+  orders.table = "shop_orders";
+  orders.key_column = "order_no";
+  Report report = Run(config, 5, std::chrono::seconds(60), orders);
+  EXPECT_EQ(Outcome(report, "ship", "ok"), 20) << ReportJson(report);
+  EXPECT_GE(Count("SELECT count(*) FROM public.shop_orders WHERE status = 'shipped'"), 1);
+}
+
 // A kind's name may take all 63 bytes of a name; its statements' names on
 // the server must still differ (PostgreSQL cuts them at 63 bytes).
 TEST_F(OnlineSimTest, CustomKindWithTheLongestNameRunsEveryLine) {
@@ -667,6 +694,31 @@ TEST_F(OnlineSimTest, CommandExitStatusesOnBadInput) {
   std::filesystem::remove(config);
   EXPECT_EQ(RunCli(url + " online-sim --duration 1s --users 0" + allow), 64);
   EXPECT_EQ(RunCli(url + " online-sim --duration 1s --quiet --users 4 --pool 4" + allow), 0);
+}
+
+// A target named in the file is checked like every command's: a key column
+// the table lacks is located at its line before any load (78).
+TEST_F(OnlineSimTest, AWrongKeyColumnIsLocatedInTheFile) {
+  QueryValue(
+      "CREATE TABLE public.shop_items (item_no bigint PRIMARY KEY, stock integer); SELECT 1");
+  auto dir = std::filesystem::temp_directory_path() / ("online-sim-key-" + database_name());
+  std::filesystem::create_directories(dir);
+  auto config = (dir / "sim.yaml").string();
+  std::ofstream(config) << "target:\n  table: shop_items\n  key_column: id\n";
+  auto output = (dir / "out.txt").string();
+  pid_t pid =
+      Spawn({.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config", config,
+                      "online-sim", "--duration", "1s", "--allow-database", database_name()},
+             .output_path = output,
+             .parent_death_signal = SIGKILL});
+  EXPECT_EQ(WaitForExit(pid), 78);
+  std::ifstream in(output);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(text.find(config + ":3:15: target.key_column: table public.shop_items has no column "
+                               "\"id\""),
+            std::string::npos)
+      << text;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(OnlineSimTest, CtrlCPrintsThePartialResultAndExits130) {
