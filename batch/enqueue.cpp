@@ -85,7 +85,9 @@ std::string KeyOf(const nlohmann::json& key, bool integer_keys, const std::strin
     }
     return std::to_string(key.get<long long>());
   }
-  if (!key.is_string() && !key.is_number_integer()) {
+  // A number as written (3.05 stays 3.05): EnqueueItems checks it against
+  // the key column's type like any other key.
+  if (!key.is_string() && !key.is_number()) {
     Bad(name, number, "\"key\" must be a string or a number");
   }
   std::string text = key.is_string() ? key.get<std::string>() : key.dump();
@@ -210,41 +212,281 @@ void AnalyzeAfterLargeEnqueue(pqxx::connection& conn, long long added) {
 
 }  // namespace
 
+namespace {
+
+// The key column as messages name it: "public.film.film_id (integer)".
+std::string ColumnName(const EnqueueTarget& target, const std::string& key_type) {
+  if (target.table == nullptr) return "the key column (" + key_type + ")";
+  return "the key column " + target.table->Name() + "." + target.table->key_column + " (" +
+         key_type + ")";
+}
+
+// The rule a key meets, in the words of the hint.
+std::string Rule(const std::string& key_type, const std::string& source_type) {
+  if (source_type.empty()) {
+    return "a key given as text is taken when it parses as " + key_type +
+           " (its spelling is then made canonical: 042 is 42)";
+  }
+  return "a key is taken when it casts to " + key_type + " and back to " + source_type +
+         " unchanged (3.00 is 3; 3.05 is refused, never rounded)";
+}
+
+// The test of one key `v` of type `source_type` ("" for text: it must
+// parse), as SQL that is true when it fits and fails or is false otherwise.
+std::string FitsSql(const std::string& v, const std::string& key_type,
+                    const std::string& source_type, bool has_equality) {
+  if (source_type.empty()) return v + " IS NULL OR (" + v + ")::" + key_type + " IS NOT NULL";
+  if (!has_equality) {
+    return "(" + v + ")::" + key_type + "::" + source_type + "::text = (" + v + ")::text";
+  }
+  return "(" + v + ")::" + key_type + "::" + source_type + " IS NOT DISTINCT FROM " + v;
+}
+
+// A session-local function that tells, without failing, whether a key fits
+// (FitsSql; a cast that fails is false), to name the keys that do not once
+// a set-based statement failed on the first of them.
+void CreateFitsFunction(pqxx::transaction_base& tx, const std::string& key_type,
+                        const std::string& source_type, bool has_equality) {
+  std::string param = source_type.empty() ? "text" : source_type;
+  tx.exec("CREATE OR REPLACE FUNCTION pg_temp.coexist_key_fits(v " + param +
+          ") RETURNS boolean LANGUAGE plpgsql AS $fits$ BEGIN RETURN coalesce(" +
+          FitsSql("v", key_type, source_type, has_equality) +
+          ", false); EXCEPTION WHEN data_exception THEN RETURN false; END $fits$");
+}
+
+[[noreturn]] void RefuseKeys(const std::string& what, long long count,
+                             const std::vector<std::string>& shown, const std::string& column,
+                             const std::string& rule, const std::string& fix) {
+  std::string list;
+  for (const auto& key : shown) list += (list.empty() ? "" : ", ") + key;
+  if (count > static_cast<long long>(shown.size())) list += ", ...";
+  throw Error(ExitCode::kDataError,
+              std::to_string(count) + " " + what + (count == 1 ? " is" : " are") +
+                  " not a value of " + column + ": " + list,
+              "nothing was enqueued; " + rule + ". " + fix);
+}
+
+// "'abc' (line 3)": a refused key of a file.
+std::string Located(const std::string& key, long line) {
+  return "'" + key + "'" + (line > 0 ? " (line " + std::to_string(line) + ")" : "");
+}
+
+// After an insert failed on a key (22P02, 22003, ...): which keys of the
+// items do not parse as `key_type`, read in a transaction of their own.
+[[noreturn]] void RefuseItemKeys(pqxx::connection& conn, const std::vector<EnqueueItem>& items,
+                                 const std::string& key_type, const EnqueueTarget& target,
+                                 const std::string& server_error) {
+  std::vector<std::string> keys;
+  std::vector<long> lines;
+  for (const auto& item : items) {
+    for (const auto& key : item.keys.empty() ? std::vector<std::string>{item.key} : item.keys) {
+      keys.push_back(key);
+      lines.push_back(item.line);
+    }
+  }
+  std::string column = ColumnName(target, key_type);
+  std::string fix = "Fix those keys and enqueue again.";
+  pqxx::work tx(conn);
+  CreateFitsFunction(tx, key_type, "", false);
+  auto rows = tx.exec_params(
+      "SELECT n, count(*) OVER () FROM unnest($1::text[]) WITH ORDINALITY AS u(k, n) "
+      "WHERE NOT pg_temp.coexist_key_fits(k) ORDER BY n LIMIT 5",
+      db::ArrayLiteral(keys));
+  if (rows.empty()) {  // not the keys' fault after all: say what the server said
+    throw Error(ExitCode::kDataError, "a key does not fit " + column + ": " + server_error,
+                "nothing was enqueued. " + fix);
+  }
+  std::vector<std::string> shown;
+  for (const auto& row : rows) {
+    auto at = static_cast<size_t>(row[0].as<long long>() - 1);
+    shown.push_back(Located(keys[at], lines[at]));
+  }
+  RefuseKeys("key" + std::string(rows[0][1].as<long long>() == 1 ? "" : "s") + " (text)",
+             rows[0][1].as<long long>(), shown, column, Rule(key_type, ""), fix);
+}
+
+// Whether the role may read the target's key column, and the SQL test of
+// an added item's keys `ks` having no row there ("" when it may not read).
+std::string MissingSql(pqxx::transaction_base& tx, const EnqueueTarget& target,
+                       const std::string& key_type) {
+  if (target.table == nullptr) return "";
+  std::string table =
+      tx.quote_name(target.table->schema) + "." + tx.quote_name(target.table->table);
+  std::string key = tx.quote_name(target.table->key_column);
+  bool may_read =
+      tx.exec_params1("SELECT coalesce(has_column_privilege(to_regclass($1), $2, 'SELECT'), false)",
+                      table, target.table->key_column)[0]
+          .as<bool>();
+  if (!may_read) return "";
+  return "EXISTS (SELECT 1 FROM unnest(ks) AS mk(k) WHERE NOT EXISTS (SELECT 1 FROM " + table +
+         " AS t WHERE t." + key + " = mk.k::" + key_type + "))";
+}
+
+// Fills the result's missing count; refuses when asked to (nothing is
+// committed yet).
+void NoteMissing(EnqueueResult& result, const db::Inserted& inserted, bool counted,
+                 const EnqueueTarget& target) {
+  result.missing = inserted.missing;
+  result.missing_keys = inserted.missing_keys;
+  result.missing_counted = counted;
+  if (!target.refuse_missing || inserted.missing == 0) return;
+  std::string list;
+  for (const auto& key : inserted.missing_keys) list += (list.empty() ? "" : ", ") + key;
+  if (inserted.missing > static_cast<long long>(inserted.missing_keys.size())) list += ", ...";
+  throw Error(ExitCode::kDataError,
+              std::to_string(inserted.missing) +
+                  (inserted.missing == 1 ? " item names" : " items name") +
+                  " a key with no row in " + target.table->Name() + ": " + list,
+              "nothing was enqueued (--refuse-missing). Leave those keys out, or enqueue without "
+              "--refuse-missing when the operation creates the rows (batch.missing_rows: apply, "
+              "docs/batch.md).");
+}
+
+}  // namespace
+
 EnqueueResult EnqueueItems(const std::string& conninfo, const std::string& job,
-                           const std::vector<EnqueueItem>& items, const std::string& key_type) {
+                           const std::vector<EnqueueItem>& items, const std::string& key_type,
+                           const EnqueueTarget& target) {
   auto conn = db::Connect(conninfo, "coexist-enqueue");
   db::InstallMigrations(*conn);
   EnqueueResult result;
-  pqxx::work tx(*conn);
-  for (size_t start = 0; start < items.size(); start += kBatch) {
-    size_t end = std::min(items.size(), start + kBatch);
-    std::vector<std::vector<std::string>> keys;
-    std::vector<std::optional<std::string>> payloads;
-    std::vector<std::optional<std::string>> idempotency;
-    for (size_t i = start; i < end; ++i) {
-      keys.push_back(items[i].keys.empty() ? std::vector<std::string>{items[i].key}
-                                           : items[i].keys);
-      payloads.emplace_back(items[i].payload);
-      idempotency.push_back(items[i].idempotency_key);
+  db::Inserted total;
+  bool counted = false;
+  {
+    pqxx::work tx(*conn);
+    std::string missing_sql = MissingSql(tx, target, key_type);
+    counted = !missing_sql.empty();
+    std::string server_error;
+    for (size_t start = 0; start < items.size(); start += kBatch) {
+      size_t end = std::min(items.size(), start + kBatch);
+      std::vector<std::vector<std::string>> keys;
+      std::vector<std::optional<std::string>> payloads;
+      std::vector<std::optional<std::string>> idempotency;
+      for (size_t i = start; i < end; ++i) {
+        keys.push_back(items[i].keys.empty() ? std::vector<std::string>{items[i].key}
+                                             : items[i].keys);
+        payloads.emplace_back(items[i].payload);
+        idempotency.push_back(items[i].idempotency_key);
+      }
+      try {
+        auto inserted =
+            db::InsertItems(tx, job, key_type, keys, payloads, idempotency, missing_sql);
+        total.added += inserted.added;
+        total.missing += inserted.missing;
+        for (auto& key : inserted.missing_keys) {
+          if (total.missing_keys.size() < 5) total.missing_keys.push_back(std::move(key));
+        }
+      } catch (const pqxx::data_exception& e) {
+        // 22P02, 22003 and friends: a key that is not a value of the key's
+        // type. The transaction is lost; another one names the keys.
+        std::string what = e.what();
+        server_error = what.substr(0, what.find('\n'));
+        break;
+      }
     }
-    try {
-      result.added += db::InsertItems(tx, job, key_type, keys, payloads, idempotency);
-    } catch (const pqxx::data_exception& e) {
-      // 22P02 and friends: a key that is not a value of the key's type.
-      std::string what = e.what();
-      throw Error(ExitCode::kDataError,
-                  "a key is not a " + key_type + ": " + what.substr(0, what.find('\n')),
-                  "nothing was enqueued; fix that key and enqueue again.");
+    if (!server_error.empty()) {
+      tx.abort();
+      RefuseItemKeys(*conn, items, key_type, target, server_error);
     }
+    NoteMissing(result, total, counted, target);
+    tx.commit();
   }
-  tx.commit();
-  AnalyzeAfterLargeEnqueue(*conn, result.added);
-  result.duplicates = static_cast<long long>(items.size()) - result.added;
+  AnalyzeAfterLargeEnqueue(*conn, total.added);
+  result.added = total.added;
+  result.duplicates = static_cast<long long>(items.size()) - total.added;
   return result;
 }
 
+namespace {
+
+// The query's key column: its type (an array's element type) as
+// format_type spells it, and what the check of its values needs.
+struct SourceKey {
+  bool several = false;  // an array: the keys of an item of several records
+  std::string type;      // "" for a string type: its values must parse
+  bool has_equality = true;
+  // Every value fits: the key type itself, an integer type it widens, a
+  // string into a string key.
+  bool lossless = false;
+};
+
+SourceKey SourceKeyOf(pqxx::transaction_base& tx, long long type_oid, const std::string& key_type) {
+  auto row = tx.exec_params1(
+      "SELECT t.typcategory = 'A', format_type(e.oid, NULL), e.typcategory = 'S', "
+      "       EXISTS (SELECT 1 FROM pg_operator WHERE oprname = '=' AND oprleft = e.oid "
+      "                  AND oprright = e.oid) "
+      "  FROM pg_type t JOIN pg_type e ON e.oid = CASE WHEN t.typcategory = 'A' "
+      "                                   THEN t.typelem ELSE t.oid END "
+      " WHERE t.oid = $1",
+      type_oid);
+  SourceKey source;
+  source.several = row[0].as<bool>();
+  std::string type = row[1].as<std::string>();
+  source.has_equality = row[3].as<bool>();
+  source.type = type;
+  source.lossless = type == key_type ||
+                    (key_type == "bigint" && (type == "integer" || type == "smallint")) ||
+                    (key_type == "integer" && type == "smallint");
+  if (row[2].as<bool>()) {  // a string: parsed as the key, and a string key takes it as it is
+    source.lossless = key_type == "text" || key_type == "character varying";
+    source.type = "";
+  }
+  return source;
+}
+
+// Refuses the query's keys that do not fit the key column, before anything
+// is inserted: first set-based, in a savepoint (a cast that fails fails the
+// pass), then, only when that pass failed, through pg_temp.coexist_key_fits
+// to name them. A query of the key's own type is not read again.
+void CheckSelectedKeys(pqxx::work& tx, const std::string& values_sql, const SourceKey& source,
+                       const std::string& key_type, const EnqueueTarget& target) {
+  std::string shown_type = source.type.empty() ? "text" : source.type;
+  auto refuse = [&](const pqxx::result& rows) {
+    std::vector<std::string> shown;
+    for (const auto& row : rows) shown.push_back(row[0].c_str());
+    RefuseKeys(std::string("of the query's keys (") + shown_type + ")", rows[0][1].as<long long>(),
+               shown, ColumnName(target, key_type), Rule(key_type, source.type),
+               "Return the column's own values (SELECT " +
+                   (target.table != nullptr ? target.table->key_column : std::string("id")) +
+                   " FROM ...), or cast in the query where that is what you mean (round(x)::" +
+                   key_type + ").");
+  };
+  if (!source.type.empty() && !source.lossless) {
+    try {
+      pqxx::subtransaction check(tx, "key_check");
+      auto rows = check.exec(
+          "SELECT v::text, count(*) OVER () FROM (" + values_sql + ") AS c(v) WHERE NOT coalesce(" +
+          FitsSql("v", key_type, source.type, source.has_equality) + ", false) LIMIT 5");
+      check.commit();
+      if (!rows.empty()) refuse(rows);
+      return;
+    } catch (const pqxx::data_exception&) {
+      // a cast failed: named below
+    }
+  } else if (!source.type.empty() || source.lossless) {
+    return;
+  } else {
+    // Text keys: parsing them is the test, tried in a savepoint.
+    try {
+      pqxx::subtransaction check(tx, "key_check");
+      check.exec("SELECT count(*) FROM (" + values_sql + ") AS c(v) WHERE v::" + key_type +
+                 " IS NULL");
+      check.commit();
+      return;
+    } catch (const pqxx::data_exception&) {
+    }
+  }
+  CreateFitsFunction(tx, key_type, source.type, source.has_equality);
+  auto rows = tx.exec("SELECT v::text, count(*) OVER () FROM (" + values_sql +
+                      ") AS c(v) WHERE NOT pg_temp.coexist_key_fits(v) LIMIT 5");
+  if (!rows.empty()) refuse(rows);
+}
+
+}  // namespace
+
 EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
-                            const std::string& select_sql, const std::string& key_type) {
+                            const std::string& select_sql, const std::string& key_type,
+                            const EnqueueTarget& target) {
   auto conn = db::Connect(conninfo, "coexist-enqueue");
   db::InstallMigrations(*conn);
   pqxx::work tx(*conn);
@@ -262,27 +504,42 @@ EnqueueResult EnqueueSelect(const std::string& conninfo, const std::string& job,
   if (columns > 2) aliases += ", ik";
   std::string payload = columns > 1 ? "coalesce(s.p::jsonb, '{}')" : "'{}'::jsonb";
   std::string idempotency = columns > 2 ? "s.ik::text" : "NULL::text";
+  std::string from = " FROM (" + select_sql + ") AS s(" + aliases + ")";
   // An array in the key column: the keys of an item of several records.
-  bool several = tx.exec_params1("SELECT typcategory = 'A' FROM pg_type WHERE oid = $1",
-                                 static_cast<long long>(shape.column_type(0)))[0]
-                     .as<bool>();
+  auto source = SourceKeyOf(tx, static_cast<long long>(shape.column_type(0)), key_type);
+  try {
+    CheckSelectedKeys(tx, (source.several ? "SELECT unnest(s.k)" : "SELECT s.k") + from, source,
+                      key_type, target);
+  } catch (const pqxx::sql_error& e) {
+    // 42846: no cast from the query's type to the key's, or back.
+    if (e.sqlstate() != "42846") throw;
+    std::string what = e.what();
+    throw Error(ExitCode::kDataError,
+                "the query's keys (" + (source.type.empty() ? "text" : source.type) +
+                    ") do not cast to " + ColumnName(target, key_type) + ": " +
+                    what.substr(0, what.find('\n')),
+                "nothing was enqueued; return the key column's own values, or cast them in the "
+                "query.");
+  }
   std::string keys =
-      several ? db::SortedKeysSql("s.k", key_type) : "ARRAY[s.k::" + key_type + "::text]";
+      source.several ? db::SortedKeysSql("s.k", key_type) : "ARRAY[s.k::" + key_type + "::text]";
+  std::string missing_sql = MissingSql(tx, target, key_type);
   db::SelectedInsert inserted;
   try {
-    inserted =
-        db::InsertSelected(tx, job,
-                           "SELECT " + keys + " AS ks, " + payload + " AS p, " + idempotency +
-                               " AS ik FROM (" + select_sql + ") AS s(" + aliases + ")");
+    inserted = db::InsertSelected(
+        tx, job,
+        "SELECT " + keys + " AS ks, " + payload + " AS p, " + idempotency + " AS ik" + from,
+        missing_sql);
   } catch (const pqxx::not_null_violation&) {
     throw Error(ExitCode::kDataError,
                 "a row of the query has no key (NULL, or an empty array of keys)",
                 "nothing was enqueued; leave such rows out (WHERE ... IS NOT NULL) and enqueue "
                 "again.");
   }
+  EnqueueResult result;
+  NoteMissing(result, inserted, !missing_sql.empty(), target);
   tx.commit();
   AnalyzeAfterLargeEnqueue(*conn, inserted.added);
-  EnqueueResult result;
   result.added = inserted.added;
   result.duplicates = inserted.rows - result.added;
   return result;

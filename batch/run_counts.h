@@ -15,6 +15,9 @@ struct RunCounts {
   long long done = 0;
   long long deferred = 0;
   long long dead = 0;
+  // Items that named a key with no row in the target, whatever
+  // batch.missing_rows then did with them (counted in done or dead too).
+  long long missing = 0;
   long long escalated = 0;  // skip_locked escalations
   long long revoked = 0;    // edit locks revoked (batch_priority, force)
   long long signalled = 0;  // online backends cancelled or terminated
@@ -26,6 +29,7 @@ struct RunCounts {
     done += other.done;
     deferred += other.deferred;
     dead += other.dead;
+    missing += other.missing;
     escalated += other.escalated;
     revoked += other.revoked;
     signalled += other.signalled;

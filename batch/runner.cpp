@@ -365,9 +365,10 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   summary.latency = pacer.Latency();
   FinishRun(control, config, *policy, summary, end.error != nullptr);
   if (end.error) std::rethrow_exception(end.error);
-  spdlog::info("run finished run_id={} outcome={} done={} deferred={} dead={} queued_left={}",
-               summary.run_id, summary.outcome, summary.counts.done, summary.counts.deferred,
-               summary.counts.dead, summary.queued_left);
+  spdlog::info(
+      "run finished run_id={} outcome={} done={} deferred={} dead={} missing={} queued_left={}",
+      summary.run_id, summary.outcome, summary.counts.done, summary.counts.deferred,
+      summary.counts.dead, summary.counts.missing, summary.queued_left);
   return summary;
 }
 
@@ -390,6 +391,7 @@ std::string SummaryJson(const RunSummary& s) {
                       {"done", s.counts.done},
                       {"deferred", s.counts.deferred},
                       {"dead", s.counts.dead},
+                      {"missing", s.counts.missing},
                       {"escalated", s.counts.escalated},
                       {"revoked", s.counts.revoked},
                       {"signalled", s.counts.signalled},

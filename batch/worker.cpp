@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <set>
@@ -32,6 +33,11 @@ struct Worker::Outcome {
   std::vector<Failure> refused;  // failed before any SQL ran: the item does not fit the operation
   std::vector<Deferral> deferrals;
   std::vector<Deferral> timeouts;  // timed out (or rolled back) again after the split: deferred
+  // Items naming a key with no row in the target (batch.missing_rows), of
+  // which `skipped` were done without the operation and `no_row` died.
+  long long missing = 0;
+  std::vector<long long> skipped;
+  std::vector<Failure> no_row;
   long long dead = 0;
   long long escalated = 0;
   long long revoked = 0;
@@ -44,7 +50,9 @@ struct Worker::Outcome {
 
   long long deferred() const { return static_cast<long long>(deferrals.size() + timeouts.size()); }
   long long settled() const {
-    return static_cast<long long>(applied.size() + failures.size() + refused.size()) + deferred();
+    return static_cast<long long>(applied.size() + failures.size() + refused.size() +
+                                  skipped.size() + no_row.size()) +
+           deferred();
   }
 };
 
@@ -111,6 +119,7 @@ RunCounts Counters::Snapshot() const {
   counts.done = done;
   counts.deferred = deferred;
   counts.dead = dead;
+  counts.missing = missing;
   counts.escalated = escalated;
   counts.revoked = revoked;
   counts.signalled = signalled;
@@ -254,7 +263,10 @@ bool Worker::RunChunk(long long& after, int size) {
       keys_.WaitForRelease(milliseconds(50));
       return true;
     }
-    if (policy_.TakesOver()) {
+    items = SettleMissing(tx, std::move(items), out);
+    if (items.empty()) {
+      // batch.missing_rows settled every item (skip, fail): nothing to apply.
+    } else if (policy_.TakesOver()) {
       Decide(tx, items, out);
       // status_partition, step 1: the records become the batch's (CX004
       // for online writers) and the row locks go with this commit.
@@ -297,6 +309,64 @@ bool Worker::RunChunk(long long& after, int size) {
   pacer_.AfterChunk(
       {.items = settled, .took = took, .hit_timeout = out.timed_out, .lock_wait = out.lock_wait});
   return true;
+}
+
+// One plain read of the chunk's keys finds the items naming a key with no
+// row in the target: counted and reported (an items_missing event, a log
+// line) under every batch.missing_rows mode, never silently done. apply:
+// they go on with the others (an operation that creates rows); skip: done
+// here without the operation; fail: dead here, whatever attempts are left.
+// Returns the items that go on.
+std::vector<Item> Worker::SettleMissing(pqxx::dbtransaction& tx, std::vector<Item> items,
+                                        Outcome& out) {
+  std::vector<RecordKey> keys;
+  for (const auto& item : items) keys.insert(keys.end(), item.keys.begin(), item.keys.end());
+  auto existing = db_->sql->ExistingRecords(tx, keys);
+  std::set<RecordKey> found(existing.begin(), existing.end());
+  // A chunk's keys are distinct (KeysInFlight::Take): all found, none missing.
+  if (found.size() == keys.size()) return items;
+  auto mode = config_.batch.missing_rows;
+  std::vector<Item> rest;
+  nlohmann::json ids = nlohmann::json::array();
+  nlohmann::json absent_keys = nlohmann::json::array();
+  for (auto& item : items) {
+    std::vector<RecordKey> absent;
+    for (const auto& key : item.keys) {
+      if (!found.count(key)) absent.push_back(key);
+    }
+    if (absent.empty()) {
+      rest.push_back(std::move(item));
+      continue;
+    }
+    ++out.missing;
+    ids.push_back(item.item_id);
+    for (const auto& key : absent) absent_keys.push_back(key);
+    if (mode == config::MissingRows::kSkip) {
+      out.skipped.push_back(item.item_id);
+    } else if (mode == config::MissingRows::kFail) {
+      std::string which =
+          absent.size() == 1 ? "key " + absent[0] : std::to_string(absent.size()) + " of its keys";
+      out.no_row.push_back({item.item_id, "no row: " + config_.target.Name() + " has no row for " +
+                                              which + " (batch.missing_rows: fail)"});
+    } else {
+      rest.push_back(std::move(item));
+    }
+  }
+  const char* name = mode == config::MissingRows::kSkip   ? "skip"
+                     : mode == config::MissingRows::kFail ? "fail"
+                                                          : "apply";
+  db_->queue->AddEvent(tx, "items_missing", run_id_,
+                       nlohmann::json{{"target", config_.target.Name()},
+                                      {"missing_rows", name},
+                                      {"items", ids.size()},
+                                      {"item_ids", ids},
+                                      {"keys", absent_keys}}
+                           .dump());
+  spdlog::warn("items missing their rows worker={} items={} missing_rows={} item_ids={} keys={}",
+               index_, ids.size(), name, ids.dump(), log::Value(absent_keys.dump()));
+  db_->queue->CompleteItems(tx, run_id_, out.skipped);
+  out.dead += db_->queue->FailItems(tx, run_id_, out.no_row, /*dead_now=*/true);
+  return rest;
 }
 
 bool Worker::TooManyFailuresInARow() {
@@ -807,7 +877,8 @@ void Worker::StartWaiting(long long item_id, steady_clock::time_point due) {
 
 void Worker::Publish(const Outcome& out) {
   counters_.claimed += out.settled();
-  counters_.done += static_cast<long long>(out.applied.size());
+  counters_.done += static_cast<long long>(out.applied.size() + out.skipped.size());
+  counters_.missing += out.missing;
   counters_.deferred += out.deferred();
   counters_.dead += out.dead;
   counters_.escalated += out.escalated;

@@ -46,6 +46,7 @@ struct Counters {
   std::atomic<long long> done{0};
   std::atomic<long long> deferred{0};
   std::atomic<long long> dead{0};
+  std::atomic<long long> missing{0};
   std::atomic<long long> escalated{0};
   std::atomic<long long> revoked{0};
   std::atomic<long long> signalled{0};
@@ -135,6 +136,9 @@ class Worker {
   struct Outcome;  // what one chunk decided; worker.cpp
 
   bool RunChunk(long long& after, int size);
+  // batch.missing_rows: counts, reports and (skip, fail) settles the items
+  // naming a key with no row in the target; returns the others.
+  std::vector<Item> SettleMissing(pqxx::dbtransaction& tx, std::vector<Item> items, Outcome& out);
   // batch.max_consecutive_failures reached: true, logged once per run.
   bool TooManyFailuresInARow();
   // Every chunk transaction starts here: throws RunFencedError when the run

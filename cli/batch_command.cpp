@@ -25,6 +25,11 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
       << "  done " << s.counts.done << ", deferred " << s.counts.deferred << ", dead "
       << s.counts.dead << ", still queued " << s.queued_left << "\n";
   const auto& c = s.counts;
+  if (c.missing > 0) {
+    out << "  missing " << c.missing
+        << ": items naming a key with no row in the target (batch.missing_rows; their "
+           "items_missing events list the keys)\n";
+  }
   if (c.escalated + c.revoked + c.signalled > 0) {
     out << "  escalated " << c.escalated << ", edit locks revoked " << c.revoked
         << ", online backends signalled " << c.signalled << "\n";

@@ -24,6 +24,7 @@ struct EnqueueOptions {
   std::string select;
   std::string file;
   std::string format = "auto";
+  bool refuse_missing = false;
 };
 
 // The name messages give the input: the file, or "stdin".
@@ -52,9 +53,10 @@ std::vector<batch::EnqueueItem> ReadItems(const EnqueueOptions& o, bool integer_
 // named at the key (78) like a rejected operation.
 batch::EnqueueResult EnqueueFromFile(const std::string& conninfo, const std::string& job,
                                      const config::EnqueueConfig& enqueue,
-                                     const std::string& source, const std::string& key_type) {
+                                     const std::string& source, const std::string& key_type,
+                                     const batch::EnqueueTarget& target) {
   try {
-    return batch::EnqueueSelect(conninfo, job, enqueue.select, key_type);
+    return batch::EnqueueSelect(conninfo, job, enqueue.select, key_type, target);
   } catch (const pqxx::sql_error& e) {
     if (db::Classify(e) != db::FailureKind::kConfiguration) throw;
     // The server's first line, without its "ERROR:  " prefix (the rest
@@ -89,10 +91,35 @@ void RefuseSeveralKeys(Context& context, const std::vector<batch::EnqueueItem>& 
   }
 }
 
-// "enqueued for job J: 3 added, 1 duplicate" (`on`: " on shard s1").
-void PrintResult(const std::string& job, const std::string& on, const batch::EnqueueResult& r) {
+// "enqueued for job J: 3 added, 1 duplicate, 1 missing (no row in
+// public.products)" (`on`: " on shard s1"; "missing" only when some are);
+// the first missing keys on stderr, as a warning.
+void PrintLine(const std::string& job, const std::string& on, const batch::EnqueueResult& r,
+               const std::string& table) {
   std::cout << "enqueued for job " << job << on << ": " << r.added << " added, " << r.duplicates
-            << " duplicate" << (r.duplicates == 1 ? "" : "s") << "\n";
+            << " duplicate" << (r.duplicates == 1 ? "" : "s");
+  if (r.missing > 0) std::cout << ", " << r.missing << " missing (no row in " << table << ")";
+  std::cout << "\n";
+}
+
+void PrintResult(const std::string& job, const std::string& on, const batch::EnqueueResult& r,
+                 const std::string& table) {
+  PrintLine(job, on, r, table);
+  if (!r.missing_counted) {
+    std::cerr << "coexist: warning: items whose keys have no row in " << table
+              << " were not counted: this role may not read its key column\n";
+  }
+  if (r.missing > 0) {
+    std::string keys;
+    for (const auto& key : r.missing_keys) keys += (keys.empty() ? "" : " ") + key;
+    if (r.missing > static_cast<long long>(r.missing_keys.size())) keys += " ...";
+    std::cerr << "coexist: warning: " << r.missing << " item" << (r.missing == 1 ? "" : "s") << on
+              << " name" << (r.missing == 1 ? "s" : "") << " a key with no row in " << table << ": "
+              << keys
+              << "\nHINT: a run applies them anyway, skips them or fails them as "
+                 "batch.missing_rows says (apply, skip, fail; docs/batch.md); enqueue "
+                 "--refuse-missing refuses them instead.\n";
+  }
 }
 
 // The target's key type on one database: keys are checked and stored as
@@ -146,11 +173,15 @@ int EnqueueOnShards(Context& context, const EnqueueOptions& o, const std::string
           "shard.");
     }
   }
+  const std::string table = context.Config().target.Name();
+  batch::EnqueueTarget target{.table = &context.Config().target,
+                              .refuse_missing = o.refuse_missing};
   batch::EnqueueResult total;
   auto add = [&](const batch::Shard& shard, const batch::EnqueueResult& result) {
-    PrintResult(job, " on shard " + shard.name, result);
+    PrintResult(job, " on shard " + shard.name, result, table);
     total.added += result.added;
     total.duplicates += result.duplicates;
+    total.missing += result.missing;
     return 0;
   };
   int code = 0;
@@ -159,8 +190,8 @@ int EnqueueOnShards(Context& context, const EnqueueOptions& o, const std::string
       const std::string& type = key_types[shard.name];
       return add(shard, from_file != nullptr
                             ? EnqueueFromFile(shard.conninfo, job, *from_file,
-                                              context.Config().source, type)
-                            : batch::EnqueueSelect(shard.conninfo, job, o.select, type));
+                                              context.Config().source, type, target)
+                            : batch::EnqueueSelect(shard.conninfo, job, o.select, type, target));
     });
   } else {
     const auto& database = context.Config().database;
@@ -173,13 +204,15 @@ int EnqueueOnShards(Context& context, const EnqueueOptions& o, const std::string
     code = EachShard(shards, [&](const batch::Shard& shard) {
       size_t at = 0;
       while (database.shards[at].name != shard.name) ++at;
-      return add(shard,
-                 batch::EnqueueItems(shard.conninfo, job, routed[at], key_types[shard.name]));
+      return add(shard, batch::EnqueueItems(shard.conninfo, job, routed[at], key_types[shard.name],
+                                            target));
     });
   }
-  PrintResult(job,
-              " on " + std::to_string(shards.size()) + " shard" + (shards.size() == 1 ? "" : "s"),
-              total);
+  // The shards' lines above named the missing keys.
+  total.missing_keys.clear();
+  PrintLine(job,
+            " on " + std::to_string(shards.size()) + " shard" + (shards.size() == 1 ? "" : "s"),
+            total, table);
   return code;
 }
 
@@ -214,17 +247,23 @@ int Enqueue(Context& context, const EnqueueOptions& o) {
   if (context.Sharded()) return EnqueueOnShards(context, o, job, from_file);
   const auto& server = context.Server();
   std::string key_type = CheckedKeyType(context, server.conninfo());
+  batch::EnqueueTarget target{.table = &context.Config().target,
+                              .refuse_missing = o.refuse_missing};
   batch::EnqueueResult result;
   if (from_file != nullptr) {
-    result = EnqueueFromFile(server.conninfo(), job, *from_file, context.Config().source, key_type);
+    result = EnqueueFromFile(server.conninfo(), job, *from_file, context.Config().source, key_type,
+                             target);
   } else if (!o.select.empty()) {
-    result = batch::EnqueueSelect(server.conninfo(), job, o.select, key_type);
+    result = batch::EnqueueSelect(server.conninfo(), job, o.select, key_type, target);
   } else {
-    auto items = ReadItems(o, db::IsIntegerType(key_type));
+    // Keys are read as text and checked by the server against the key
+    // column's type, which names the column and the types when one does
+    // not fit (batch::EnqueueItems).
+    auto items = ReadItems(o, /*integer_keys=*/false);
     RefuseSeveralKeys(context, items);
-    result = batch::EnqueueItems(server.conninfo(), job, items, key_type);
+    result = batch::EnqueueItems(server.conninfo(), job, items, key_type, target);
   }
-  PrintResult(job, "", result);
+  PrintResult(job, "", result, context.Config().target.Name());
   return 0;
 }
 
@@ -248,6 +287,9 @@ void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code) {
                   "CSV (key,payload,idempotency_key) or JSON lines; - reads stdin");
   cmd->add_option("--format", options.format, "auto (by extension), csv or jsonl")
       ->check(CLI::IsMember({"auto", "csv", "jsonl"}));
+  cmd->add_flag("--refuse-missing", options.refuse_missing,
+                "refuse the whole enqueue (exit 65, nothing added) when an item names a key with "
+                "no row in the target; without it such items are added and counted as missing");
   cmd->callback([&] { exit_code = Enqueue(context, options); });
 }
 

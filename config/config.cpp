@@ -110,6 +110,9 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Duration("busy_timeout", out.busy_timeout, std::chrono::seconds(1), hours(24 * 30));
   s.Enum("runs", out.runs, {{"exclusive", RunsMode::kExclusive}, {"shared", RunsMode::kShared}});
   if (s.node()["runs"].IsDefined()) out.runs_at = s.MarkOf(s.node()["runs"]);
+  s.Enum(
+      "missing_rows", out.missing_rows,
+      {{"apply", MissingRows::kApply}, {"skip", MissingRows::kSkip}, {"fail", MissingRows::kFail}});
   s.Finish();
 }
 

@@ -89,6 +89,8 @@ struct LogConfig {
 
 // `batch:` — how the batch claims and applies items.
 enum class RunsMode { kExclusive, kShared };
+// What a run does with an item naming a key that has no row in the target.
+enum class MissingRows { kApply, kSkip, kFail };
 
 struct BatchConfig {
   // The job's name: its queue items, runs and advisory lock are keyed by it.
@@ -124,6 +126,12 @@ struct BatchConfig {
   // beside an exclusive one); docs/batch.md, "Shared runs".
   RunsMode runs = RunsMode::kExclusive;
   Mark runs_at;
+  // An item naming a key with no row in the target is counted (`missing`,
+  // an items_missing event) whatever this says, and then: apply: the
+  // operation runs anyway (for operations that create rows); skip: the
+  // item is done without running the operation; fail: the item is dead at
+  // once with the error "no row" (docs/batch.md, "Keys with no row").
+  MissingRows missing_rows = MissingRows::kApply;
 };
 
 // `enqueue:` — what `coexist enqueue` adds when the command line names no

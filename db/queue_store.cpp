@@ -366,7 +366,7 @@ void QueueStore::DeleteItems(pqxx::transaction_base& tx, const std::vector<long 
 }
 
 long long QueueStore::FailItems(pqxx::transaction_base& tx, long long run_id,
-                                const std::vector<Failure>& failures) {
+                                const std::vector<Failure>& failures, bool dead_now) {
   if (failures.empty()) return 0;
   std::vector<long long> ids;
   std::vector<std::optional<std::string>> errors;
@@ -376,7 +376,7 @@ long long QueueStore::FailItems(pqxx::transaction_base& tx, long long run_id,
   }
   return tx
       .exec_prepared1("fail_items", ArrayLiteral(ids), ArrayLiteral(errors), run_id,
-                      job_.max_attempts, job_.job, job_.target)[0]
+                      dead_now ? 1 : job_.max_attempts, job_.job, job_.target)[0]
       .as<long long>();
 }
 
@@ -465,10 +465,32 @@ std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_t
          "[]) AS x ORDER BY x)::text[]";
 }
 
-long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
-                      const std::string& key_type, const std::vector<std::vector<RecordKey>>& keys,
-                      const std::vector<std::optional<std::string>>& payloads,
-                      const std::vector<std::optional<std::string>>& idempotency_keys) {
+namespace {
+
+// The end of both enqueue statements: counts over `added` (RETURNING ks).
+std::string CountAdded(const std::string& missing_sql) {
+  std::string missing = missing_sql.empty() ? "false" : "(" + missing_sql + ")";
+  return "SELECT count(*), count(*) FILTER (WHERE " + missing +
+         "), (array_agg(array_to_string(ks, ',') ORDER BY ord) FILTER (WHERE " + missing +
+         "))[1:5] FROM added";
+}
+
+Inserted InsertedOf(const pqxx::row& row) {
+  Inserted inserted;
+  inserted.rows = row[0].as<long long>();
+  inserted.added = row[1].as<long long>();
+  inserted.missing = row[2].as<long long>();
+  if (!row[3].is_null()) inserted.missing_keys = ParseArrayLiteral(row[3].as<std::string>());
+  return inserted;
+}
+
+}  // namespace
+
+Inserted InsertItems(pqxx::transaction_base& tx, const std::string& job,
+                     const std::string& key_type, const std::vector<std::vector<RecordKey>>& keys,
+                     const std::vector<std::optional<std::string>>& payloads,
+                     const std::vector<std::optional<std::string>>& idempotency_keys,
+                     const std::string& missing_sql) {
   // One-key items take the short way (one cast); several keys arrive as one
   // array literal per item and are sorted in the key type's order.
   std::vector<std::optional<std::string>> single;
@@ -484,31 +506,33 @@ long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
   }
   // Through the key's type and back: one spelling per key ('42' for 042,
   // a uuid in lower case), so items of one record are seen as one key.
-  return tx
-      .exec_params1(R"sql(
+  auto row =
+      tx.exec_params1(R"sql(
     WITH input AS (SELECT * FROM unnest($2::text[], $3::jsonb[], $4::text[], $5::text[])
                                    WITH ORDINALITY AS i(k, p, ik, ka, ord)),
     keyed AS (
       SELECT CASE WHEN ka IS NULL THEN ARRAY[k::)sql" +
-                        key_type + R"sql(::text] ELSE )sql" + SortedKeysSql("ka", key_type) +
-                        R"sql( END AS ks, p, ik, ord
+                          key_type + R"sql(::text] ELSE )sql" + SortedKeysSql("ka", key_type) +
+                          R"sql( END AS ks, p, ik, ord
         FROM input),
     added AS (
       INSERT INTO coexist.queue (job, record_key, record_keys, payload, idempotency_key,
                                  follows_pending)
       SELECT $1, ks[1], CASE WHEN cardinality(ks) > 1 THEN ks END, coalesce(p, '{}'), ik, )sql" +
-                        kFollowsInStatement + R"sql(
+                          kFollowsInStatement + R"sql(
         FROM keyed ORDER BY ord
       ON CONFLICT (job, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-      RETURNING 1)
-    SELECT count(*) FROM added)sql",
-                    job, ArrayLiteral(single), ArrayLiteral(payloads),
-                    ArrayLiteral(idempotency_keys), ArrayLiteral(several))[0]
-      .as<long long>();
+      RETURNING coalesce(record_keys, ARRAY[record_key]) AS ks, item_id AS ord),
+    counts AS ()sql" + CountAdded(missing_sql) +
+                          R"sql()
+    SELECT (SELECT count(*) FROM input), * FROM counts)sql",
+                      job, ArrayLiteral(single), ArrayLiteral(payloads),
+                      ArrayLiteral(idempotency_keys), ArrayLiteral(several));
+  return InsertedOf(row);
 }
 
-SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job,
-                              const std::string& source) {
+Inserted InsertSelected(pqxx::transaction_base& tx, const std::string& job,
+                        const std::string& source, const std::string& missing_sql) {
   auto row = tx.exec_params1(
       "WITH src AS (" + source +
           "), numbered AS (SELECT ks, p, ik, row_number() OVER () AS ord FROM src),"
@@ -517,10 +541,12 @@ SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job
           "THEN ks END, p, ik, " +
           std::string(kFollowsInStatement) +
           " FROM numbered ORDER BY ord ON CONFLICT (job, idempotency_key) "
-          "WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING 1) "
-          "SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM added)",
+          "WHERE idempotency_key IS NOT NULL DO NOTHING "
+          "RETURNING coalesce(record_keys, ARRAY[record_key]) AS ks, item_id AS ord), "
+          "counts AS (" +
+          CountAdded(missing_sql) + ") SELECT (SELECT count(*) FROM src), * FROM counts",
       job);
-  return {row[0].as<long long>(), row[1].as<long long>()};
+  return InsertedOf(row);
 }
 
 }  // namespace coexist::db

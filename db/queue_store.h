@@ -152,9 +152,10 @@ class QueueStore {
   // item (docs/batch.md, "One worker against a set-based UPDATE").
   void DeleteItems(pqxx::transaction_base& tx, const std::vector<long long>& ids);
   // Attempts grow; an item at max_attempts becomes dead (with an item_dead
-  // event). Only for failures that are the item's own. Returns dead count.
+  // event), at once with `dead_now`. Only for failures that are the item's
+  // own. Returns dead count.
   long long FailItems(pqxx::transaction_base& tx, long long run_id,
-                      const std::vector<Failure>& failures);
+                      const std::vector<Failure>& failures, bool dead_now = false);
   // Deferred until now + defer_delay, with item_deferred (and
   // item_escalated) events; attempts unchanged. A deferral for reason
   // "timeout" adds one to the item's timeouts; at max_timeouts the item is
@@ -189,30 +190,39 @@ struct ClaimableCounts {
 };
 ClaimableCounts CountClaimable(pqxx::transaction_base& tx, const std::string& job);
 
+// What an enqueue statement did: the rows it was given, how many it added
+// and, with a `missing_sql` predicate, how many of the added items it
+// holds for (with the first few of their keys, "k" or "k1,k2").
+struct Inserted {
+  long long rows = 0;
+  long long added = 0;
+  long long missing = 0;
+  std::vector<std::string> missing_keys;
+};
+
 // Enqueues one item per element of `keys`, each cast to `key_type` (the
 // target key column's type, from KeyTypeOf; 22P02 when one is not a value
 // of it) and stored in its canonical text form (`payloads` and `idempotency_keys` as
 // long as `keys`; a missing payload is {}); an item whose idempotency key
 // the job already has is skipped. An element of `keys` with more than one
 // key is an item of several records (Item::keys): its keys are made
-// distinct and sorted in the key type's order. Returns how many were added.
-long long InsertItems(pqxx::transaction_base& tx, const std::string& job,
-                      const std::string& key_type, const std::vector<std::vector<RecordKey>>& keys,
-                      const std::vector<std::optional<std::string>>& payloads,
-                      const std::vector<std::optional<std::string>>& idempotency_keys);
+// distinct and sorted in the key type's order. `missing_sql`: "" or a
+// boolean SQL expression over an added item's canonical keys `ks` (text[]),
+// counted in Inserted::missing (the caller's test for keys with no row).
+Inserted InsertItems(pqxx::transaction_base& tx, const std::string& job,
+                     const std::string& key_type, const std::vector<std::vector<RecordKey>>& keys,
+                     const std::vector<std::optional<std::string>>& payloads,
+                     const std::vector<std::optional<std::string>>& idempotency_keys,
+                     const std::string& missing_sql = "");
 
 // The SQL expression of the distinct, sorted canonical keys of `keys_expr`
 // (an array expression of any element type) as text[]: an item's keys.
 std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_type);
 
 // Enqueues the rows of `source`, a SELECT returning the columns ks (text[],
-// SortedKeysSql's), p (jsonb) and ik (text), as InsertItems does. Returns
-// the rows `source` gave and how many of them were added.
-struct SelectedInsert {
-  long long rows = 0;
-  long long added = 0;
-};
-SelectedInsert InsertSelected(pqxx::transaction_base& tx, const std::string& job,
-                              const std::string& source);
+// SortedKeysSql's), p (jsonb) and ik (text), as InsertItems does.
+using SelectedInsert = Inserted;
+Inserted InsertSelected(pqxx::transaction_base& tx, const std::string& job,
+                        const std::string& source, const std::string& missing_sql = "");
 
 }  // namespace coexist::db

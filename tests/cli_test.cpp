@@ -85,11 +85,12 @@ TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
   auto file = Write("bad.yaml", "batch:\n  chunk_size: 100\n  chunk_sise: 200\n");
   auto result = Run("config check " + file.string());
   EXPECT_EQ(result.status, 78);
-  EXPECT_EQ(result.err,
-            "config error: " + file.string() +
-                ":3:3: batch.chunk_sise: unknown key\n"
-                "HINT: did you mean 'chunk_size'? known keys here: busy_timeout, chunk_size, job, "
-                "max_attempts, max_consecutive_failures, max_timeouts, runs, workers.\n");
+  EXPECT_EQ(
+      result.err,
+      "config error: " + file.string() +
+          ":3:3: batch.chunk_sise: unknown key\n"
+          "HINT: did you mean 'chunk_size'? known keys here: busy_timeout, chunk_size, job, "
+          "max_attempts, max_consecutive_failures, max_timeouts, missing_rows, runs, workers.\n");
 }
 
 // The shipped scenarios are scenario files, and config check says so.
@@ -217,6 +218,63 @@ TEST_F(CliTest, EnqueueNeedsAJobFromTheFlagOrTheConfiguration) {
   EXPECT_EQ(QueryValue("SELECT string_agg(job || ':' || record_key, ' ' ORDER BY item_id) FROM "
                        "coexist.items"),
             "adhoc:1 nightly:2 other:3");
+}
+
+// Whether `text` holds `part` (stderr starts with the log's lines).
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Keys exactly: a key that is no value of the key column's type (bigint
+// here) is refused with exit 65 and nothing is enqueued, whichever input it
+// comes from; keys with no row are added and counted, or refused when asked.
+TEST_F(CliTest, EnqueueRefusesKeysThatAreNoValueOfTheKeyColumnWithExit65) {
+  std::string db = "--database-url " + Url() + " enqueue --job j ";
+  auto result = Run(db + "--select 'SELECT 3.05 UNION ALL SELECT 4'");
+  EXPECT_EQ(result.status, 65) << result.err;
+  EXPECT_TRUE(Contains(
+      result.err,
+      "coexist: 1 of the query's keys (numeric) is not a value of the key column "
+      "public.products.id (bigint): 3.05\nHINT: nothing was enqueued; a key is taken when it "
+      "casts to bigint and back to numeric unchanged"))
+      << result.err;
+  for (const char* select : {"SELECT 'abc'", "SELECT 99999999999999999999"}) {
+    result = Run(db + "--select \"" + select + "\"");
+    EXPECT_EQ(result.status, 65) << select << ": " << result.err;
+    EXPECT_NE(result.err.find("is not a value of the key column public.products.id (bigint)"),
+              std::string::npos)
+        << result.err;
+  }
+  auto csv = Write("items.csv", "key\n1\nx2\n3\n");
+  result = Run(db + "--file " + csv.string());
+  EXPECT_EQ(result.status, 65) << result.err;
+  EXPECT_TRUE(Contains(result.err,
+                       "coexist: 1 key (text) is not a value of the key column "
+                       "public.products.id (bigint): 'x2' (line 3)\n"))
+      << result.err;
+  auto jsonl = Write("items.jsonl", "{\"key\": 1}\n{\"key\": 3.05}\n");
+  result = Run(db + "--file " + jsonl.string());
+  EXPECT_EQ(result.status, 65) << result.err;
+  EXPECT_NE(result.err.find("'3.05' (line 2)"), std::string::npos) << result.err;
+  result = Run(db + "--select 'SELECT 3.00' --refuse-missing");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.out, "enqueued for job j: 1 added, 0 duplicates\n");
+  EXPECT_EQ(QueryValue("SELECT string_agg(record_key, ' ') FROM coexist.items"), "3");
+
+  result = Run(db + "--select 'SELECT g FROM generate_series(99, 102) g'");
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "enqueued for job j: 4 added, 0 duplicates, 2 missing (no row in public.products)\n");
+  EXPECT_TRUE(Contains(result.err,
+                       "coexist: warning: 2 items name a key with no row in "
+                       "public.products: 101 102\n"))
+      << result.err;
+  result = Run(db + "--select 'SELECT g FROM generate_series(100, 101) g' --refuse-missing");
+  EXPECT_EQ(result.status, 65) << result.err;
+  EXPECT_TRUE(
+      Contains(result.err, "coexist: 1 item names a key with no row in public.products: 101\n"))
+      << result.err;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items"), 5);
 }
 
 // A scheduled unit runs `enqueue` with nothing but --config: the file's

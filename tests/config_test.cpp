@@ -54,6 +54,11 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_FALSE(config.database.url.has_value());
   EXPECT_EQ(config.database.stall_timeout, std::chrono::seconds(30));
   EXPECT_EQ(config.policy.name, "skip_locked");
+  EXPECT_EQ(config.batch.missing_rows, MissingRows::kApply);
+  EXPECT_EQ(LoadString("batch: {missing_rows: skip}\n", "s.yaml").batch.missing_rows,
+            MissingRows::kSkip);
+  EXPECT_EQ(LoadString("batch: {missing_rows: fail}\n", "f.yaml").batch.missing_rows,
+            MissingRows::kFail);
   // No owner column unless one is named: only status_partition needs one.
   EXPECT_FALSE(config.target.owner_column.has_value());
 }
@@ -229,6 +234,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "allowed range is 0s to 1h."},
   BadInput{"unknown_enum_value", "log:\n  format: xml\n",
            "bad.yaml:2:11: log.format: unknown value 'xml'", "use one of: text, json."},
+  BadInput{"missing_rows_unknown", "batch:\n  job: j\n  missing_rows: ignore\n",
+           "bad.yaml:3:17: batch.missing_rows: unknown value 'ignore'",
+           "use one of: apply, skip, fail."},
+  BadInput{"missing_rows_not_a_scalar", "batch:\n  missing_rows: [skip]\n",
+           "bad.yaml:2:17: batch.missing_rows: expected a single value, got a list", ""},
   BadInput{"identifier_with_sql", "target:\n  key_column: \"id; DROP TABLE x\"\n",
            "bad.yaml:2:15: target.key_column: 'id; DROP TABLE x' is not a valid SQL name",
            "letters, digits"},
