@@ -573,19 +573,7 @@ class SessionSamplerTest : public PacingTest {
     return [this](const std::vector<SessionSample>& samples) {
       std::lock_guard lock(mutex_);
       samples_.insert(samples_.end(), samples.begin(), samples.end());
-      ++reads_;
     };
-  }
-  // Until the sampler has read pg_stat_activity `count` more times (its
-  // first read only remembers): on a busy machine its connection and reads
-  // come late, so a test waits for reads, never for a time.
-  bool WaitForReads(long long count) {
-    auto reads = [&] {
-      std::lock_guard lock(mutex_);
-      return reads_;
-    };
-    long long until = reads() + count;
-    return WaitFor([&] { return reads() >= until; }, 30s);
   }
   static SessionSampler::OnUnavailable NeverUnavailable() {
     return [](const ProbeUnavailable& why) { ADD_FAILURE() << why.reason; };
@@ -628,12 +616,11 @@ class SessionSamplerTest : public PacingTest {
   std::unique_ptr<pqxx::connection> user_;
   std::mutex mutex_;
   std::vector<SessionSample> samples_;
-  long long reads_ = 0;
 };
 
 TEST_F(SessionSamplerTest, SeesAnOnlineStatementBlockedBehindARowLock) {
   SessionSampler sampler(SamplerOptions(), Collect(), NeverUnavailable());
-  ASSERT_TRUE(WaitForReads(1));  // the first read only remembers
+  std::this_thread::sleep_for(100ms);  // the first read only remembers
   UpdateBehindARowLock(300ms);
   // The UPDATE is followed at once by its COMMIT: the sampler saw it
   // active, then the session busy with the next statement, and reports the
@@ -646,24 +633,29 @@ TEST_F(SessionSamplerTest, SeesAnOnlineStatementBlockedBehindARowLock) {
   ASSERT_TRUE(WaitFor([&] { return longest() >= 250ms; }))
       << "the wait behind the lock; longest sampled: " << longest().count() << "us";
   EXPECT_LT(longest(), 5s);
-  ASSERT_TRUE(WaitForReads(5));
-  EXPECT_LE(SamplesOf("shop-web").size(), 2u) << "the UPDATE and its COMMIT, each once";
+  std::this_thread::sleep_for(100ms);
+  // libpqxx sends BEGIN, the UPDATE and the COMMIT as three statements; a
+  // busy machine can let a read land on the short BEGIN or COMMIT too, so
+  // each may be seen, but none twice and the wait only once.
+  auto user_samples = SamplesOf("shop-web");
+  EXPECT_LE(user_samples.size(), 3u) << "BEGIN, the UPDATE and its COMMIT, each at most once";
+  EXPECT_EQ(std::count_if(user_samples.begin(), user_samples.end(),
+                          [](const SessionSample& s) { return s.latency >= 250ms; }),
+            1)
+      << "the wait behind the lock counted once";
 }
 
 TEST_F(SessionSamplerTest, ALongWaitIsSeenBeforeItEndsAndCountedOnce) {
   SessionSampler sampler(SamplerOptions(), Collect(), NeverUnavailable());
   sampler.SetCensorAfter(100ms);
-  ASSERT_TRUE(WaitForReads(1));
+  std::this_thread::sleep_for(100ms);
   bool seen_while_waiting = false;
-  // The lock is held until the sampler has seen the wait (or 5 s).
-  UpdateBehindARowLock(100ms, [&] {
-    seen_while_waiting = WaitFor([&] {
-      auto waiting = SamplesOf("shop-web");
-      return waiting.size() == 1 && waiting[0].censored && waiting[0].latency >= 100ms;
-    });
+  UpdateBehindARowLock(400ms, [&] {
+    auto waiting = SamplesOf("shop-web");
+    seen_while_waiting = waiting.size() == 1 && waiting[0].censored && waiting[0].latency >= 100ms;
   });
   EXPECT_TRUE(seen_while_waiting) << "a censored sample while the UPDATE still waited";
-  ASSERT_TRUE(WaitForReads(10));
+  std::this_thread::sleep_for(200ms);
   auto user_samples = SamplesOf("shop-web");
   EXPECT_EQ(std::count_if(user_samples.begin(), user_samples.end(),
                           [](const SessionSample& s) { return s.latency >= 100ms; }),
@@ -673,7 +665,7 @@ TEST_F(SessionSamplerTest, ALongWaitIsSeenBeforeItEndsAndCountedOnce) {
 
 TEST_F(SessionSamplerTest, CoexistsOwnSessionsAreNotSampled) {
   SessionSampler sampler(SamplerOptions(), Collect(), NeverUnavailable());
-  ASSERT_TRUE(WaitForReads(1));
+  std::this_thread::sleep_for(100ms);
   auto batch = Connect("coexist-batch");
   auto monitor = Connect("coexist-pacing-latency-probe");
   auto user = Connect("shop-web");
