@@ -285,7 +285,13 @@ bool Worker::RunChunk(long long& after, int size) {
       }
       Finish(tx, out);
     }
-    tx.commit();
+    try {
+      tx.commit();
+    } catch (const pqxx::failure& e) {
+      // status_partition's takeovers are handed back by the sweep instead.
+      if (policy_.TakesOver() || db::Classify(e) != db::FailureKind::kInDoubt) throw;
+      if (!CommittedInDoubt(std::current_exception(), out)) return true;
+    }
   }
   if (policy_.TakesOver() && !out.apply.empty()) {
     // Step 2: process what we own, complete, hand back, in one transaction.
@@ -873,6 +879,46 @@ milliseconds Worker::Waited(long long item_id) const {
 void Worker::StartWaiting(long long item_id, steady_clock::time_point due) {
   auto [it, inserted] = waiting_.try_emplace(item_id, Waiting{steady_clock::now(), due});
   if (!inserted) it->second.due = due;
+}
+
+ChunkCommit ReadChunkCommit(db::QueueStore& queue, pqxx::transaction_base& tx, long long run_id,
+                            const std::vector<long long>& applied) {
+  if (applied.empty()) return ChunkCommit::kUnknown;
+  auto done = queue.DoneByRun(tx, run_id, applied);
+  if (done.empty()) return ChunkCommit::kRolledBack;
+  if (done.size() == applied.size()) return ChunkCommit::kCommitted;
+  throw std::logic_error("run " + std::to_string(run_id) + " completed " +
+                         std::to_string(done.size()) + " of the " + std::to_string(applied.size()) +
+                         " items of a chunk in doubt");
+}
+
+// Read on a connection of its own: the worker's is broken when COMMIT lost
+// it. A chunk that rolled back left its items claimable, so the run claims
+// them again like any other; one that committed is counted as if COMMIT had
+// answered. The worker goes on only while its connection (with the
+// session's settings) is still open.
+bool Worker::CommittedInDoubt(const std::exception_ptr& error, const Outcome& out) {
+  ChunkCommit commit = ChunkCommit::kUnknown;
+  try {
+    auto conn = db::Connect(conninfo_, config_.database.application_name);
+    db::QueueStore queue(*conn, QueueJobOf(config_, db_->sql->target()));
+    pqxx::read_transaction tx(*conn);
+    commit = ReadChunkCommit(queue, tx, run_id_, out.applied);
+  } catch (const std::exception& e) {
+    spdlog::error("chunk commit in doubt and the queue could not be read run_id={} error={}",
+                  run_id_, log::Value(FirstLine(e.what())));
+    std::rethrow_exception(error);
+  }
+  const char* said = commit == ChunkCommit::kCommitted    ? "committed"
+                     : commit == ChunkCommit::kRolledBack ? "rolled_back"
+                                                          : "unknown";
+  spdlog::warn("chunk commit in doubt worker={} items={} applied={} outcome={}", index_,
+               out.settled(), out.applied.size(), said);
+  if (!db_->conn->is_open()) {
+    if (commit == ChunkCommit::kCommitted) Publish(out);
+    std::rethrow_exception(error);
+  }
+  return commit == ChunkCommit::kCommitted;
 }
 
 void Worker::Publish(const Outcome& out) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 namespace pqxx {
 class dbtransaction;
 class failure;
+class transaction_base;
 }  // namespace pqxx
 
 namespace coexist::pacing {
@@ -31,6 +33,7 @@ class Pacer;
 
 namespace coexist::db {
 struct Item;
+class QueueStore;
 using RecordKey = std::string;
 }  // namespace coexist::db
 
@@ -109,6 +112,16 @@ class OperationRefusedError : public ConfigurationError {
             "(docs/operations.md, \"Database roles\") or restore what the error names, then run "
             "again.") {}
 };
+
+// What a chunk's COMMIT did when its outcome is unknown (db::FailureKind::
+// kInDoubt), read back from the queue: committed when run `run_id`
+// completed the chunk's `applied` items, rolled back when it completed none
+// of them, unknown when the chunk applied nothing (its failures and
+// deferrals leave no mark that tells). Throws std::logic_error when it
+// completed some but not all: a chunk commits whole.
+enum class ChunkCommit { kCommitted, kRolledBack, kUnknown };
+ChunkCommit ReadChunkCommit(db::QueueStore& queue, pqxx::transaction_base& tx, long long run_id,
+                            const std::vector<long long>& applied);
 
 class Worker {
  public:
@@ -196,6 +209,11 @@ class Worker {
   std::chrono::milliseconds Waited(long long item_id) const;
   void StartWaiting(long long item_id, std::chrono::steady_clock::time_point due);
   void Publish(const Outcome& out);
+  // The chunk's COMMIT failed in doubt (`error`): true when the queue shows
+  // it committed, false when it rolled back or cannot tell (the chunk is then
+  // not counted). Never applies anything again itself; rethrows `error` when
+  // the worker's connection is gone or the queue cannot be read.
+  bool CommittedInDoubt(const std::exception_ptr& error, const Outcome& out);
 
   int index_;
   std::string conninfo_;

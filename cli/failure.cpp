@@ -19,8 +19,9 @@ Failure DescribeDatabaseFailure(const std::exception& e) {
   switch (kind) {
     case FailureKind::kInDoubt:
       return {code,
-              std::string("coexist: lost the connection while committing; whether the last "
-                          "transaction committed is unknown: ") +
+              std::string("coexist: whether the last transaction committed is unknown (the "
+                          "connection was lost while committing, or the server could not "
+                          "tell): ") +
                   e.what(),
               "check what it did (coexist queue status, coexist runs list) before running "
               "it again; a batch run may simply be run again."};

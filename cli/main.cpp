@@ -1,5 +1,6 @@
 // coexist: batch jobs that share PostgreSQL rows with online users.
-// Startup runs as numbered steps; each failure maps to one exit status here.
+// Startup runs as numbered steps; a failure that escapes them gets its exit
+// status, message and hint from cli::Describe (cli/failure.h).
 
 #include <spdlog/spdlog.h>
 

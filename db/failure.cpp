@@ -28,13 +28,17 @@ FailureKind ClassifySqlState(const std::string& state) {
 std::string SqlStateOf(const pqxx::sql_error& e) {
   if (!e.sqlstate().empty()) return e.sqlstate();
   if (dynamic_cast<const pqxx::insufficient_privilege*>(&e) != nullptr) return "42501";
-  if (dynamic_cast<const pqxx::too_many_connections*>(&e) != nullptr) return "53300";
   return "";
 }
 
 FailureKind Classify(const std::exception& e) {
   // in_doubt_error first: it must never be taken for a plain lost connection.
-  if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) return FailureKind::kInDoubt;
+  // statement_completion_unknown (40003) derives from transaction_rollback,
+  // but nothing says the work rolled back: it must never be retried blindly.
+  if (dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr ||
+      dynamic_cast<const pqxx::statement_completion_unknown*>(&e) != nullptr) {
+    return FailureKind::kInDoubt;
+  }
   if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr) {
     return FailureKind::kConnectionLost;
   }

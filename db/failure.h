@@ -25,10 +25,14 @@ namespace coexist::db {
 enum class FailureKind {
   // pqxx::broken_connection, SQLSTATE class 08, 57P0x (the session was
   // terminated, the server is shutting down or starting): reconnect, try
-  // again later. Also coexist's TempFailError (the server cannot be reached).
+  // again later. Also coexist's TempFailError (the server cannot be reached),
+  // and libpqxx's too_many_connections (53300), which is a broken_connection.
   kConnectionLost,
-  // pqxx::in_doubt_error: the connection broke during COMMIT; whether it
-  // committed is unknown. Never retried blindly: check by idempotency key.
+  // pqxx::in_doubt_error (the connection broke during COMMIT) and
+  // pqxx::statement_completion_unknown (40003, which libpqxx derives from
+  // transaction_rollback): whether the work committed is unknown. Never
+  // retried blindly: what committed is read back first (the batch worker
+  // asks the queue store which of the chunk's items its run completed).
   kInDoubt,
   // pqxx::transaction_rollback (40001 serialization, 40P01 deadlock), 55P03
   // lock_not_available (NOWAIT, lock_timeout), 57014 query_canceled
@@ -56,9 +60,9 @@ FailureKind Classify(const std::exception& e);
 // later) for the first four kinds, 78 for the configuration's, 70 otherwise.
 ExitCode ExitCodeOf(FailureKind kind);
 
-// The SQLSTATE of `e`. libpqxx 6.4 drops it for some of its subclasses
-// (insufficient_privilege, too_many_connections); it is recovered from
-// their type. (Its transaction_rollback family is not an sql_error.)
+// The SQLSTATE of `e`. libpqxx 6.4 drops it for insufficient_privilege; it
+// is recovered from the type. (Its transaction_rollback family and
+// too_many_connections, a broken_connection, are not sql_errors.)
 std::string SqlStateOf(const pqxx::sql_error& e);
 
 }  // namespace coexist::db

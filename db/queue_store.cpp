@@ -358,6 +358,19 @@ void QueueStore::CompleteItems(pqxx::transaction_base& tx, long long run_id,
   }
 }
 
+std::vector<long long> QueueStore::DoneByRun(pqxx::transaction_base& tx, long long run_id,
+                                             const std::vector<long long>& ids) {
+  if (ids.empty()) return {};
+  return BigintColumn(tx.exec_params(R"sql(
+    SELECT q.item_id FROM coexist.queue q
+     WHERE q.item_id = ANY ($1::bigint[]) AND q.state = 'done' AND q.run_id = $2
+    UNION
+    SELECT i.item_id FROM coexist.done_chunks c, unnest(c.item_ids) AS i (item_id)
+     WHERE c.job = $3 AND c.run_id = $2 AND i.item_id = ANY ($1::bigint[])
+     ORDER BY 1)sql",
+                                     ArrayLiteral(ids), run_id, job_.job));
+}
+
 void QueueStore::DeleteItems(pqxx::transaction_base& tx, const std::vector<long long>& ids) {
   if (!ids.empty()) {
     tx.exec_params0("DELETE FROM coexist.queue WHERE item_id = ANY ($1::bigint[])",

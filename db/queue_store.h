@@ -147,6 +147,11 @@ class QueueStore {
                                         const std::vector<long long>& ids);
   void CompleteItems(pqxx::transaction_base& tx, long long run_id,
                      const std::vector<long long>& ids);
+  // Which of `ids` run `run_id` completed (kept in the queue, marked done,
+  // or gone to its done chunks), in id order: after a COMMIT whose outcome
+  // is unknown, whether the chunk that completed them committed.
+  std::vector<long long> DoneByRun(pqxx::transaction_base& tx, long long run_id,
+                                   const std::vector<long long>& ids);
   // Deletes the items' rows: not how a run settles items (their rows stay,
   // done), but batch_bench's measure of a completion that keeps no row per
   // item (docs/batch.md, "One worker against a set-based UPDATE").

@@ -134,6 +134,7 @@ struct Pacer::Impl {
   milliseconds chunk_time_base{0};
   double applied_chunk_scale = 1.0;
   Clock::time_point sessions_learning_until{};
+  bool sessions_read = false;     // the sampler has read pg_stat_activity once
   long long sessions_seen = 0;    // online statements sampled while learning
   long long latency_samples = 0;  // latencies the objective was fed (status)
   std::unique_ptr<ControlServer> server;
@@ -201,8 +202,12 @@ struct Pacer::Impl {
     signal = config::LatencySignal::kSessions;
     latency.emplace(Fixed(SessionsOptionsFrom(c, options.pacing.chunk_time)), now);
     learning_deadline = now + 2 * c.learn_time + std::chrono::seconds(5);
-    // Learning must see online statements; too few by then: the probe.
-    sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
+    // Learning must see online statements; too few by then: the probe. The
+    // window opens at the sampler's first read (OnSessions): its connection
+    // may take long on a busy host, and no statement is counted before. A
+    // sampler that never reads falls back at learning_deadline.
+    sessions_learning_until = learning_deadline;
+    sessions_read = false;
     // The sampler's thread calls OnSessions, which reads `sampler`: it
     // waits for the mutex until the pointer is set.
     std::lock_guard assigning(mutex);
@@ -261,6 +266,13 @@ struct Pacer::Impl {
     std::lock_guard lock(mutex);
     if (!latency || signal != config::LatencySignal::kSessions) return;
     auto now = Clock::now();
+    if (!sessions_read) {
+      sessions_read = true;
+      const auto& c = *options.pacing.online_latency;
+      sessions_learning_until = now + c.learn_time + std::chrono::seconds(1);
+      learning_deadline =
+          std::max(learning_deadline, now + 2 * c.learn_time + std::chrono::seconds(5));
+    }
     if (latency->state() == LatencyState::kLearning) {
       sessions_seen += static_cast<long long>(samples.size());
     }

@@ -11,7 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libsystemd-dev
   libhowardhinnant-date-dev tzdata prometheus-cpp-dev systemd
   googletest libgtest-dev libgmock-dev
-  util-linux procps
+  util-linux procps stress-ng
   chromium
 )
 

@@ -109,12 +109,23 @@ class BatchCrashTest : public testing::DatabaseTest {
     pid_t pid = StartRun("first.log");
     WaitForLedger(300);
     // Kill while a chunk holds takeovers (between its two transactions), not
-    // in the gap between chunks: on a busy machine a kill at a fixed moment
-    // sometimes found none.
+    // in the gap between chunks. Seen, then killed, the takeovers could be
+    // handed back in between on a busy machine: the run is stopped first
+    // (SIGSTOP), what it had sent is let finish on the server, and it is
+    // killed only if takeovers are still there; otherwise it goes on.
     auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (Count("SELECT count(*) FROM coexist.takeovers") == 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(2ms);
+    bool held = false;
+    while (!held && std::chrono::steady_clock::now() < deadline) {
+      ASSERT_EQ(kill(pid, SIGSTOP), 0);
+      WaitForCount(
+          "SELECT (count(*) = 0)::int FROM pg_stat_activity WHERE application_name = "
+          "'coexist-batch' AND state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'",
+          1);
+      held = Count("SELECT count(*) FROM coexist.takeovers") > 0;
+      if (!held) {
+        ASSERT_EQ(kill(pid, SIGCONT), 0);
+        std::this_thread::sleep_for(5ms);
+      }
     }
     ASSERT_NO_FATAL_FAILURE(KillNine(pid));
     ASSERT_NE(Count("SELECT count(*) FROM coexist.takeovers"), 0)

@@ -1,7 +1,8 @@
 // The docs keep up with the tree: every migration listed in
 // docs/database-api.md, every page of docs/ in the README, every library
-// folder in docs/design.md's map, and no comment citing an issue number
-// (the reason belongs in the comment, not in a tracker that moves).
+// folder in docs/design.md's map, every source file a page names, and no
+// comment or page citing an issue number (the reason belongs in the text,
+// not in a tracker that moves).
 
 #include <gtest/gtest.h>
 
@@ -97,6 +98,47 @@ TEST(Docs, NoSourceCommentCitesAnIssueNumber) {
       std::string text = line.substr(comment);
       EXPECT_FALSE(std::regex_search(text, citation))
           << fs::relative(it->path(), kSource).string() << ":" << number << ": " << text;
+    }
+  }
+}
+
+// The pages, README.md and CONTRIBUTING.md.
+std::vector<fs::path> Pages() {
+  std::vector<fs::path> out = {kSource / "README.md", kSource / "CONTRIBUTING.md"};
+  for (const auto& stem : Stems(kSource / "docs", ".md"))
+    out.push_back(kSource / "docs" / (stem + ".md"));
+  return out;
+}
+
+// A page keeps what an issue said, not its number.
+TEST(Docs, NoPageCitesAnIssueNumber) {
+  std::regex citation(R"(\b[Ii]ssues?\s*#?\s*[0-9]+)");
+  for (const auto& page : Pages()) {
+    std::istringstream lines(Read(page));
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      EXPECT_FALSE(std::regex_search(line, citation))
+          << fs::relative(page, kSource).string() << ":" << number << ": " << line;
+    }
+  }
+}
+
+// Every source file a page names (`cli/failure.cpp`, tests/x_test.cpp)
+// exists, from the tree's root or the page's folder: a file moved or
+// renamed takes its pages along. NNNN stands for a migration's number.
+TEST(Docs, EveryFileAPageNamesExists) {
+  std::regex path(
+      R"((^|[^\w/.~:-])((?:[a-z0-9_-]+/)+[A-Za-z0-9_-]+\.(?:h|cpp|sql|md|yaml|sh|cmake|py))\b)");
+  for (const auto& page : Pages()) {
+    std::istringstream lines(Read(page));
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+      for (std::sregex_iterator it(line.begin(), line.end(), path), end; it != end; ++it) {
+        std::string named = (*it)[2];
+        if (named.find("NNNN") != std::string::npos) continue;
+        EXPECT_TRUE(fs::exists(kSource / named) || fs::exists(page.parent_path() / named))
+            << fs::relative(page, kSource).string() << ":" << number << ": " << named;
+      }
     }
   }
 }
