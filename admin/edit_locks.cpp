@@ -1,5 +1,5 @@
 // Every SQL statement of the edit-lock admin commands (locks list, release,
-// sweep). The application-side API lives in db/migrations/0002 and 0003.
+// sweep). The application-side API lives in schema/migrations/0002 and 0003.
 
 #include "admin/edit_locks.h"
 

@@ -2,7 +2,7 @@
 
 // The edit-lock commands of operators: `coexist locks list`, `locks release`,
 // `locks sweep` (docs/operations.md, "Repair without SQL"). The API that
-// online applications call is SQL (db/migrations/0002, 0003, 0010;
+// online applications call is SQL (schema/migrations/0002, 0003, 0010;
 // docs/database-api.md).
 //
 // Every function that takes a connection runs its own transaction on it and

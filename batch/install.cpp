@@ -10,8 +10,8 @@
 #include "common/error.h"
 #include "config/duration.h"
 #include "db/array_literal.h"
-#include "db/migrations.h"
-#include "db/queue_store_ops.h"
+#include "schema/migrations.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::batch {
 namespace {
@@ -135,7 +135,7 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
              missing.front() + (missing.size() == 1 ? "" : " .. " + missing.back()) + " (" +
              std::to_string(missing.size()) +
              ", each in a transaction of its own; "
-             "db/migrations/)",
+             "schema/migrations/)",
          targets_installed ? "objects of schema coexist; an installed target's trigger is "
                              "re-created only when its migration says so"
                            : "objects of schema coexist only"});

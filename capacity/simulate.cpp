@@ -16,11 +16,12 @@
 #include "capacity/batch_runs.h"
 #include "capacity/workload.h"
 #include "db/connection.h"
-#include "db/migrations.h"
-#include "db/queue_store_ops.h"
 #include "db/target_table.h"
 #include "online-sim/simulator.h"
 #include "online-sim/stats.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::capacity {
 namespace {

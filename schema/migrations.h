@@ -10,7 +10,7 @@ class connection_base;
 
 namespace coexist::db {
 
-// A numbered SQL file under db/migrations/, compiled into the binary.
+// A numbered SQL file under schema/migrations/, compiled into the binary.
 // File names are NNNN_name.sql; versions are contiguous from 1.
 struct Migration {
   int version;

@@ -1,4 +1,4 @@
-#include "db/queue_store.h"
+#include "schema/queue_store.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "db/events.h"
+#include "schema/events.h"
 
 #include <pqxx/pqxx>
 

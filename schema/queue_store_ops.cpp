@@ -1,6 +1,6 @@
 // The queue store's statements for operators and reports (queue_store_ops.h).
 
-#include "db/queue_store_ops.h"
+#include "schema/queue_store_ops.h"
 
 #include <pqxx/pqxx>
 

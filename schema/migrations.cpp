@@ -1,4 +1,4 @@
-#include "db/migrations.h"
+#include "schema/migrations.h"
 
 #include <spdlog/spdlog.h>
 
