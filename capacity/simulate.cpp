@@ -19,6 +19,7 @@
 #include "db/target_table.h"
 #include "online-sim/simulator.h"
 #include "online-sim/stats.h"
+#include "schema/guard_rows.h"
 #include "schema/install.h"
 #include "schema/migrations.h"
 #include "schema/queue_store_ops.h"
@@ -108,9 +109,7 @@ void GrantOnlineRole(const std::string& conninfo, const config::Workload& worklo
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::work tx(*conn);
   std::string name = tx.quote_name(role);
-  tx.exec("GRANT USAGE ON SCHEMA coexist TO " + name +
-          "; GRANT SELECT, INSERT, UPDATE, DELETE ON coexist.edit_locks TO " + name +
-          "; GRANT SELECT ON coexist.windows, coexist.targets TO " + name);
+  db::GrantOnlineUse(tx, role);
   if (workload.UserTables()) {
     GrantUserTables(tx, workload, role);
   } else {
@@ -135,7 +134,7 @@ void CreateOnlineRole(const std::string& conninfo, const std::string& role) {
 void CloseWindows(const std::string& conninfo) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::work tx(*conn);
-  tx.exec("DELETE FROM coexist.windows");
+  db::DeleteAllWindows(tx);
   tx.commit();
 }
 

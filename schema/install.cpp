@@ -52,4 +52,11 @@ void SeedDemoTable(pqxx::connection_base& conn, long long records, long long ini
   spdlog::info("demo table seeded target=public.products records={}", records);
 }
 
+void GrantOnlineUse(pqxx::transaction_base& tx, const std::string& role) {
+  std::string name = tx.quote_name(role);
+  tx.exec("GRANT USAGE ON SCHEMA coexist TO " + name +
+          "; GRANT SELECT, INSERT, UPDATE, DELETE ON coexist.edit_locks TO " + name +
+          "; GRANT SELECT ON coexist.windows, coexist.targets TO " + name);
+}
+
 }  // namespace coexist::db

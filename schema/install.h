@@ -7,6 +7,7 @@
 
 namespace pqxx {
 class connection_base;
+class transaction_base;
 }  // namespace pqxx
 
 namespace coexist::db {
@@ -32,5 +33,11 @@ SchemaInstall InstallSchema(pqxx::connection_base& conn, const config::TargetTab
 // version 0, owner 'online'), and installs the version trigger (and the
 // coexist schema when missing).
 void SeedDemoTable(pqxx::connection_base& conn, long long records, long long initial_stock = 1000);
+
+// Grants `role` (a role name, quoted here) what an online application needs
+// of the coexist schema, as docs/operations.md ("Database roles") lists it:
+// USAGE on the schema, the edit locks' table (the edit-lock API runs as its
+// caller), and SELECT on the windows and targets the guard trigger reads.
+void GrantOnlineUse(pqxx::transaction_base& tx, const std::string& role);
 
 }  // namespace coexist::db

@@ -101,6 +101,18 @@ int InstallMigrations(pqxx::connection_base& conn) {
   }
 }
 
+bool SchemaInstalled(pqxx::transaction_base& tx) {
+  return tx.exec1("SELECT to_regclass('coexist.schema_migrations') IS NOT NULL")[0].as<bool>();
+}
+
+std::set<int> AppliedVersions(pqxx::transaction_base& tx) {
+  std::set<int> out;
+  for (const auto& row : tx.exec("SELECT version FROM coexist.schema_migrations")) {
+    out.insert(row[0].as<int>());
+  }
+  return out;
+}
+
 std::vector<AppliedMigration> AppliedMigrations(pqxx::connection_base& conn) {
   pqxx::read_transaction tx(conn);
   auto exists = tx.exec("SELECT to_regclass('coexist.schema_migrations') IS NOT NULL");

@@ -1,12 +1,14 @@
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace pqxx {
 class connection_base;
-}
+class transaction_base;
+}  // namespace pqxx
 
 namespace coexist::db {
 
@@ -38,6 +40,12 @@ struct AppliedMigration {
   std::string name;
   std::string applied_at;
 };
+
+// Whether the coexist schema is installed (coexist.schema_migrations exists).
+bool SchemaInstalled(pqxx::transaction_base& tx);
+
+// The versions coexist.schema_migrations records (call it when installed).
+std::set<int> AppliedVersions(pqxx::transaction_base& tx);
 
 // What coexist.schema_migrations records; empty when coexist is not installed.
 std::vector<AppliedMigration> AppliedMigrations(pqxx::connection_base& conn);
