@@ -5,7 +5,7 @@
 // key, who may charge an attempt, how a run is fenced) are read in one
 // place. This header holds what a run, enqueue, the dry run and the daemon
 // do; queue_store_ops.h what operators and reports read and repair. A ctest
-// (one_queue_store) fails when another file of the tree names those tables.
+// (schema_fence_test) fails when SQL outside schema/ names those tables.
 //
 // Statements of a run are prepared once per connection under verb_noun
 // names; data is always bound. Errors are libpqxx's, uncaught:
