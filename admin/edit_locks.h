@@ -2,7 +2,7 @@
 
 // The edit-lock commands of operators: `coexist locks list`, `locks release`,
 // `locks sweep` (docs/operations.md, "Repair without SQL"). The API that
-// online applications call is SQL (db/migrations/0002, 0003, 0010;
+// online applications call is SQL (schema/migrations/0002, 0003, 0010;
 // docs/database-api.md).
 //
 // Every function that takes a connection runs its own transaction on it and
@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/edit_locks.h"
+
 namespace pqxx {
 class connection_base;
 }
@@ -29,17 +31,7 @@ class connection_base;
 namespace coexist::admin {
 
 // One edit lock, as `coexist locks list` shows it.
-struct EditLockRow {
-  std::string target;      // the table as regclass text: "products", "sales.orders"
-  std::string record_key;  // canonical text form of the key
-  std::string owner;
-  // "YYYY-MM-DD HH:MI:SS+TZ" in the session's time zone.
-  std::string acquired_at;
-  std::string expires_at;
-  // Since acquired_at, which a re-acquire by the owner of a live lock keeps.
-  double held_seconds = 0;
-  bool expired = false;  // expired locks count as free already
-};
+using EditLockRow = db::EditLockRow;
 
 // The live edit locks, or every lock (expired ones too) with
 // `include_expired`, oldest first (acquired_at, then target and key), in one

@@ -6,9 +6,9 @@
 
 #include "batch/operation.h"
 #include "common/log.h"
-#include "db/queue_store_ops.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::batch {
 namespace {

@@ -11,8 +11,8 @@
 #include "batch/queue_sql.h"
 #include "common/error.h"
 #include "db/connection.h"
-#include "db/queue_store_ops.h"
 #include "policies/policy.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::batch {
 namespace {

@@ -9,9 +9,9 @@
 #include "common/error.h"
 #include "db/array_literal.h"
 #include "db/connection.h"
-#include "db/migrations.h"
-#include "db/queue_store.h"
-#include "db/queue_store_ops.h"
+#include "schema/migrations.h"
+#include "schema/queue_store.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::batch {
 namespace {

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
+#include "schema/guard_rows.h"
 
 namespace coexist::batch {
 namespace {
@@ -112,27 +113,23 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
 
 void WriteWindows(pqxx::transaction_base& tx, const config::Config& config) {
   // What the configuration says now: those of tables no longer listed go too.
-  tx.exec_params("DELETE FROM coexist.windows WHERE job = $1", config.batch.job);
   auto windows = policies::Create(config.policy)->Windows();
   std::vector<config::TargetTable> tables = {config.target};
   tables.insert(tables.end(), config.targets.begin(), config.targets.end());
+  std::vector<db::WindowRow> rows;
   for (const auto& t : tables) {
     std::string table = tx.quote_name(t.schema) + "." + tx.quote_name(t.table);
     int position = 0;
     for (const auto& w : windows) {
-      std::vector<long long> days(w.weekdays.begin(), w.weekdays.end());
-      tx.exec_params(
-          "INSERT INTO coexist.windows (job, target, position, time_zone, weekdays, start_time,"
-          " end_time, mode, between_runs) VALUES ($1, $2::regclass, $3, $4, $5::integer[],"
-          " $6::time, $7::time, $8, $9)",
-          config.batch.job, table, position++, w.time_zone, ArrayLiteral(days), Clock(w.start),
-          Clock(w.end), policies::ToString(w.mode), w.between_runs);
+      rows.push_back({table, position++, w.time_zone,
+                      std::vector<long long>(w.weekdays.begin(), w.weekdays.end()), Clock(w.start),
+                      Clock(w.end), policies::ToString(w.mode), w.between_runs});
     }
   }
+  db::ReplaceWindows(tx, config.batch.job, rows);
 }
 
 long long ReleaseWindows(pqxx::transaction_base& tx, const std::string& job) {
-  return tx.exec_params("DELETE FROM coexist.windows WHERE job = $1 AND mode = 'read_only'", job)
-      .affected_rows();
+  return db::ReleaseReadOnlyWindows(tx, job);
 }
 }  // namespace coexist::batch

@@ -10,8 +10,10 @@
 #include "common/error.h"
 #include "config/duration.h"
 #include "db/array_literal.h"
-#include "db/migrations.h"
-#include "db/queue_store_ops.h"
+#include "schema/edit_locks.h"
+#include "schema/guard_rows.h"
+#include "schema/migrations.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::batch {
 namespace {
@@ -20,10 +22,6 @@ std::vector<config::TargetTable> TablesOf(const config::Config& config) {
   std::vector<config::TargetTable> tables = {config.target};
   tables.insert(tables.end(), config.targets.begin(), config.targets.end());
   return tables;
-}
-
-bool SchemaInstalled(pqxx::transaction_base& tx) {
-  return tx.exec1("SELECT to_regclass('coexist.schema_migrations') IS NOT NULL")[0].as<bool>();
 }
 
 // "SHARE ROW EXCLUSIVE on public.film and its 7 partitions, at most 2s at
@@ -107,18 +105,13 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
   std::vector<std::string> missing_rights;
   pqxx::read_transaction tx(conn);
   auto installer = ReadInstallerRights(tx);
-  bool schema = SchemaInstalled(tx);
+  bool schema = db::SchemaInstalled(tx);
   // 2. The schema's migrations this database lacks.
   std::set<int> applied;
   bool targets_installed = false;
   if (schema) {
-    for (const auto& row : tx.exec("SELECT version FROM coexist.schema_migrations")) {
-      applied.insert(row[0].as<int>());
-    }
-    targets_installed = tx.exec1(
-                              "SELECT to_regclass('coexist.targets') IS NOT NULL AND "
-                              "EXISTS (SELECT 1 FROM coexist.targets)")[0]
-                            .as<bool>();
+    applied = db::AppliedVersions(tx);
+    targets_installed = db::AnyTargetGuarded(tx);
   } else if (!installer.create_in_database) {
     missing_rights.push_back(
         "CREATE on the database (for schema coexist): GRANT CREATE ON "
@@ -135,7 +128,7 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
              missing.front() + (missing.size() == 1 ? "" : " .. " + missing.back()) + " (" +
              std::to_string(missing.size()) +
              ", each in a transaction of its own; "
-             "db/migrations/)",
+             "schema/migrations/)",
          targets_installed ? "objects of schema coexist; an installed target's trigger is "
                              "re-created only when its migration says so"
                            : "objects of schema coexist only"});
@@ -189,9 +182,7 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
          guard ? "none on " + facts.qualified + " (the function's row in pg_proc)"
                : LockText("SHARE ROW EXCLUSIVE", facts, options.locks)});
   }
-  plan.steps.push_back({"DELETE FROM coexist.windows WHERE job = " + Quoted(tx, config.batch.job) +
-                            "; INSERT INTO coexist.windows ...  -- the policy's windows",
-                        "rows of coexist.windows"});
+  plan.steps.push_back({db::ReplaceWindowsPlan(tx, config.batch.job), "rows of coexist.windows"});
   if (!missing_rights.empty()) {
     std::string list;
     for (const auto& right : missing_rights) list += "\n  " + right;
@@ -230,7 +221,7 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
   std::vector<std::pair<config::TargetTable, db::TargetFacts>> tables;
   {
     pqxx::read_transaction tx(conn);
-    if (!SchemaInstalled(tx)) return plan;  // nothing of coexist's here
+    if (!db::SchemaInstalled(tx)) return plan;  // nothing of coexist's here
     // Checks first, all of them, before anything is dropped.
     if (auto live = db::FindLiveRun(tx, options.schema ? "" : config.batch.job)) {
       throw Error(ExitCode::kJobBusy,
@@ -244,12 +235,7 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
       auto facts = db::ReadTargetFacts(tx, t);
       if (!facts.exists) continue;
       ours.push_back(facts.qualified);
-      bool taken = tx.exec_params1(
-                         "SELECT count(*) > 0 FROM coexist.takeovers"
-                         " WHERE target = $1::regclass",
-                         facts.qualified)[0]
-                       .as<bool>();
-      if (taken) {
+      if (db::HasTakeovers(tx, facts.qualified)) {
         throw ConfigurationError(
             "rows of " + facts.qualified + " are still taken over by a run that ended abnormally",
             "hand them back first: coexist --config FILE runs sweep; then uninstall again.");
@@ -258,12 +244,8 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
     }
     if (options.schema) {
       std::string others;
-      for (const auto& row : tx.exec_params(
-               "SELECT format('%I.%I', n.nspname, c.relname) FROM coexist.targets t"
-               " JOIN pg_class c ON c.oid = t.target JOIN pg_namespace n ON n.oid = c.relnamespace"
-               " WHERE NOT format('%I.%I', n.nspname, c.relname) = ANY ($1::text[]) ORDER BY 1",
-               db::ArrayLiteral(ours))) {
-        others += (others.empty() ? "" : ", ") + row[0].as<std::string>();
+      for (const auto& table : db::OtherGuardedTables(tx, ours)) {
+        others += (others.empty() ? "" : ", ") + table;
       }
       if (!others.empty()) {
         throw ConfigurationError(
@@ -316,10 +298,7 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
                                .empty();
             if (unused) tx.exec("DROP FUNCTION " + name.as<std::string>() + "()");
           }
-          tx.exec_params("DELETE FROM coexist.targets WHERE target = $1::regclass",
-                         facts.qualified);
-          tx.exec_params("DELETE FROM coexist.windows WHERE target = $1::regclass OR job = $2",
-                         facts.qualified, config.batch.job);
+          db::ForgetTarget(tx, facts.qualified, config.batch.job);
         });
     plan.changed.push_back("triggers removed from " + facts.qualified);
     for (const auto& column : ColumnsToDrop(t, facts, options)) {

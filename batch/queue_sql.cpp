@@ -5,6 +5,8 @@
 #include "db/failure.h"
 #include "db/sql_values.h"
 #include "db/target_table.h"
+#include "schema/edit_locks.h"
+#include "schema/events.h"
 
 namespace coexist::batch {
 Savepoint::Savepoint(pqxx::transaction_base& tx, const char* name) : tx_(tx), name_(name) {
@@ -105,18 +107,8 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
     conn.prepare("hand_back_records",
                  "UPDATE " + table + " SET " + owner + " = 'online' WHERE " + key + keys);
   }
-  conn.prepare("insert_takeovers", R"sql(
-    INSERT INTO coexist.takeovers (run_id, item_id, target, record_key)
-    SELECT $1, i, $4::regclass, k FROM unnest($2::bigint[], $3::text[]) AS u(i, k))sql");
-  conn.prepare("delete_takeovers",
-               "DELETE FROM coexist.takeovers WHERE item_id = ANY ($1::bigint[])");
+  db::PrepareBatchStatements(conn);  // takeovers and edit locks: the schema's
   conn.prepare("act_as_batch", "SELECT set_config('coexist.actor', 'batch', true)");
-  conn.prepare("find_edit_locks", R"sql(
-    SELECT record_key, owner,
-           (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
-      FROM coexist.edit_locks
-     WHERE target = $1::regclass AND record_key = ANY ($2::text[])
-       AND expires_at > clock_timestamp())sql");
   conn.prepare(
       "revoke_edit_lock",
       "SELECT coalesce(coexist.revoke_edit_lock($1::regclass, $2::text, $3, $4, $5, $6), '')");
@@ -139,7 +131,9 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
   // The same conditions again, and the same session (backend_start) in the
   // same transaction (xact_start) as seen, checked in the statement that
   // signals: nothing else can take the pid's place in between.
-  conn.prepare("signal_blockers", R"sql(
+  conn.prepare(
+      "signal_blockers",
+      R"sql(
     WITH seen AS (
       SELECT * FROM unnest($1::integer[], $2::timestamptz[], $3::timestamptz[])
                     AS s(pid, backend_start, xact_start)),
@@ -162,8 +156,10 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
                    AS ok
             FROM b),
     e AS (
-      INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, subject,
-                                  details)
+      )sql" +
+          db::InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, subject,"
+                              " details") +
+          R"sql(
       SELECT CASE WHEN terminate THEN 'backend_terminated' ELSE 'backend_cancelled' END, $8,
              $9::bigint, $10::bigint, $12::regclass, $11::text, 'batch run ' || $9::bigint,
              application_name,
@@ -215,10 +211,8 @@ bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, const RecordKey& key,
 std::vector<EditLock> QueueSql::LiveEditLocks(pqxx::transaction_base& tx,
                                               const std::vector<RecordKey>& keys) {
   std::vector<EditLock> out;
-  if (keys.empty()) return out;
-  for (const auto& row : tx.exec_prepared("find_edit_locks", target_, ArrayLiteral(keys))) {
-    out.push_back({row[0].as<std::string>(), row[1].as<std::string>(),
-                   std::chrono::milliseconds(row[2].as<long long>())});
+  for (auto& lock : db::ReadLiveEditLocks(tx, target_, keys)) {
+    out.push_back({std::move(lock.record_key), std::move(lock.owner), lock.expires_in});
   }
   return out;
 }
@@ -305,14 +299,14 @@ void QueueSql::TakeOver(pqxx::transaction_base& tx, long long run_id,
   if (items.empty()) return;
   auto [ids, keys] = IdsAndKeys(items);
   tx.exec_prepared("take_over_records", ArrayLiteral(keys));
-  tx.exec_prepared("insert_takeovers", run_id, ArrayLiteral(ids), ArrayLiteral(keys), target_);
+  db::InsertTakeovers(tx, run_id, ids, keys, target_);
 }
 
 void QueueSql::HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items) {
   if (items.empty()) return;
   auto [ids, keys] = IdsAndKeys(items);
   tx.exec_prepared("hand_back_records", ArrayLiteral(keys));
-  tx.exec_prepared("delete_takeovers", ArrayLiteral(ids));
+  db::DeleteTakeovers(tx, ids);
 }
 
 long long QueueSql::HandBackOrphaned(pqxx::transaction_base& tx,

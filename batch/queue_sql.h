@@ -3,7 +3,7 @@
 // The batch's SQL on the target's records, edit locks, blockers and
 // takeovers in one place (pgBackRest's rule: no general-purpose query
 // function); the queue's and the runs' is the queue store's
-// (db/queue_store.h). Statements are prepared once per connection under
+// (schema/queue_store.h). Statements are prepared once per connection under
 // verb_noun names (lock_records, find_edit_locks, ...); target-specific ones
 // are built from validated, quote_name'd identifiers; data is always bound.
 // Include only from batch/*.cpp: it brings in libpqxx.
@@ -19,12 +19,12 @@
 
 #include "config/config.h"
 #include "db/array_literal.h"
-#include "db/queue_store.h"
 #include "policies/policy.h"
+#include "schema/queue_store.h"
 
 namespace coexist::batch {
 
-// The queue's types, from the queue store (db/queue_store.h).
+// The queue's types, from the queue store (schema/queue_store.h).
 using db::ArrayLiteral;
 using db::Deferral;
 using db::Failure;

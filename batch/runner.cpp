@@ -17,9 +17,9 @@
 #include "config/config_error.h"
 #include "config/duration.h"
 #include "db/connection.h"
-#include "db/migrations.h"
 #include "pacing/pacer.h"
 #include "policies/policy.h"
+#include "schema/migrations.h"
 
 namespace coexist::batch {
 namespace {

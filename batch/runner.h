@@ -20,8 +20,8 @@
 #include "common/error.h"
 #include "common/exit_codes.h"
 #include "config/config.h"
-#include "db/runs_together.h"
 #include "pacing/latency_summary.h"
+#include "schema/runs_together.h"
 
 namespace coexist::batch {
 

@@ -40,9 +40,10 @@
 #include "db/array_literal.h"
 #include "db/cluster.h"
 #include "db/connection.h"
-#include "db/queue_store.h"
-#include "db/queue_store_ops.h"
 #include "db/target_table.h"
+#include "schema/install.h"
+#include "schema/queue_store.h"
+#include "schema/queue_store_ops.h"
 
 namespace {
 

@@ -42,10 +42,11 @@
 
 #include "db/cluster.h"
 #include "db/connection.h"
-#include "db/migrations.h"
 #include "db/target_table.h"
 #include "online-sim/reserve.h"
 #include "online-sim/simulator.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
 
 namespace {
 

@@ -33,9 +33,10 @@
 #include "config/config.h"
 #include "db/cluster.h"
 #include "db/connection.h"
-#include "db/migrations.h"
-#include "db/queue_store_ops.h"
 #include "db/target_table.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
+#include "schema/queue_store_ops.h"
 
 namespace {
 

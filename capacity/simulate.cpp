@@ -16,11 +16,13 @@
 #include "capacity/batch_runs.h"
 #include "capacity/workload.h"
 #include "db/connection.h"
-#include "db/migrations.h"
-#include "db/queue_store_ops.h"
 #include "db/target_table.h"
 #include "online-sim/simulator.h"
 #include "online-sim/stats.h"
+#include "schema/guard_rows.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::capacity {
 namespace {
@@ -107,9 +109,7 @@ void GrantOnlineRole(const std::string& conninfo, const config::Workload& worklo
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::work tx(*conn);
   std::string name = tx.quote_name(role);
-  tx.exec("GRANT USAGE ON SCHEMA coexist TO " + name +
-          "; GRANT SELECT, INSERT, UPDATE, DELETE ON coexist.edit_locks TO " + name +
-          "; GRANT SELECT ON coexist.windows, coexist.targets TO " + name);
+  db::GrantOnlineUse(tx, role);
   if (workload.UserTables()) {
     GrantUserTables(tx, workload, role);
   } else {
@@ -134,7 +134,7 @@ void CreateOnlineRole(const std::string& conninfo, const std::string& role) {
 void CloseWindows(const std::string& conninfo) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   pqxx::work tx(*conn);
-  tx.exec("DELETE FROM coexist.windows");
+  db::DeleteAllWindows(tx);
   tx.commit();
 }
 

@@ -15,8 +15,8 @@
 #include "common/log.h"
 #include "config/duration.h"
 #include "db/connection.h"
-#include "db/events.h"
-#include "db/queue_store_ops.h"
+#include "schema/events.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::cli {
 namespace {

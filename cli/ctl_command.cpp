@@ -9,8 +9,8 @@
 #include "cli/context.h"
 #include "common/error.h"
 #include "db/connection.h"
-#include "db/queue_store_ops.h"
 #include "pacing/control_socket.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::cli {
 

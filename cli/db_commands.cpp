@@ -15,9 +15,10 @@
 #include "config/duration.h"
 #include "db/cluster.h"
 #include "db/connection.h"
-#include "db/migrations.h"
-#include "db/status.h"
 #include "db/target_table.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
+#include "schema/status.h"
 
 namespace coexist::cli {
 namespace {

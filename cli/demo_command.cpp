@@ -6,9 +6,10 @@
 #include "cli/context.h"
 #include "cli/status_report.h"
 #include "db/connection.h"
-#include "db/migrations.h"
-#include "db/status.h"
 #include "db/target_table.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
+#include "schema/status.h"
 
 namespace coexist::cli {
 

@@ -14,10 +14,11 @@
 #include "common/signals.h"
 #include "config/duration.h"
 #include "db/connection.h"
-#include "db/migrations.h"
 #include "db/target_table.h"
 #include "online-sim/reserve.h"
 #include "online-sim/simulator.h"
+#include "schema/install.h"
+#include "schema/migrations.h"
 
 namespace coexist::cli {
 namespace {

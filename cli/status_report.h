@@ -4,7 +4,7 @@
 #include <ostream>
 
 #include "db/server.h"
-#include "db/status.h"
+#include "schema/status.h"
 
 namespace coexist::cli {
 

@@ -20,8 +20,8 @@
 #include "daemon/work_waiter.h"
 #include "db/connection.h"
 #include "db/failure.h"
-#include "db/queue_store_ops.h"
 #include "policies/policy.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::daemon {
 namespace {

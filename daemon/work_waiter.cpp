@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "db/connection.h"
-#include "db/queue_store.h"
+#include "schema/queue_store.h"
 
 namespace coexist::daemon {
 namespace {

@@ -126,21 +126,6 @@ enum class VersionTrigger {
 // kCurrent (before migration 0009 every trigger reads as kOutdated).
 VersionTrigger VersionTriggerOf(pqxx::transaction_base& tx, const config::TargetTable& target);
 
-struct SchemaInstall {
-  int migrations_applied = 0;
-  bool target_exists = false;  // false: the version trigger was not installed
-};
-
-// The install sequence of `coexist db install` and the simulators: the
-// coexist schema's migrations (each in a transaction of its own), then the
-// version trigger on the target when it exists and its trigger is not
-// current (re-pointing it takes a lock that queues behind online
-// transactions, so a current one is left alone). A missing target is the
-// caller's to judge. `conn` must have no transaction open. Throws
-// pqxx::sql_error when the database refuses (42501 without the rights to
-// create, 42703 when the version column is missing).
-SchemaInstall InstallSchema(pqxx::connection_base& conn, const config::TargetTable& target);
-
 // Installs (or re-installs) the version trigger on the target: every UPDATE
 // bumps the version column, whoever writes. Needs the coexist schema.
 // Creating the trigger locks the table (SHARE ROW EXCLUSIVE): taken under
@@ -148,12 +133,5 @@ SchemaInstall InstallSchema(pqxx::connection_base& conn, const config::TargetTab
 // column is missing or the version column is not an integer.
 void InstallVersionTrigger(pqxx::connection_base& conn, const config::TargetTable& target,
                            const LockAttempts& how = {});
-
-// The demo target, public.products: id, stock, version, owner, note,
-// updated_at, settled (what a simulation's batch adds to). Creates it when
-// missing, replaces its rows with ids 1..records (stock = initial_stock,
-// version 0, owner 'online'), and installs the version trigger (and the
-// coexist schema when missing).
-void SeedDemoTable(pqxx::connection_base& conn, long long records, long long initial_stock = 1000);
 
 }  // namespace coexist::db

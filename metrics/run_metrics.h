@@ -6,8 +6,8 @@
 #include <string>
 
 #include "batch/run_counts.h"
-#include "db/runs_together.h"
 #include "pacing/latency_summary.h"
+#include "schema/runs_together.h"
 
 namespace coexist::metrics {
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "db/connection.h"
-#include "db/migrations.h"
 #include "online-sim/simulator.h"
+#include "schema/migrations.h"
 
 namespace coexist::online_sim {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "db/connection.h"
+#include "schema/events.h"
 
 namespace coexist::pacing {
 namespace {
@@ -25,10 +26,6 @@ SELECT (SELECT count(*) FROM pg_stat_activity
        (SELECT coalesce(round(extract(epoch FROM max(replay_lag)) * 1000), 0)::bigint
           FROM pg_stat_replication),
        (SELECT count(*) FROM pg_stat_progress_vacuum WHERE relid = $1::oid))";
-
-constexpr const char* kRecordEventSql = R"(
-INSERT INTO coexist.events (kind, job, run_id, target, actor, details)
-VALUES ($1, $2, $3, nullif($4::oid, 0::oid)::regclass, 'pacing', $5::jsonb))";
 
 }  // namespace
 
@@ -118,7 +115,14 @@ void HealthMonitor::RecordEvent(const std::string& kind, const std::string& job,
                                 std::optional<long long> run_id, const std::string& details_json) {
   impl_->WithRetry([&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    tx.exec_params0(kRecordEventSql, kind, job, run_id, impl_->target_oid, details_json);
+    db::RecordEvent(
+        tx, {.kind = kind,
+             .job = job,
+             .run_id = run_id,
+             .target = impl_->target_oid == 0 ? std::nullopt
+                                              : std::optional(std::to_string(impl_->target_oid)),
+             .actor = "pacing",
+             .details_json = details_json});
     return 0;
   });
 }

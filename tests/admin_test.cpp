@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "admin/edit_locks.h"
-#include "db/queue_store_ops.h"
+#include "schema/queue_store_ops.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::admin {

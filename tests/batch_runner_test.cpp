@@ -18,9 +18,9 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "config/config_error.h"
-#include "db/queue_store.h"
-#include "db/queue_store_ops.h"
 #include "db/sqlstate.h"
+#include "schema/queue_store.h"
+#include "schema/queue_store_ops.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
 

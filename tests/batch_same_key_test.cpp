@@ -13,7 +13,7 @@
 #include "batch/enqueue.h"
 #include "batch/runner.h"
 #include "config/config.h"
-#include "db/queue_store_ops.h"
+#include "schema/queue_store_ops.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::batch {

@@ -10,7 +10,7 @@
 #include "batch/runner.h"
 #include "batch/worker.h"
 #include "config/config.h"
-#include "db/queue_store.h"
+#include "schema/queue_store.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::batch {

@@ -13,9 +13,9 @@
 #include "common/error.h"
 #include "db/cluster.h"
 #include "db/connection.h"
-#include "db/migrations.h"
 #include "db/server.h"
-#include "db/status.h"
+#include "schema/migrations.h"
+#include "schema/status.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::db {

@@ -41,7 +41,7 @@ std::vector<std::string> Stems(const fs::path& dir, const std::string& extension
 }
 
 TEST(Docs, DatabaseApiListsEveryMigrationInOrder) {
-  auto migrations = Stems(kSource / "db/migrations", ".sql");
+  auto migrations = Stems(kSource / "schema/migrations", ".sql");
   ASSERT_FALSE(migrations.empty());
   std::string doc = Read(kSource / "docs/database-api.md");
   std::vector<std::string> rows;
@@ -51,7 +51,7 @@ TEST(Docs, DatabaseApiListsEveryMigrationInOrder) {
     rows.push_back((*it)[1]);
   }
   EXPECT_EQ(rows, migrations) << "docs/database-api.md, \"The migrations\": one row per file of "
-                                 "db/migrations/, in order";
+                                 "schema/migrations/, in order";
   std::string range = "`0001`-`" + migrations.back().substr(0, 4) + "`";
   EXPECT_NE(doc.find(range), std::string::npos) << "the introduction names " << range;
 }

@@ -1,4 +1,4 @@
-// The edit-lock API (db/migrations/0002_edit_locks.sql, 0010) and the guard
+// The edit-lock API (schema/migrations/0002_edit_locks.sql, 0010) and the guard
 // trigger (0003, 0006, 0009) as an online application meets them.
 
 #include <atomic>

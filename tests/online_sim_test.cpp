@@ -18,6 +18,7 @@
 #include "db/target_table.h"
 #include "online-sim/reserve.h"
 #include "online-sim/simulator.h"
+#include "schema/install.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::online_sim {

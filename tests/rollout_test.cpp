@@ -449,7 +449,7 @@ TEST_F(RolloutTest, EveryCheckComesBeforeAnyDdl) {
         "     locks: SHARE ROW EXCLUSIVE on shop.film, waiting at most 500ms at a time, 4 "
         "attempts\n",
         "-- the schema's migrations 0001_core .. ",
-        "db/migrations/)\n     locks: objects of schema coexist only\n"}) {
+        "schema/migrations/)\n     locks: objects of schema coexist only\n"}) {
     EXPECT_NE(plan.output.find(line), std::string::npos) << line << "\n---\n" << plan.output;
   }
   EXPECT_FALSE(CoexistSchemaExists());

@@ -19,7 +19,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "db/connection.h"
-#include "db/events.h"
+#include "schema/events.h"
 #include "tests/support/database_test.h"
 
 namespace coexist::batch {

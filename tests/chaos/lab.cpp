@@ -8,6 +8,7 @@
 #include "common/subprocess.h"
 #include "db/connection.h"
 #include "db/target_table.h"
+#include "schema/install.h"
 #include "tests/support/documented_grants.h"
 
 namespace coexist::chaos {

@@ -7,6 +7,7 @@
 #include "db/connection.h"
 #include "db/failure.h"
 #include "db/target_table.h"
+#include "schema/install.h"
 
 namespace coexist::testing {
 namespace {

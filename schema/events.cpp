@@ -1,4 +1,4 @@
-#include "db/events.h"
+#include "schema/events.h"
 
 #include <pqxx/pqxx>
 
@@ -13,6 +13,19 @@ std::optional<long long> OptionalBigint(const pqxx::field& f) {
 std::string OptionalText(const pqxx::field& f) { return f.is_null() ? "" : f.as<std::string>(); }
 
 }  // namespace
+
+std::string InsertEventsSql(const std::string& columns) {
+  return "INSERT INTO coexist.events (" + columns + ")";
+}
+
+void RecordEvent(pqxx::transaction_base& tx, const NewEvent& event) {
+  tx.exec_params0(InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, subject,"
+                                  " details") +
+                      " VALUES ($1, $2, $3::bigint, $4::bigint, $5::regclass, $6, $7, $8,"
+                      " coalesce($9::jsonb, '{}'))",
+                  event.kind, event.job, event.run_id, event.item_id, event.target,
+                  event.record_key, event.actor, event.subject, event.details_json);
+}
 
 std::vector<EventRow> ListEvents(pqxx::connection_base& conn, const EventFilter& filter) {
   pqxx::read_transaction tx(conn);

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "db/migrations.h"
 #include "db/target_table.h"
+#include "schema/migrations.h"
 
 namespace pqxx {
 class connection_base;

@@ -1,8 +1,8 @@
-#include "db/status.h"
+#include "schema/status.h"
 
 #include <pqxx/pqxx>
 
-#include "db/queue_store_ops.h"
+#include "schema/queue_store_ops.h"
 
 namespace coexist::db {
 

@@ -5,7 +5,7 @@
 // key, who may charge an attempt, how a run is fenced) are read in one
 // place. This header holds what a run, enqueue, the dry run and the daemon
 // do; queue_store_ops.h what operators and reports read and repair. A ctest
-// (one_queue_store) fails when another file of the tree names those tables.
+// (schema_fence_test) fails when SQL outside schema/ names those tables.
 //
 // Statements of a run are prepared once per connection under verb_noun
 // names; data is always bound. Errors are libpqxx's, uncaught:
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "db/runs_together.h"
+#include "schema/runs_together.h"
 
 namespace pqxx {
 class connection_base;
@@ -121,7 +121,7 @@ class QueueStore {
                  long long claimed, long long done, long long deferred, long long dead,
                  const std::string& details_json);
   // The job's runs whose span overlaps the (finished) run's own, the run
-  // included (db/runs_together.h).
+  // included (schema/runs_together.h).
   RunsTogether ReadRunsTogether(pqxx::transaction_base& tx, long long run_id);
   void AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
                 const std::string& details_json);

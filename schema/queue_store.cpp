@@ -1,4 +1,4 @@
-#include "db/queue_store.h"
+#include "schema/queue_store.h"
 
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 
 #include "db/array_literal.h"
 #include "db/sql_values.h"
+#include "schema/events.h"
 
 namespace coexist::db {
 namespace {
@@ -100,7 +101,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
         FROM f WHERE q.item_id = f.item_id
       RETURNING q.item_id, q.record_key, q.state, q.attempts, f.error, q.record_keys),
     e AS (
-      INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
+      )sql" + InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, details") +
+                                 R"sql(
       SELECT 'item_dead', $5, $3, item_id, $6::regclass, record_key, 'batch run ' || $3,
              jsonb_build_object('attempts', attempts, 'error', error)
              || coexist.keys_detail(record_keys)
@@ -128,7 +130,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
       RETURNING q.item_id, q.record_key, q.deferrals, q.timeouts, q.state, q.last_error, d.reason,
                 d.escalated, q.record_keys),
     e AS (
-      INSERT INTO coexist.events (kind, job, run_id, item_id, target, record_key, actor, details)
+      )sql" + InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, details") +
+                                  R"sql(
       SELECT k.kind, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
              jsonb_build_object('reason', u.reason, 'deferrals', u.deferrals)
              || coexist.keys_detail(u.record_keys)
@@ -212,7 +215,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
            extract(epoch FROM clock_timestamp())::float8
       FROM spans s JOIN me ON s.span_end >= me.started_at)sql");
   conn.prepare("insert_event", R"sql(
-    INSERT INTO coexist.events (kind, job, run_id, actor, details)
+    )sql" + InsertEventsSql("kind, job, run_id, actor, details") +
+                                   R"sql(
     VALUES ($1, $2, $3::bigint, 'batch run ' || $3::bigint, $4::jsonb))sql");
   conn.prepare("count_queued",
                "SELECT count(*) FROM coexist.queue WHERE job = $1 AND state = 'queued'");

@@ -1,8 +1,11 @@
 #pragma once
 
-// The audit trail's reader: `coexist events` (docs/operations.md, "The
-// audit trail"). coexist.events is written by runs, operators and the
-// daemon (docs/schema.md lists the kinds); this reads it, never writes.
+// The audit trail: its one writer and its reader, `coexist events`
+// (docs/operations.md, "The audit trail"). Runs, operators, the pacer and
+// the daemon record events (docs/schema.md lists the kinds) through
+// RecordEvent, or through InsertEventsSql in the very statement that makes
+// the change an event records (an item's death with its attempt, a signal
+// with its backend), so the change and its audit commit together.
 //
 // Errors are libpqxx's, uncaught: pqxx::broken_connection when the server
 // goes away, pqxx::sql_error when the database refuses the statement (42P01
@@ -19,9 +22,28 @@
 
 namespace pqxx {
 class connection_base;
+class transaction_base;
 }  // namespace pqxx
 
 namespace coexist::db {
+
+// A new coexist.events row; nullopt leaves a column NULL (`at` is now()).
+struct NewEvent {
+  std::string kind;
+  std::optional<std::string> job;
+  std::optional<long long> run_id, item_id;
+  std::optional<std::string> target;  // a regclass literal, or the table's oid as text
+  std::optional<std::string> record_key, actor, subject;
+  std::optional<std::string> details_json;  // a JSON object as text
+};
+
+// Inserts `event` in `tx`.
+void RecordEvent(pqxx::transaction_base& tx, const NewEvent& event);
+
+// "INSERT INTO coexist.events (<columns>)", for the caller to follow with
+// the SELECT or VALUES of its rows: a step of a statement (WITH ... AS
+// (INSERT ...)) that records events with its change.
+std::string InsertEventsSql(const std::string& columns);
 
 // Which events; every filter that is set must match.
 struct EventFilter {

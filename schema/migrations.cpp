@@ -1,4 +1,4 @@
-#include "db/migrations.h"
+#include "schema/migrations.h"
 
 #include <spdlog/spdlog.h>
 
@@ -119,6 +119,18 @@ int InstallMigrations(pqxx::connection_base& conn) {
         "run `coexist db install --config FILE` as the schema's owner (docs/operations.md, "
         "\"Database roles\"), then this command again.");
   }
+}
+
+bool SchemaInstalled(pqxx::transaction_base& tx) {
+  return tx.exec1("SELECT to_regclass('coexist.schema_migrations') IS NOT NULL")[0].as<bool>();
+}
+
+std::set<int> AppliedVersions(pqxx::transaction_base& tx) {
+  std::set<int> out;
+  for (const auto& row : tx.exec("SELECT version FROM coexist.schema_migrations")) {
+    out.insert(row[0].as<int>());
+  }
+  return out;
 }
 
 std::vector<AppliedMigration> AppliedMigrations(pqxx::connection_base& conn) {

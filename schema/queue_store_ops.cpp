@@ -1,10 +1,11 @@
 // The queue store's statements for operators and reports (queue_store_ops.h).
 
-#include "db/queue_store_ops.h"
+#include "schema/queue_store_ops.h"
 
 #include <pqxx/pqxx>
 
 #include "db/array_literal.h"
+#include "schema/events.h"
 
 namespace coexist::db {
 namespace {
@@ -91,8 +92,9 @@ PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
   counts.runs = PurgeInBatches(conn, kPurgeRuns, ages.runs, stop);
   if (counts.done_items + counts.events + counts.runs > 0) {
     pqxx::nontransaction(conn).exec_params(
-        "INSERT INTO coexist.events (kind, actor, details) VALUES ('queue_purged', $1,"
-        " jsonb_build_object('done_items', $2::bigint, 'events', $3::bigint, 'runs', $4::bigint))",
+        InsertEventsSql("kind, actor, details") +
+            " VALUES ('queue_purged', $1, jsonb_build_object('done_items', $2::bigint,"
+            " 'events', $3::bigint, 'runs', $4::bigint))",
         actor, counts.done_items, counts.events, counts.runs);
   }
   return counts;
@@ -159,9 +161,10 @@ long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
       "     AND f.state IN ('queued', 'deferred') AND NOT f.follows_pending),"
       " counted AS (SELECT job, count(*) AS n FROM retried GROUP BY job),"
       " audit AS ("
-      "  INSERT INTO coexist.events (kind, job, actor, details)"
-      "  SELECT 'items_retried', job, $2, jsonb_build_object('items', n) FROM counted)"
-      " SELECT coalesce(sum(n), 0)::bigint FROM counted",
+      "  " +
+          InsertEventsSql("kind, job, actor, details") +
+          "  SELECT 'items_retried', job, $2, jsonb_build_object('items', n) FROM counted)"
+          " SELECT coalesce(sum(n), 0)::bigint FROM counted",
       job, actor);
   tx.commit();
   return result[0][0].as<long long>();

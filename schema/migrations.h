@@ -1,16 +1,18 @@
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace pqxx {
 class connection_base;
-}
+class transaction_base;
+}  // namespace pqxx
 
 namespace coexist::db {
 
-// A numbered SQL file under db/migrations/, compiled into the binary.
+// A numbered SQL file under schema/migrations/, compiled into the binary.
 // File names are NNNN_name.sql; versions are contiguous from 1.
 struct Migration {
   int version;
@@ -38,6 +40,12 @@ struct AppliedMigration {
   std::string name;
   std::string applied_at;
 };
+
+// Whether the coexist schema is installed (coexist.schema_migrations exists).
+bool SchemaInstalled(pqxx::transaction_base& tx);
+
+// The versions coexist.schema_migrations records (call it when installed).
+std::set<int> AppliedVersions(pqxx::transaction_base& tx);
 
 // What coexist.schema_migrations records; empty when coexist is not installed.
 std::vector<AppliedMigration> AppliedMigrations(pqxx::connection_base& conn);

@@ -1,0 +1,24 @@
+-- coexist.request_job_stop: the current text of each of its forms. Migrations keep
+-- frozen copies; the newest copy must equal this file, comments aside
+-- (tests/schema_functions_test.cpp; CONTRIBUTING.md, "Changing a SQL function").
+
+-- request_job_stop(text,text), defined by migration 0022.
+--
+-- Marks the job's running runs that have no stop request yet, with one
+-- job_stop_requested event per run (actor: who asked); returns their ids.
+-- A run asked twice keeps the first request.
+CREATE FUNCTION coexist.request_job_stop(job text, actor text)
+RETURNS SETOF bigint
+LANGUAGE sql AS $$
+  WITH stopped AS (
+    UPDATE coexist.runs ru
+       SET stop_requested_at = clock_timestamp(), stop_requested_by = request_job_stop.actor
+     WHERE ru.job = request_job_stop.job AND ru.outcome = 'running'
+       AND ru.stop_requested_at IS NULL
+    RETURNING ru.run_id),
+  audited AS (
+    INSERT INTO coexist.events (kind, job, run_id, actor)
+    SELECT 'job_stop_requested', request_job_stop.job, run_id, request_job_stop.actor
+      FROM stopped)
+  SELECT run_id FROM stopped ORDER BY run_id
+$$;
