@@ -95,8 +95,7 @@ void PrepareBatchStatements(pqxx::connection_base& conn) {
 void InsertTakeovers(pqxx::transaction_base& tx, long long run_id,
                      const std::vector<long long>& item_ids, const std::vector<std::string>& keys,
                      const std::string& target) {
-  tx.exec_prepared("insert_takeovers", run_id, ArrayLiteral(item_ids), ArrayLiteral(keys),
-                   target);
+  tx.exec_prepared("insert_takeovers", run_id, ArrayLiteral(item_ids), ArrayLiteral(keys), target);
 }
 
 void DeleteTakeovers(pqxx::transaction_base& tx, const std::vector<long long>& item_ids) {
@@ -104,8 +103,9 @@ void DeleteTakeovers(pqxx::transaction_base& tx, const std::vector<long long>& i
 }
 
 bool HasTakeovers(pqxx::transaction_base& tx, const std::string& target) {
-  return tx.exec_params1("SELECT count(*) > 0 FROM coexist.takeovers WHERE target = $1::regclass",
-                         target)[0]
+  return tx
+      .exec_params1("SELECT count(*) > 0 FROM coexist.takeovers WHERE target = $1::regclass",
+                    target)[0]
       .as<bool>();
 }
 

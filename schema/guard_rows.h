@@ -24,7 +24,7 @@ struct WindowRow {
   std::string target;  // a regclass literal
   int position = 0;    // its place among the job's windows on the target
   std::string time_zone;
-  std::vector<long long> weekdays;  // ISO: 1 Monday .. 7 Sunday
+  std::vector<long long> weekdays;   // ISO: 1 Monday .. 7 Sunday
   std::string start_time, end_time;  // "HH:MM"
   std::string mode;                  // "read_only", ...
   bool between_runs = false;

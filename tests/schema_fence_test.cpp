@@ -102,8 +102,8 @@ std::vector<Literal> StringLiterals(const std::string& code) {
     adjacent = false;
     if (c == '\'') {
       // A character literal; a digit separator (1'000) is not one.
-      if (i > 0 && std::isxdigit(static_cast<unsigned char>(code[i - 1])) &&
-          i + 1 < code.size() && std::isxdigit(static_cast<unsigned char>(code[i + 1]))) {
+      if (i > 0 && std::isxdigit(static_cast<unsigned char>(code[i - 1])) && i + 1 < code.size() &&
+          std::isxdigit(static_cast<unsigned char>(code[i + 1]))) {
         ++i;
         continue;
       }
@@ -121,8 +121,9 @@ std::vector<Literal> StringLiterals(const std::string& code) {
 // coexist.schema_migrations, which schema/migrations.cpp creates).
 std::set<std::string> SchemaTables() {
   std::set<std::string> tables = {"schema_migrations"};
-  std::regex create(R"(CREATE\s+(UNLOGGED\s+)?(TABLE|VIEW)\s+(IF\s+NOT\s+EXISTS\s+)?coexist\.(\w+))",
-                    std::regex::icase);
+  std::regex create(
+      R"(CREATE\s+(UNLOGGED\s+)?(TABLE|VIEW)\s+(IF\s+NOT\s+EXISTS\s+)?coexist\.(\w+))",
+      std::regex::icase);
   for (const auto& entry : fs::directory_iterator(kSource / "schema/migrations")) {
     std::string sql = Read(entry.path());
     for (std::sregex_iterator m(sql.begin(), sql.end(), create), end; m != end; ++m) {

@@ -37,7 +37,8 @@ std::vector<std::string> Statements(const std::string& sql) {
   for (size_t i = 0; i < sql.size();) {
     size_t end = i;
     NotCode what = Skip(sql, i, end);
-    if (what == NotCode::kComment || (what == NotCode::kNone && std::isspace(static_cast<unsigned char>(sql[i])))) {
+    if (what == NotCode::kComment ||
+        (what == NotCode::kNone && std::isspace(static_cast<unsigned char>(sql[i])))) {
       i = what == NotCode::kComment ? end : i + 1;
       continue;
     }
@@ -269,9 +270,10 @@ TEST(SchemaFunctions, CommentsAsideMeansOnlyComments) {
   EXPECT_NE(Normalized(frozen), Normalized(std::string(frozen).replace(frozen.find("1;"), 1, "2")));
   // A comment inside quoted text is data (a trigger body format()ed from it,
   // a message), never skipped.
-  std::string body = "CREATE FUNCTION coexist.g() RETURNS text LANGUAGE sql AS $$\n"
-                     "  SELECT $b$ -- in the generated body\n x $b$ || '-- in a string'\n"
-                     "$$;";
+  std::string body =
+      "CREATE FUNCTION coexist.g() RETURNS text LANGUAGE sql AS $$\n"
+      "  SELECT $b$ -- in the generated body\n x $b$ || '-- in a string'\n"
+      "$$;";
   std::string body_without =
       "CREATE FUNCTION coexist.g() RETURNS text LANGUAGE sql AS $$\n"
       "  SELECT $b$\n x $b$ || ''\n"
