@@ -192,17 +192,21 @@ online:
 // scenario.batch_processes: 2 starts two shared runs of the job in the
 // cell; each takes a share, the shares add up to the items, and the
 // checks (ledger, settled, lost updates) hold over both runs together.
+// Fixed chunks of 10 make the queue take seconds to drain, so a second
+// process started late on a busy machine still finds a share (adaptive
+// chunks drained 4000 items in well under a second, before it came).
 TEST_F(Simulate, TwoBatchProcessesShareTheCell) {
   fs::path dir = fs::temp_directory_path() / ("coexist-sim-shared-" + std::to_string(getpid()));
   auto scenario = config::LoadScenarioString(R"(
 scenario:
   records: 200
-  queue_items: 4000
+  queue_items: 8000
   warmup: 800ms
   cooldown: 300ms
-  window: 30s
+  window: 60s
   batch_processes: 2
-batch: {job: shared, chunk_size: 20, workers: 1}
+batch: {job: shared, chunk_size: 10, workers: 1}
+pacing: {adaptive: false}
 policy: {name: skip_locked}
 online: {users: 2, think_time: 20ms, pool_size: 2}
 )",
@@ -226,7 +230,7 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   // every item is done, deferred, dead, or queued behind a deferred item
   // of its key (skip_locked defers an item an online user holds).
   EXPECT_EQ(shares, cell.done);
-  EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 4000);
+  EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 8000);
   EXPECT_TRUE(cell.batch_finished);
   EXPECT_EQ(cell.applied_twice, 0);
   EXPECT_EQ(cell.lost_updates, 0);
