@@ -135,6 +135,7 @@ struct Pacer::Impl {
   double applied_chunk_scale = 1.0;
   Clock::time_point sessions_learning_until{};
   bool sessions_read = false;     // the sampler has read pg_stat_activity once
+  long long sessions_reads = 0;   // reads of pg_stat_activity while learning
   long long sessions_seen = 0;    // online statements sampled while learning
   long long latency_samples = 0;  // latencies the objective was fed (status)
   std::unique_ptr<ControlServer> server;
@@ -208,6 +209,7 @@ struct Pacer::Impl {
     // sampler that never reads falls back at learning_deadline.
     sessions_learning_until = learning_deadline;
     sessions_read = false;
+    sessions_reads = 0;
     // The sampler's thread calls OnSessions, which reads `sampler`: it
     // waits for the mutex until the pointer is set.
     std::lock_guard assigning(mutex);
@@ -274,6 +276,7 @@ struct Pacer::Impl {
           std::max(learning_deadline, now + 2 * c.learn_time + std::chrono::seconds(5));
     }
     if (latency->state() == LatencyState::kLearning) {
+      ++sessions_reads;
       sessions_seen += static_cast<long long>(samples.size());
     }
     for (const auto& s : samples) {
@@ -363,13 +366,27 @@ struct Pacer::Impl {
     return j.dump();
   }
 
+  // The sessions signal's learning window is over: its time has passed and
+  // the sampler has read as often as that time allows at probe_interval. A
+  // starved sampler (a busy host) reads less often, so the window waits for
+  // its reads rather than judge the workload by a few of them; the learning
+  // deadline still bounds it.
+  bool SessionsLearningOver(Clock::time_point now) const {
+    if (now >= learning_deadline) return true;
+    if (now < sessions_learning_until) return false;
+    const auto& c = *options.pacing.online_latency;
+    auto window = c.learn_time + std::chrono::seconds(1);
+    auto reads = window / std::max<milliseconds>(c.probe_interval, milliseconds(1));
+    return sessions_reads >= static_cast<long long>(reads);
+  }
+
   // How long this worker must still wait before its next chunk under the
   // latency objective: learning, or resting after its last chunk.
   milliseconds LatencyWait(Clock::time_point now) {
     if (!latency) return milliseconds(0);
     auto step = options.pacing.online_latency->probe_interval;
     if (latency->state() == LatencyState::kLearning) {
-      if (signal == config::LatencySignal::kSessions && now >= sessions_learning_until) {
+      if (signal == config::LatencySignal::kSessions && SessionsLearningOver(now)) {
         FallBackToProbe("learning saw " + std::to_string(sessions_seen) +
                             " online statements, fewer than " +
                             std::to_string(LatencyObjective::kMinSamples),

@@ -748,13 +748,16 @@ TEST_F(LatencyObjectiveTest, TheSessionsSignalLearnsFromOnlineStatements) {
   EXPECT_EQ(Events(), std::vector<std::string>{"latency_baseline:learned"});
 }
 
-// The sessions signal end to end: an online session's statements get ten
+// The sessions signal end to end: an online session's statements get fifty
 // times slower (as if they waited behind the batch), the Pacer shortens the
-// chunks, then cuts the duty; when they are fast again both come back.
+// chunks, then cuts the duty; when they are fast again both come back. The
+// tolerance is the product's answer to jitter: on a busy host a 2 ms
+// statement often takes 3-5 ms, which with no tolerance would read as over
+// a 1.5x objective and never let the batch recover.
 TEST_F(LatencyObjectiveTest, TheSessionsSignalSlowsTheBatchWhileOnlineStatementsAreSlow) {
   auto options = LatencyOptions();
   options.pacing.online_latency->signal = config::LatencySignal::kSessions;
-  options.pacing.online_latency->tolerance = microseconds(0);
+  options.pacing.online_latency->tolerance = 20ms;  // the limit: 1.5 x 2 ms + 20 ms
   std::atomic<double> statement_seconds{0.002};
   std::jthread online([conn = Connect("shop-web"), &statement_seconds](std::stop_token stop) {
     while (!stop.stop_requested()) {
@@ -776,7 +779,7 @@ TEST_F(LatencyObjectiveTest, TheSessionsSignalSlowsTheBatchWhileOnlineStatements
   // How fast it reacts is pacing_bench's to measure (a shared machine's
   // noise is not the controller's); here: that it does, within a bound far
   // from the usual 2-4 s (5.2 s seen under a loaded machine).
-  statement_seconds = 0.02;
+  statement_seconds = 0.1;
   ChunksUntil(
       pacer, [&] { return Latency(pacer)["duty"].get<double>() <= 0.25; }, 15s);
   EXPECT_LE(Latency(pacer)["duty"].get<double>(), 0.25) << pacer.StatusJson();
