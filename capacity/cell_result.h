@@ -119,6 +119,10 @@ struct CellResult {
   // (config::Objectives::max_error_percent), the users' own version
   // conflicts and edit-lock waits on each other left out.
   std::map<std::string, long long> during_errors;
+  // What the users did to each other while the batch ran, not counted:
+  // offline edits whose row changed, edit locks busy, writes refused under
+  // another user's edit lock ("refused_edit_locked" -> 20).
+  std::map<std::string, long long> during_user_conflicts;
   long long lost_updates = 0;   // must be 0 for every policy
   long long applied_twice = 0;  // batch items applied more than once: must be 0
   // The demo's `settled` total, to cross-check `done`; 0 with the user's job.

@@ -13,6 +13,28 @@ double Percent(long long part, long long whole) {
   return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0;
 }
 
+// What one online outcome means to an operator, counted.
+std::string FailureText(const std::string& kind, long long n) {
+  static const std::map<std::string, std::string> kWhat = {
+      {"gave_up", "gave up after retries"},
+      {"lock_timeout", "timed out behind row locks"},
+      {"nowait", "found the row locked (NOWAIT)"},
+      {"lock_revoked", "lost their edit lock to the batch"},
+      {"refused_window", "refused by the read-only window"},
+      {"refused_owner", "refused on rows the batch owns"},
+      {"refused_edit_locked", "refused under another user's edit lock"},
+      {"edit_lock_busy", "found the edit lock taken by another user"},
+      {"conflict", "offline edits whose row changed meanwhile"},
+      {"deadlock", "deadlocks"},
+      {"serialization", "serialization failures"},
+      {"canceled", "cancelled"},
+      {"terminated", "terminated"},
+      {"connection_lost", "lost their connection"},
+      {"other", "other errors"}};
+  auto it = kWhat.find(kind);
+  return fmt::format("{} {}", n, it != kWhat.end() ? it->second : kind);
+}
+
 // The kind of online error that dominates, and what would avoid it.
 std::string ErrorRemedy(const std::map<std::string, long long>& during_errors) {
   std::string top;
@@ -24,7 +46,7 @@ std::string ErrorRemedy(const std::map<std::string, long long>& during_errors) {
     return "this policy refuses online writes while the batch runs: run it when users are away, "
            "or choose a policy that lets them write";
   }
-  if (top == "refused_owner" || top == "refused_edit_locked") {
+  if (top == "refused_owner") {
     return "online writes are refused on the rows the batch holds: smaller chunks "
            "(pacing.chunk_time, batch.chunk_size) shorten the hold";
   }
@@ -65,6 +87,16 @@ double Distance(const PolicyOutcome& o) {
   return 1000.0 * static_cast<double>(o.misses.size()) + sum;
 }
 
+// The cell's swept settings other than the policy and the load level.
+std::string VariantOf(const CellResult& cell) {
+  std::string variant;
+  for (const auto& [key, value] : cell.parameters) {
+    if (key == "policy.name" || cell.load_level == key + "=" + value) continue;
+    variant += (variant.empty() ? "" : ", ") + key + "=" + value;
+  }
+  return variant;
+}
+
 // True when a should stand for its policy rather than b.
 bool Preferred(const PolicyOutcome& a, const PolicyOutcome& b) {
   if (a.Qualifies() != b.Qualifies()) return a.Qualifies();
@@ -90,8 +122,9 @@ PolicyOutcome Judge(const std::vector<const CellResult*>& repeats,
   out.repeats = static_cast<int>(repeats.size());
   std::vector<double> seconds, rates, ratios, errors, done, deferred, needed;
   int in_window = 0, finished = 0;
-  std::map<std::string, long long> during_errors;  // over the repeats, for the remedy
+  std::map<std::string, long long>& during_errors = out.failed_by_kind;  // over the repeats
   for (const CellResult* cell : repeats) {
+    for (const auto& [kind, n] : cell->during_user_conflicts) out.user_conflicts[kind] += n;
     seconds.push_back(cell->batch_seconds);
     rates.push_back(cell->items_per_second);
     ratios.push_back(cell->before.p99_ms > 0 ? cell->during.p99_ms / cell->before.p99_ms : 0);
@@ -160,13 +193,26 @@ PolicyOutcome Judge(const std::vector<const CellResult*>& repeats,
                                what, at_most ? "most" : "least", limit, by),
            .remedy = std::move(remedy)});
   };
-  share("max_error_rate", out.error_percent, o.max_error_percent, true,
-        "of online transactions failed during the batch", ErrorRemedy(during_errors));
+  const std::string failed_text =
+      "of online transactions failed during the batch (" + FailuresText(during_errors) + ")";
+  share("max_error_rate", out.error_percent, o.max_error_percent, true, failed_text.c_str(),
+        ErrorRemedy(during_errors));
   share("min_done_share", out.done_percent, o.min_done_percent, false, "of the items done",
         kDeferredRemedy);
   share("max_deferred_share", out.deferred_percent, o.max_deferred_percent, true,
         "of the items left deferred", kDeferredRemedy);
   return out;
+}
+
+std::string FailuresText(const std::map<std::string, long long>& by_kind) {
+  std::vector<std::pair<std::string, long long>> kinds(by_kind.begin(), by_kind.end());
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (const auto& [kind, n] : kinds) {
+    if (n > 0) text += (text.empty() ? "" : ", ") + FailureText(kind, n);
+  }
+  return text.empty() ? "none" : text;
 }
 
 namespace {
@@ -180,18 +226,48 @@ std::string Noise(const std::vector<PolicyOutcome>& outcomes, const PolicyOutcom
   auto range = [](const Spread& s) { return fmt::format("{:.2f}-{:.2f}x", s.min, s.max); };
   std::string others;
   for (const auto& o : outcomes) {
-    if (o.policy == best.policy || (best.Qualifies() && !o.Qualifies()) || o.repeats < 2 ||
+    if (o.Label() == best.Label() || (best.Qualifies() && !o.Qualifies()) || o.repeats < 2 ||
         !o.p99_ratio_spread.Overlaps(best.p99_ratio_spread)) {
       continue;
     }
     others +=
-        fmt::format("{}{} ({})", others.empty() ? "" : ", ", o.policy, range(o.p99_ratio_spread));
+        fmt::format("{}{} ({})", others.empty() ? "" : ", ", o.Label(), range(o.p99_ratio_spread));
   }
   if (others.empty()) return "";
   return fmt::format(
       "Within the noise: over {} measurements the online p99 ratio of {} overlaps {}'s ({}), so "
       "the repeats do not tell them apart.",
-      best.repeats, others, best.policy, range(best.p99_ratio_spread));
+      best.repeats, others, best.Label(), range(best.p99_ratio_spread));
+}
+
+// One sentence: why the recommended configuration wins, and what it costs
+// in batch time against the fastest one measured at its level.
+std::string WhyAndCost(const std::vector<PolicyOutcome>& outcomes, const PolicyOutcome& best) {
+  int qualifying = 0;
+  const PolicyOutcome* fastest = &best;
+  for (const auto& o : outcomes) {
+    qualifying += o.Qualifies();
+    if (o.batch_seconds > 0 && o.batch_seconds < fastest->batch_seconds) fastest = &o;
+  }
+  std::string why = qualifying == 1 ? "It wins as the only configuration that meets them all"
+                                    : fmt::format(
+                                          "It wins among the {} that meet them all by the lowest "
+                                          "online p99 (then errors, then batch time)",
+                                          qualifying);
+  if (fastest == &best || fastest->batch_seconds <= 0) {
+    return why + ", and its batch is also the fastest measured here.";
+  }
+  std::string missed =
+      fastest->Qualifies()
+          ? "which also qualifies"
+          : fmt::format("which missed {}",
+                        fastest->misses.size() == 1
+                            ? fastest->misses.front().objective
+                            : std::to_string(fastest->misses.size()) + " objectives");
+  return fmt::format(
+      "{}; what it costs: its batch ran {:.2f}x as long as the fastest, {} ({:.1f} s, {}).", why,
+      best.batch_seconds / fastest->batch_seconds, fastest->Label(), fastest->batch_seconds,
+      missed);
 }
 
 }  // namespace
@@ -205,13 +281,16 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
     int key = cell.sweep_cell != 0 ? cell.sweep_cell : -cell.index;
     measured[{cell.load_level, cell.policy, key}].push_back(&cell);
   }
+  // Each policy and variant at each level; cells alike but for settings
+  // nobody swept (built by hand) are one outcome: the preferred one.
   std::map<std::string, std::map<std::string, PolicyOutcome>> by_level;
   for (const auto& [key, repeats] : measured) {
     const auto& [level, policy, sweep_cell] = key;
     PolicyOutcome outcome = Judge(repeats, scenario);
+    outcome.variant = VariantOf(*repeats.front());
     auto& slot = by_level[level];
-    auto it = slot.find(policy);
-    if (it == slot.end() || Preferred(outcome, it->second)) slot[policy] = outcome;
+    auto it = slot.find(outcome.Label());
+    if (it == slot.end() || Preferred(outcome, it->second)) slot[outcome.Label()] = outcome;
   }
   std::vector<Recommendation> out;
   for (auto& [level, policies] : by_level) {
@@ -225,14 +304,15 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
       if (closest == nullptr || Distance(outcome) < Distance(*closest)) closest = &outcome;
     }
     if (best != nullptr) {
-      rec.recommended = best->policy;
+      rec.recommended = best->Label();
       rec.reason = fmt::format(
           "{} meets every objective{}: the batch took {:.1f} s (window {:.0f} s), {:.2f}% of "
-          "the items done, online p99 at {:.2f}x of before the batch and {:.2f}% online errors.",
-          best->policy,
+          "the items done, online p99 at {:.2f}x of before the batch and {:.2f}% online errors. "
+          "{}",
+          best->Label(),
           best->repeats > 1 ? fmt::format(" (medians of {} measurements)", best->repeats) : "",
           best->batch_seconds, best->window_seconds, best->done_percent, best->p99_ratio,
-          best->error_percent);
+          best->error_percent, WhyAndCost(rec.outcomes, *best));
       rec.noise = Noise(rec.outcomes, *best);
       if (!rec.noise.empty()) rec.reason += " " + rec.noise;
     } else if (closest != nullptr) {
@@ -246,7 +326,7 @@ std::vector<Recommendation> Recommend(const std::vector<CellResult>& cells,
       rec.reason = fmt::format(
           "No policy meets every objective at this load. Closest: {}, which missed {} "
           "objective{}: {}. To qualify: {}.",
-          closest->policy, closest->misses.size(), closest->misses.size() == 1 ? "" : "s", missed,
+          closest->Label(), closest->misses.size(), closest->misses.size() == 1 ? "" : "s", missed,
           remedies);
       rec.noise = Noise(rec.outcomes, *closest);
       if (!rec.noise.empty()) rec.reason += " " + rec.noise;

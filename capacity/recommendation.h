@@ -1,11 +1,17 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "capacity/cell_result.h"
 
 namespace coexist::capacity {
+
+// "30 refused by the read-only window, 11 timed out behind row locks":
+// online failures by outcome (online_sim::OutcomeName), the most first;
+// "none" when empty.
+std::string FailuresText(const std::map<std::string, long long>& by_kind);
 
 // One objective (config::Objectives, or the window) a cell missed.
 struct Miss {
@@ -39,6 +45,11 @@ Spread SpreadOf(std::vector<double> values);
 // did.
 struct PolicyOutcome {
   std::string policy;
+  // The cell's other swept settings, beside the policy and the load level
+  // ("pacing.online_latency={objective: 1.5x}"); "" when only those vary.
+  std::string variant;
+  // The policy, with its variant when it has one: what the report names.
+  std::string Label() const { return variant.empty() ? policy : policy + " (" + variant + ")"; }
   int repeats = 1;  // measurements of the cell (scenario.repeat)
   bool finished_in_window = false;
   double window_seconds = 0;  // the window the batch had (scaled for a grown cell)
@@ -49,6 +60,9 @@ struct PolicyOutcome {
   double deferred_percent = 0;  // of the items queued
   // The key figures' spread over the repeats (medians as above).
   Spread batch_seconds_spread, items_per_second, p99_ratio_spread, error_percent_spread;
+  // The online failures behind error_percent, and what the users did to
+  // each other (not counted), summed over the repeats, by outcome.
+  std::map<std::string, long long> failed_by_kind, user_conflicts;
   std::vector<Miss> misses;  // empty: meets every objective
   bool Qualifies() const { return misses.empty(); }
 };

@@ -142,7 +142,10 @@ nlohmann::ordered_json RecommendationJson(const Recommendation& r) {
       return nlohmann::ordered_json{{"median", x.median}, {"min", x.min}, {"max", x.max}};
     };
     outcomes.push_back({{"policy", o.policy},
+                        {"variant", o.variant},
                         {"meets_objectives", o.Qualifies()},
+                        {"failed_by_kind", o.failed_by_kind},
+                        {"user_conflicts", o.user_conflicts},
                         {"repeats", o.repeats},
                         {"spread",
                          {{"batch_seconds", spread(o.batch_seconds_spread)},
@@ -205,6 +208,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     cell["during"] = PhaseJson(c.during);
     cell["after"] = PhaseJson(c.after);
     cell["during_errors"] = c.during_errors;
+    cell["during_user_conflicts"] = c.during_user_conflicts;
     nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
     for (const auto& chunk : c.chunks) chunks.push_back({chunk.at_seconds, chunk.items});
     cell["chunks_done"] = chunks;  // [seconds since the run started, items]
@@ -383,12 +387,12 @@ void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
       if (p.repeats > 1) {
         out << fmt::format(
             "  {} over {} measurements: items/s {}, online p99 ratio {}, online errors {}\n",
-            p.policy, p.repeats, SpreadText(p.items_per_second, "{:.0f}"),
+            p.Label(), p.repeats, SpreadText(p.items_per_second, "{:.0f}"),
             SpreadText(p.p99_ratio_spread, "{:.2f}x"),
             SpreadText(p.error_percent_spread, "{:.2f}%"));
       }
       for (const auto& m : p.misses) {
-        out << "  " << p.policy << " missed " << m.objective << ": " << m.text << '\n';
+        out << "  " << p.Label() << " missed " << m.objective << ": " << m.text << '\n';
       }
     }
   }

@@ -258,7 +258,7 @@ std::string ObjectivesChart(const std::vector<Recommendation>& recommendations) 
   for (const auto& r : recommendations) {
     for (const auto& p : r.outcomes) {
       spec.rows.push_back(
-          {.label = r.load_level.empty() ? p.policy : p.policy + " @ " + r.load_level,
+          {.label = r.load_level.empty() ? p.Label() : p.Label() + " @ " + r.load_level,
            .cells = {{fmt::format("{:.1f} s", p.batch_seconds), Met(p, "window")},
                      {fmt::format("{:.2f}x", p.p99_ratio), Met(p, "max_p99_ratio")},
                      {fmt::format("{:.2f}%", p.error_percent), Met(p, "max_error_rate")},
@@ -284,7 +284,8 @@ std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResul
   html += ObjectivesChart(recommendations);
   html +=
       "<table><tr><th>load</th><th>policy</th><th>window</th><th>p99 ratio</th><th>online "
-      "errors</th><th>done</th><th>deferred</th><th>missed, and what would qualify it</th></tr>\n";
+      "errors</th><th>what failed (users' conflicts with each other, not counted)</th>"
+      "<th>done</th><th>deferred</th><th>missed, and what would qualify it</th></tr>\n";
   for (const auto& r : recommendations) {
     for (const auto& p : r.outcomes) {
       auto missed = [&p](const char* objective) { return Met(p, objective); };
@@ -292,13 +293,17 @@ std::string ObjectivesHtml(const ScenarioSummary& s, const std::vector<CellResul
       for (const auto& m : p.misses) {
         notes += (notes.empty() ? "" : "<br>") + Escape(m.text) + " &rarr; " + Escape(m.remedy);
       }
+      std::string failed = Escape(FailuresText(p.failed_by_kind));
+      if (!p.user_conflicts.empty()) {
+        failed += " <span class=muted>(" + Escape(FailuresText(p.user_conflicts)) + ")</span>";
+      }
       html += fmt::format(
           "<tr><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-          "<td>{}</td><td>{}</td><td class=text>{}</td></tr>\n",
-          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.policy),
+          "<td class=\"text failed\">{}</td><td>{}</td><td>{}</td><td class=text>{}</td></tr>\n",
+          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.Label()),
           PassFail(missed("window"), fmt::format("{:.1f} s", p.batch_seconds)),
           PassFail(missed("max_p99_ratio"), fmt::format("{:.2f}x", p.p99_ratio)),
-          PassFail(missed("max_error_rate"), fmt::format("{:.2f}%", p.error_percent)),
+          PassFail(missed("max_error_rate"), fmt::format("{:.2f}%", p.error_percent)), failed,
           PassFail(missed("min_done_share"), fmt::format("{:.2f}%", p.done_percent)),
           PassFail(missed("max_deferred_share"), fmt::format("{:.2f}%", p.deferred_percent)),
           notes.empty() ? "<span class=ok>meets every objective</span>" : notes);
@@ -324,7 +329,7 @@ std::string NoiseHtml(const ScenarioSummary& s, const std::vector<Recommendation
       html += fmt::format(
           "<tr><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td><td>{}</td>"
           "<td>{}</td><td>{}</td></tr>\n",
-          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.policy), p.repeats,
+          Escape(r.load_level.empty() ? "all" : r.load_level), Escape(p.Label()), p.repeats,
           SpreadText(p.items_per_second, "{:.0f}"), SpreadText(p.p99_ratio_spread, "{:.2f}x"),
           SpreadText(p.error_percent_spread, "{:.2f}%"),
           SpreadText(p.batch_seconds_spread, "{:.1f}"));
@@ -373,7 +378,7 @@ th{background:#f3f3f3} td.text{text-align:left}
 figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px solid #eee}
 .title{font-size:14px;font-weight:600} .tick,.legend,.axis-label{font-size:11px;fill:#444}
 .grid{stroke:#e5e5e5} .span{fill:#ffd54f;opacity:.35} .span-label{font-size:11px;fill:#8a6d00}
-.ok{color:#1b7f1b;font-weight:600} .bad{color:#b00020;font-weight:600}
+.ok{color:#1b7f1b;font-weight:600} .bad{color:#b00020;font-weight:600} .muted{color:#666}
 .grid-text{font-size:12px;fill:#222}
 </style></head><body>
 )";

@@ -176,14 +176,21 @@ void AddOnline(CellResult& cell, const online_sim::Report& r) {
   cell.lost_updates += r.lost_check.lost;
 }
 
-// What the error-rate objective counts, from the phase while the batch runs.
+// What the error-rate objective counts, from the phase while the batch runs,
+// and what the users did to each other meanwhile (reported, not counted: a
+// write refused because another user edit-locks the row (CX005) happens
+// without a batch too; the batch never holds an edit lock).
 void AddDuringErrors(CellResult& cell, const online_sim::Report& r) {
-  for (Outcome outcome :
-       {Outcome::kGaveUp, Outcome::kLockTimeout, Outcome::kNowait, Outcome::kLockRevoked,
-        Outcome::kRefusedWindow, Outcome::kRefusedOwner, Outcome::kRefusedEditLocked,
-        Outcome::kDeadlock, Outcome::kSerialization, Outcome::kCanceled, Outcome::kTerminated,
-        Outcome::kConnectionLost, Outcome::kOther}) {
+  for (Outcome outcome : {Outcome::kGaveUp, Outcome::kLockTimeout, Outcome::kNowait,
+                          Outcome::kLockRevoked, Outcome::kRefusedWindow, Outcome::kRefusedOwner,
+                          Outcome::kDeadlock, Outcome::kSerialization, Outcome::kCanceled,
+                          Outcome::kTerminated, Outcome::kConnectionLost, Outcome::kOther}) {
     if (long long n = Count(r, outcome); n > 0) cell.during_errors[OutcomeName(outcome)] = n;
+  }
+  for (Outcome outcome :
+       {Outcome::kRefusedEditLocked, Outcome::kEditLockBusy, Outcome::kConflict}) {
+    if (long long n = Count(r, outcome); n > 0)
+      cell.during_user_conflicts[OutcomeName(outcome)] = n;
   }
 }
 

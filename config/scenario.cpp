@@ -379,6 +379,17 @@ struct Axis {
   std::vector<YAML::Node> value_nodes;
 };
 
+// How a swept value names its cells: a scalar as written; a map of settings
+// (`pacing.online_latency: [null, {objective: 1.5x}]`) in flow style; null,
+// which leaves the section out, as "off".
+std::string SweptValueText(const YAML::Node& value, const std::string& key, const Section& top) {
+  if (value.IsNull()) return "off";
+  if (!value.IsMap()) return top.ScalarText(value, key);
+  YAML::Emitter out;
+  out << YAML::Flow << value;
+  return out.c_str();
+}
+
 std::vector<Axis> ReadSweep(const YAML::Node& node, const Section& top) {
   std::vector<Axis> out;
   if (!node || node.IsNull()) return out;
@@ -396,7 +407,7 @@ std::vector<Axis> ReadSweep(const YAML::Node& node, const Section& top) {
       top.Fail(item.second, "sweep." + a.axis.key, "expected a non-empty list of values");
     }
     for (const auto& value : item.second) {
-      a.axis.values.push_back(top.ScalarText(value, "sweep." + a.axis.key));
+      a.axis.values.push_back(SweptValueText(value, "sweep." + a.axis.key, top));
       a.value_nodes.push_back(value);
     }
     out.push_back(std::move(a));

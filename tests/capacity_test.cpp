@@ -126,6 +126,46 @@ TEST(Recommend, NoneQualifiesNamesTheClosestAndWhatWouldQualifyIt) {
             "at the measured rate, or more workers if the online objectives leave room.");
 }
 
+// The error objective names what failed, the most first, so an operator
+// tells the policy's refusals from timeouts; what the users did to each
+// other is kept beside it, not counted.
+TEST(Recommend, TheErrorObjectiveSaysWhatFailedByKind) {
+  std::vector<CellResult> cells = {Cell("time_window", 10, 5, 6)};
+  cells[0].during_errors = {{"lock_timeout", 11}, {"refused_window", 30}, {"gave_up", 1}};
+  cells[0].during_user_conflicts = {{"refused_edit_locked", 20}};
+  auto recs = Recommend(cells, Scenario());
+  const auto& outcome = recs[0].outcomes.at(0);
+  ASSERT_EQ(outcome.misses.size(), 1u);
+  EXPECT_EQ(outcome.misses[0].text,
+            "2.10% of online transactions failed during the batch (30 refused by the read-only "
+            "window, 11 timed out behind row locks, 1 gave up after retries), objective at most "
+            "1% (by 1.10 points)");
+  EXPECT_EQ(FailuresText(outcome.user_conflicts), "20 refused under another user's edit lock");
+  EXPECT_EQ(FailuresText({}), "none");
+}
+
+// A sweep beside the policy (pacing on and off) gives each configuration
+// its own outcome; the recommendation names the configuration, why it wins
+// and what it costs against the fastest batch measured.
+TEST(Recommend, EachSweptVariantIsJudgedAndTheWinnerSaysWhatItCosts) {
+  std::vector<CellResult> cells = {Cell("skip_locked", 5, 5, 15), Cell("skip_locked", 9, 5, 8),
+                                   Cell("online_priority", 6, 5, 20)};
+  cells[0].parameters = {{"policy.name", "skip_locked"}, {"pacing.online_latency", "off"}};
+  cells[1].parameters = {{"policy.name", "skip_locked"},
+                         {"pacing.online_latency", "{objective: 1.5x}"}};
+  cells[2].parameters = {{"policy.name", "online_priority"}, {"pacing.online_latency", "off"}};
+  for (int i = 0; i < 3; ++i) cells[i].sweep_cell = i + 1;
+  auto recs = Recommend(cells, Scenario());
+  ASSERT_EQ(recs[0].outcomes.size(), 3u);
+  EXPECT_EQ(recs[0].recommended, "skip_locked (pacing.online_latency={objective: 1.5x})");
+  EXPECT_EQ(recs[0].reason,
+            "skip_locked (pacing.online_latency={objective: 1.5x}) meets every objective: the "
+            "batch took 9.0 s (window 60 s), 100.00% of the items done, online p99 at 1.60x of "
+            "before the batch and 0.00% online errors. It wins as the only configuration that "
+            "meets them all; what it costs: its batch ran 1.80x as long as the fastest, "
+            "skip_locked (pacing.online_latency=off) (5.0 s, which missed max_p99_ratio).");
+}
+
 // Three measurements of one cell (scenario.repeat: 3), online p99 during
 // the batch as given (5 ms before it).
 std::vector<CellResult> Repeats(const std::string& policy, int sweep_cell,
@@ -490,7 +530,7 @@ namespace {
 // The scenarios compiled into the binary are valid, cell by cell.
 TEST(BuiltInScenarios, LoadAndExpand) {
   std::map<std::string, size_t> expected_cells = {
-      {"demo", 5}, {"nightly-settlement", 15}, {"seed001", 3}};
+      {"demo", 10}, {"nightly-settlement", 15}, {"seed001", 3}};
   ASSERT_EQ(BuiltInScenarioNames().size(), expected_cells.size());
   for (const auto& [name, cells] : expected_cells) {
     auto text = BuiltInScenario(name);

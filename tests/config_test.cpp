@@ -492,6 +492,32 @@ online:
   std::filesystem::remove(path);
 }
 
+// A section's settings can be swept whole: a map per cell, or null to leave
+// it out (pacing on and off beside each other); the cells are named by them.
+TEST(Scenario, SweepsAMapOfSettingsOrNone) {
+  auto scenario = LoadScenarioString(R"(
+sweep:
+  pacing.online_latency: [null, {objective: 1.5x, signal: sessions}]
+)",
+                                     "paced.yaml");
+  ASSERT_EQ(scenario.cells.size(), 2u);
+  EXPECT_EQ(scenario.cells[0].parameters.at("pacing.online_latency"), "off");
+  EXPECT_FALSE(scenario.cells[0].config.pacing.online_latency.has_value());
+  EXPECT_EQ(scenario.cells[1].parameters.at("pacing.online_latency"),
+            "{objective: 1.5x, signal: sessions}");
+  ASSERT_TRUE(scenario.cells[1].config.pacing.online_latency.has_value());
+  EXPECT_EQ(scenario.cells[1].config.pacing.online_latency->objective, 1.5);
+  try {
+    LoadScenarioString("sweep:\n  pacing.online_latency: [{objectiv: 2x}]\n", "typo.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("typo.yaml:2:28: pacing.online_latency.objectiv: "
+                                         "unknown key"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Scenario, ABadSweptValuePointsAtTheValue) {
   auto path = WriteTemp("badsweep.yaml", "sweep:\n  online.users: [10, -5]\n");
   try {

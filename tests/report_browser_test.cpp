@@ -52,6 +52,25 @@ std::vector<CellResult> SampleCells() {
   return cells;
 }
 
+// Headless Chromium's command line, with its profile in `dir`.
+std::vector<std::string> Chromium(const fs::path& dir) {
+  return {kChromium,
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-quic",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+          "--user-data-dir=" + (dir / "profile").string()};
+}
+
+long Count(const std::string& text, const std::regex& pattern) {
+  return std::distance(std::sregex_iterator(text.begin(), text.end(), pattern),
+                       std::sregex_iterator());
+}
+
 TEST(ReportInBrowser, RendersItsCharts) {
   // scripts/setup.sh installs Debian's chromium, so its absence is a broken setup.
   ASSERT_TRUE(fs::exists(kChromium))
@@ -61,16 +80,7 @@ TEST(ReportInBrowser, RendersItsCharts) {
       .name = "browser", .records = 100, .queue_items = 1000, .window_seconds = 30};
   WriteReport(dir, summary, SampleCells());
   std::string url = "file://" + (dir / "report.html").string();
-  std::vector<std::string> common = {kChromium,
-                                     "--headless",
-                                     "--no-sandbox",
-                                     "--disable-gpu",
-                                     "--disable-quic",
-                                     "--no-first-run",
-                                     "--disable-background-networking",
-                                     "--disable-component-update",
-                                     "--disable-sync",
-                                     "--user-data-dir=" + (dir / "profile").string()};
+  const std::vector<std::string> common = Chromium(dir);
 
   auto screenshot = common;
   screenshot.insert(screenshot.end(), {"--window-size=1200,3000",
@@ -85,10 +95,7 @@ TEST(ReportInBrowser, RendersItsCharts) {
   dump.insert(dump.end(), {"--dump-dom", url});
   auto dom = RunCommand(dump);
   ASSERT_EQ(dom.status, 0);
-  auto count = [&](const std::regex& pattern) {
-    return std::distance(std::sregex_iterator(dom.output.begin(), dom.output.end(), pattern),
-                         std::sregex_iterator());
-  };
+  auto count = [&](const std::regex& pattern) { return Count(dom.output, pattern); };
   // The policies against the objectives, then per cell a latency, a
   // throughput and an error chart over time, then four bar charts.
   EXPECT_EQ(count(std::regex("<svg[^>]*class=\"chart")), 11);
@@ -100,6 +107,46 @@ TEST(ReportInBrowser, RendersItsCharts) {
   // Two policies x five objectives: time_window fails the error rate only.
   EXPECT_EQ(count(std::regex("<rect class=\"pass\"[^>]*width=\"[1-9]")), 9);
   EXPECT_EQ(count(std::regex("<rect class=\"fail\"[^>]*width=\"[1-9]")), 1);
+  fs::remove_all(dir);
+}
+
+// The README's first command, shrunk to one policy, unpaced and paced: its
+// report, opened in Chromium, answers the question it asks with figures. A
+// recommendation, or the closest configuration and what it missed (which
+// one qualifies is a measurement: the demo's figures are in the closing
+// notes, not asserted on a shared machine), and a trusted projection for
+// the production queue from every cell (each batch ran scenario.min_batch_time).
+TEST(ReportInBrowser, TheDemosReportGivesARecommendationAndAProjection) {
+  ASSERT_TRUE(fs::exists(kChromium))
+      << "Chromium is missing: run scripts/setup.sh (Debian package chromium)";
+  fs::path dir = fs::temp_directory_path() / ("coexist-demo-" + std::to_string(getpid()));
+  auto demo = RunCommand({COEXIST_BINARY, "simulate", "demo", "--set",
+                          "sweep.policy.name=[online_priority]", "--out", dir.string()});
+  ASSERT_EQ(demo.status, 0) << demo.output;
+  EXPECT_NE(demo.output.find("cell 2 of 2 pacing.online_latency={objective: 1.5x}"),
+            std::string::npos)
+      << demo.output;
+
+  auto dump = Chromium(dir);
+  dump.insert(dump.end(), {"--dump-dom", "file://" + (dir / "report.html").string()});
+  auto dom = RunCommand(dump);
+  ASSERT_EQ(dom.status, 0);
+  const std::string& page = dom.output;
+  const std::regex recommended(
+      "<h2>Recommendation</h2>[\\s\\S]*?<td class=\"text\"><span class=\"ok\">online_priority[^<]*"
+      "</span></td><td class=\"text\">[^<]* meets every objective: the batch took [0-9.]+ s[^<]*"
+      "It wins [^<]*</td>");
+  const std::regex closest(
+      "<h2>Recommendation</h2>[\\s\\S]*?<span class=\"bad\">none</span></td><td class=\"text\">No "
+      "policy meets every objective at this load. Closest: online_priority[^<]*[0-9.]+[^<]*</td>");
+  EXPECT_EQ(Count(page, recommended) + Count(page, closest), 1) << page;
+  // One trusted projection per cell: steady rate, fixed costs, seconds, fits.
+  EXPECT_EQ(Count(page, std::regex("<h2>Projection for production</h2>")), 1);
+  EXPECT_EQ(Count(page, std::regex("<td>[0-9]+</td><td>[0-9]+\\.[0-9]</td><td>[0-9]+ s</td>"
+                                   "<td><span class=\"(ok|bad)\">(yes|no)</span></td></tr>")),
+            2)
+      << page;
+  EXPECT_EQ(Count(page, std::regex("no projection:")), 0) << page;
   fs::remove_all(dir);
 }
 
