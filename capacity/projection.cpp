@@ -83,26 +83,6 @@ DurationModel ModelOf(const CellResult& cell) {
   return m;
 }
 
-std::vector<Projection> Project(const std::vector<CellResult>& cells,
-                                const ScenarioSummary& scenario) {
-  std::vector<Projection> out;
-  if (scenario.production_queue_items <= 0) return out;
-  for (const auto& cell : cells) {
-    if (cell.check_of != 0) continue;
-    Projection p{.cell = cell.index,
-                 .policy = cell.policy,
-                 .load_level = cell.load_level,
-                 .model = ModelOf(cell)};
-    if (p.model.trusted) {
-      p.projected_seconds = p.model.SecondsFor(scenario.production_queue_items);
-      p.fits_window = scenario.production_window_seconds > 0 &&
-                      p.projected_seconds <= scenario.production_window_seconds;
-    }
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
 namespace {
 
 // The model a check is set against: the measured cell's or, when the cell
@@ -142,6 +122,45 @@ DurationModel CheckModel(const std::vector<CellResult>& cells, const CellResult&
 }
 
 }  // namespace
+
+std::vector<Projection> Project(const std::vector<CellResult>& cells,
+                                const ScenarioSummary& scenario) {
+  std::vector<Projection> out;
+  if (scenario.production_queue_items <= 0) return out;
+  const long long items = scenario.production_queue_items;
+  for (const auto& cell : cells) {
+    if (cell.check_of != 0) continue;
+    // A sweep cell's repeats give one projection, from the first of them.
+    bool later_repeat = std::any_of(cells.begin(), cells.end(), [&](const CellResult& c) {
+      return c.check_of == 0 && cell.sweep_cell != 0 && c.sweep_cell == cell.sweep_cell &&
+             c.items == cell.items && c.index < cell.index;
+    });
+    if (later_repeat) continue;
+    Projection p{.cell = cell.index, .policy = cell.policy, .load_level = cell.load_level};
+    int model_cell = cell.index;
+    p.model = CheckModel(cells, cell, model_cell, p.repeats);
+    p.mix = fmt::format(
+        "{} queued items{}{}", cell.items,
+        p.model.items_per_row > 0 ? fmt::format(", {:.2f} per row", p.model.items_per_row) : "",
+        cell.load_level.empty() ? "" : ", " + cell.load_level);
+    if (p.model.trusted) {
+      p.projected_seconds = p.model.SecondsFor(items);
+      p.low_seconds = p.high_seconds = p.projected_seconds;
+      for (const auto& c : cells) {
+        bool repeat = c.check_of == 0 && cell.sweep_cell != 0 && c.sweep_cell == cell.sweep_cell &&
+                      c.items == cell.items;
+        if (!repeat) continue;
+        double seconds = ModelOf(c).SecondsFor(items);
+        p.low_seconds = std::min(p.low_seconds, seconds);
+        p.high_seconds = std::max(p.high_seconds, seconds);
+      }
+      p.fits_window = scenario.production_window_seconds > 0 &&
+                      p.projected_seconds <= scenario.production_window_seconds;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
 
 std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cells) {
   std::vector<ProjectionCheck> out;

@@ -46,19 +46,28 @@ inline constexpr double kMinModelBatchSeconds = 3;
 DurationModel ModelOf(const CellResult& cell);
 
 // The production projection of one of the sweep's cells:
-// scenario.production_queue_items through the cell's model.
+// scenario.production_queue_items through the cell's model or, when the
+// cell was measured several times (scenario.repeat), through the median of
+// its repeats' models, with the range their own models give: how far to
+// trust the figure.
 struct Projection {
-  int cell = 0;
+  int cell = 0;  // the first measurement of the sweep cell
   std::string policy;
   std::string load_level;
   DurationModel model;
+  int repeats = 1;               // the measurements `model` is made of
   double projected_seconds = 0;  // when model.trusted
+  double low_seconds = 0;        // the lowest and highest of the repeats' own
+  double high_seconds = 0;       // projections (= projected_seconds for one)
   bool fits_window = false;      // projected_seconds <= production_window
+  // The mix the model was measured on: "10000 queued items, 10.00 per row,
+  // online.users=30". The model holds for that mix (docs/capacity.md).
+  std::string mix;
 };
 
-// One per cell of the sweep (check cells left out); empty when the scenario
-// names no production queue size. Assumes what the model assumes: the same
-// online load, hardware, data size and settings.
+// One per cell of the sweep (check cells and later repeats left out); empty
+// when the scenario names no production queue size. Assumes what the model
+// assumes: the same online load, hardware, items per row and settings.
 std::vector<Projection> Project(const std::vector<CellResult>& cells,
                                 const ScenarioSummary& scenario);
 

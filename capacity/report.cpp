@@ -245,8 +245,11 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                                 {"policy", p.policy},
                                 {"load_level", p.load_level},
                                 {"model", ModelJson(p.model)}};
+    j["repeats"] = p.repeats;
+    j["mix"] = p.mix;
     if (p.model.trusted) {
       j["projected_seconds"] = p.projected_seconds;
+      j["projected_range_seconds"] = {p.low_seconds, p.high_seconds};
       j["fits_window"] = p.fits_window;
     }
     out["projections"].push_back(j);
@@ -349,9 +352,12 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
     out << fmt::format("projection cell {} ({}): ", p.cell, p.policy);
     if (p.model.trusted) {
       out << fmt::format(
-          "{} items in {:.0f} s ({:.1f} s fixed + {:.0f} items/s{}){}\n",
-          scenario.production_queue_items, p.projected_seconds, p.model.fixed_seconds,
-          p.model.steady_rate,
+          "{} items in {:.0f} s{} ({:.1f} s fixed + {:.0f} items/s{}){}\n",
+          scenario.production_queue_items, p.projected_seconds,
+          p.repeats > 1 ? fmt::format(" ({:.0f}-{:.0f} s over {} measurements)", p.low_seconds,
+                                      p.high_seconds, p.repeats)
+                        : "",
+          p.model.fixed_seconds, p.model.steady_rate,
           p.model.items_per_row > 0
               ? fmt::format(", at {:.2f} items per row as measured", p.model.items_per_row)
               : "",

@@ -421,19 +421,24 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
         "the items at the steady rate measured between the first and the last tenth of the "
         "items. Assumes the same online load, hardware, items per row of the target and policy "
         "settings.</p>\n"
-        "<table><tr><th>cell</th><th>policy</th><th>load</th><th>steady items/s</th><th>fixed "
-        "s</th><th>projected</th><th>fits {:.0f} s window</th></tr>\n",
+        "<table><tr><th>cell</th><th>policy</th><th>measured on</th><th>steady items/s</th>"
+        "<th>fixed s</th><th>projected</th><th>fits {:.0f} s window</th><th>range over the "
+        "repeats</th></tr>\n",
         s.production_queue_items, s.production_window_seconds);
     for (const auto& p : projections) {
       html += fmt::format("<tr><td>{}</td><td class=text>{}</td><td class=text>{}</td>", p.cell,
-                          Escape(p.policy), Escape(p.load_level));
-      html += p.model.trusted
-                  ? fmt::format(
-                        "<td>{:.0f}</td><td>{:.1f}</td><td>{:.0f} s</td><td>{}</td></tr>\n",
-                        p.model.steady_rate, p.model.fixed_seconds, p.projected_seconds,
-                        p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>")
-                  : "<td colspan=4 class=text>no projection: " + Escape(p.model.untrusted_reason) +
-                        "</td></tr>\n";
+                          Escape(p.policy), Escape(p.mix));
+      html +=
+          p.model.trusted
+              ? fmt::format(
+                    "<td>{:.0f}</td><td>{:.1f}</td><td>{:.0f} s</td><td>{}</td><td>{}</td></tr>\n",
+                    p.model.steady_rate, p.model.fixed_seconds, p.projected_seconds,
+                    p.fits_window ? "<span class=ok>yes</span>" : "<span class=bad>no</span>",
+                    p.repeats > 1 ? fmt::format("{:.0f}-{:.0f} s ({} measurements)", p.low_seconds,
+                                                p.high_seconds, p.repeats)
+                                  : "one measurement")
+              : "<td colspan=5 class=text>no projection: " + Escape(p.model.untrusted_reason) +
+                    "</td></tr>\n";
     }
     html += "</table>\n";
   }

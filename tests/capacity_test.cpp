@@ -388,6 +388,35 @@ TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
             "the model of cell 1 is not trusted: 8 chunks done, fewer than 10: queue more items");
 }
 
+// With scenario.repeat, one projection per sweep cell: through the median
+// of its repeats' models, with the range their own models give and the mix
+// they were measured on.
+TEST(Project, RepeatsGiveOneProjectionWithTheirRange) {
+  std::vector<CellResult> cells;
+  for (int repeat = 1; repeat <= 3; ++repeat) {
+    CellResult c = Measured();  // 200 items/s steady, 3 s fixed
+    c.index = c.repeat = repeat;
+    c.sweep_cell = 1;
+    double stretch = repeat == 1 ? 1 : repeat == 2 ? 0.5 : 2;
+    for (auto& chunk : c.chunks) chunk.at_seconds *= stretch;
+    c.batch_seconds *= stretch;
+    cells.push_back(c);
+  }
+  auto projections = Project(cells, Scenario());
+  ASSERT_EQ(projections.size(), 1u);
+  EXPECT_EQ(projections[0].cell, 1);
+  EXPECT_EQ(projections[0].repeats, 3);
+  EXPECT_DOUBLE_EQ(projections[0].projected_seconds, 3 + 1'000'000 / 200.0);
+  EXPECT_DOUBLE_EQ(projections[0].low_seconds, 1.5 + 1'000'000 / 400.0);
+  EXPECT_DOUBLE_EQ(projections[0].high_seconds, 6 + 1'000'000 / 100.0);
+  EXPECT_EQ(projections[0].mix, "4000 queued items, users=50");
+  std::ostringstream out;
+  PrintProjections(out, Scenario(), cells);
+  EXPECT_NE(out.str().find("1000000 items in 5003 s (2502-10006 s over 3 measurements)"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(ProjectionCheck, StdoutGivesBothCellsRows) {
   CellResult measured = Measured();
   measured.records = 4000;

@@ -142,8 +142,9 @@ TEST(ReportInBrowser, TheDemosReportGivesARecommendationAndAProjection) {
   EXPECT_EQ(Count(page, recommended) + Count(page, closest), 1) << page;
   // One trusted projection per cell: steady rate, fixed costs, seconds, fits.
   EXPECT_EQ(Count(page, std::regex("<h2>Projection for production</h2>")), 1);
-  EXPECT_EQ(Count(page, std::regex("<td>[0-9]+</td><td>[0-9]+\\.[0-9]</td><td>[0-9]+ s</td>"
-                                   "<td><span class=\"(ok|bad)\">(yes|no)</span></td></tr>")),
+  EXPECT_EQ(Count(page, std::regex("<td>[0-9]+</td><td>-?[0-9]+\\.[0-9]</td><td>[0-9]+ s</td>"
+                                   "<td><span class=\"(ok|bad)\">(yes|no)</span></td>"
+                                   "<td>one measurement</td></tr>")),
             2)
       << page;
   EXPECT_EQ(Count(page, std::regex("no projection:")), 0) << page;
