@@ -254,12 +254,19 @@ void CreateFitsFunction(pqxx::transaction_base& tx, const std::string& key_type,
           ", false); EXCEPTION WHEN data_exception THEN RETURN false; END $fits$");
 }
 
-[[noreturn]] void RefuseKeys(const std::string& what, long long count,
-                             const std::vector<std::string>& shown, const std::string& column,
-                             const std::string& rule, const std::string& fix) {
+// "3.05, 7.64, 5.23, ..." : the keys shown, and an ellipsis when `count`
+// has more than them.
+std::string KeyList(const std::vector<std::string>& shown, long long count) {
   std::string list;
   for (const auto& key : shown) list += (list.empty() ? "" : ", ") + key;
   if (count > static_cast<long long>(shown.size())) list += ", ...";
+  return list;
+}
+
+[[noreturn]] void RefuseKeys(const std::string& what, long long count,
+                             const std::vector<std::string>& shown, const std::string& column,
+                             const std::string& rule, const std::string& fix) {
+  std::string list = KeyList(shown, count);
   throw Error(ExitCode::kDataError,
               std::to_string(count) + " " + what + (count == 1 ? " is" : " are") +
                   " not a value of " + column + ": " + list,
@@ -330,9 +337,7 @@ void NoteMissing(EnqueueResult& result, const db::Inserted& inserted, bool count
   result.missing_keys = inserted.missing_keys;
   result.missing_counted = counted;
   if (!target.refuse_missing || inserted.missing == 0) return;
-  std::string list;
-  for (const auto& key : inserted.missing_keys) list += (list.empty() ? "" : ", ") + key;
-  if (inserted.missing > static_cast<long long>(inserted.missing_keys.size())) list += ", ...";
+  std::string list = KeyList(inserted.missing_keys, inserted.missing);
   throw Error(ExitCode::kDataError,
               std::to_string(inserted.missing) +
                   (inserted.missing == 1 ? " item names" : " items name") +
