@@ -13,6 +13,7 @@ packages=(
   googletest libgtest-dev libgmock-dev
   util-linux procps stress-ng
   chromium
+  prometheus
 )
 
 missing=()
