@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -368,10 +369,19 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
       out << "none, " << p.model.untrusted_reason << '\n';
     }
   }
+  double worst = 0;
+  int checked = 0, unchecked = 0;
   for (const auto& c : CheckProjections(cells)) {
+    if (c.trusted) {
+      ++checked;
+      if (std::abs(c.error_percent) > std::abs(worst)) worst = c.error_percent;
+    } else {
+      ++unchecked;
+    }
     out << fmt::format(
-        "projection check cell {} -> {} ({}): {} -> {} items{}{}: ", c.cell, c.check_cell, c.policy,
-        c.measured_items, c.check_items, RowsText(c.measured_records, c.check_records),
+        "projection check cell {} -> {} ({}{}): {} -> {} items{}{}: ", c.cell, c.check_cell,
+        c.policy, c.load_level.empty() ? "" : ", " + c.load_level, c.measured_items, c.check_items,
+        RowsText(c.measured_records, c.check_records),
         c.repeats > 1 ? fmt::format(", model the median of {} measurements", c.repeats) : "");
     if (c.trusted) {
       out << fmt::format("projected {:.1f} s, measured {:.1f} s, error {:+.1f}%\n",
@@ -380,6 +390,14 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
       out << fmt::format("measured {:.1f} s, no projection: {}\n", c.measured_seconds,
                          c.untrusted_reason);
     }
+  }
+  // The line bench/projection_mixes.yaml is read by: how far the model
+  // missed at worst, over the checks that gave an error figure.
+  if (checked + unchecked > 0) {
+    out << fmt::format(
+        "projection: worst error {:+.1f}% over {} check{}{}\n", worst, checked,
+        checked == 1 ? "" : "s",
+        unchecked > 0 ? fmt::format(" ({} without an error figure)", unchecked) : "");
   }
 }
 

@@ -431,8 +431,9 @@ TEST(ProjectionCheck, StdoutGivesBothCellsRows) {
   EXPECT_EQ(out.str(),
             "projection cell 1 (skip_locked): 1000000 items in 5003 s (3.0 s fixed + 200 items/s, "
             "at 1.00 items per row as measured), does not fit the window\n"
-            "projection check cell 1 -> 2 (skip_locked): 4000 -> 40000 items over 4000 -> 40000 "
-            "rows: projected 203.0 s, measured 200.0 s, error +1.5%\n");
+            "projection check cell 1 -> 2 (skip_locked, users=50): 4000 -> 40000 items over 4000 "
+            "-> 40000 rows: projected 203.0 s, measured 200.0 s, error +1.5%\n"
+            "projection: worst error +1.5% over 1 check\n");
 }
 
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {

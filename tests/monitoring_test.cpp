@@ -59,8 +59,8 @@ TEST(Monitoring, TheAlertRulesParseAndFireWhenTheyShould) {
       RunCommand({kPromtool, "check", "rules", Source("deploy/prometheus/coexist-alerts.yml")});
   EXPECT_EQ(check.status, 0) << check.output;
   EXPECT_NE(check.output.find("SUCCESS: 7 rules found"), std::string::npos) << check.output;
-  auto test = RunCommand(
-      {kPromtool, "test", "rules", Source("deploy/prometheus/coexist-alerts.test.yml")});
+  auto test =
+      RunCommand({kPromtool, "test", "rules", Source("deploy/prometheus/coexist-alerts.test.yml")});
   EXPECT_EQ(test.status, 0) << test.output;
 }
 
