@@ -298,7 +298,10 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   EXPECT_EQ(recs[0].outcomes[0].repeats, 2);
 }
 
-// A cell paced by an online latency objective reports what it did.
+// A cell paced by an online latency objective reports what it did. Four
+// users and a second of learning: the sampler must see ten of their
+// statements even when a loaded host starves it (it failed at load 8 with
+// two users and 300 ms).
 TEST_F(Simulate, ACellShowsItsLatencyObjective) {
   auto scenario = config::LoadScenarioString(R"(
 scenario:
@@ -310,8 +313,8 @@ scenario:
 batch: {job: paced, chunk_size: 20}
 policy: {name: skip_locked}
 pacing:
-  online_latency: {objective: 1.25x, probe_interval: 20ms, window: 200ms, learn_time: 300ms}
-online: {users: 2, think_time: 20ms, pool_size: 2}
+  online_latency: {objective: 1.25x, probe_interval: 20ms, window: 200ms, learn_time: 1s}
+online: {users: 4, think_time: 20ms, pool_size: 4}
 )",
                                              "paced.yaml");
   std::vector<CellResult> cells;
