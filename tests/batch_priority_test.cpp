@@ -14,10 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
-
-#include <pqxx/pqxx>
 
 #include "common/subprocess.h"
 #include "tests/support/database_test.h"
@@ -102,14 +101,15 @@ TEST_F(BatchPriorityTest, LowPriorityRenicesTheWorkersAndTheirBackendsOnly) {
               "get_backend_priority(pg_backend_pid())::text");
   ASSERT_NO_FATAL_FAILURE(Enqueue());
   SpawnOptions options;
-  options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config", config_, "batch",
-                  "run"};
+  options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config",
+                  config_,        "batch",          "run"};
   options.output_path = (dir_ / "run.log").string();
   options.parent_death_signal = SIGKILL;
   pid_t pid = Spawn(options);
   // Both workers have done a chunk: both threads have lowered themselves.
   auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (Count("SELECT count(*) FROM ledger") < 100 && std::chrono::steady_clock::now() < deadline) {
+  while (Count("SELECT count(*) FROM ledger") < 100 &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }
   auto nice = ThreadNiceValues(pid);
@@ -133,8 +133,7 @@ TEST_F(BatchPriorityTest, WithoutTheExtensionTheRunGoesOnAndSaysSoOnce) {
   std::string warning = "pacing.cpu_priority: the prioritize extension is not installed";
   auto first = run.output.find(warning);
   EXPECT_NE(first, std::string::npos) << run.output;
-  EXPECT_EQ(run.output.find(warning, first + 1), std::string::npos) << "said once\n"
-                                                                    << run.output;
+  EXPECT_EQ(run.output.find(warning, first + 1), std::string::npos) << "said once\n" << run.output;
   EXPECT_EQ(QueryValue("SELECT string_agg(details::text, ';') FROM coexist.events WHERE kind = "
                        "'cpu_priority_unavailable'"),
             R"({"fix": "run CREATE EXTENSION prioritize; as a superuser in the job's database", )"
