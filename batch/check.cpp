@@ -6,6 +6,7 @@
 
 #include "batch/operation.h"
 #include "common/log.h"
+#include "db/backend_priority.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
 #include "schema/queue_store_ops.h"
@@ -301,6 +302,24 @@ class Checker {
   bool owner_to_be_added_ = false;
 };
 
+// pacing.cpu_priority without the prioritize extension: the run goes on
+// with its backends at the server's priority (its own threads still
+// lowered), so a warning, not a problem.
+void PrioritizeWarning(pqxx::connection_base& conn, const config::Config& config,
+                       CheckReport& report) {
+  if (config.pacing.cpu_nice == 0) return;
+  db::Prioritize state;
+  {
+    pqxx::read_transaction tx(conn);
+    state = db::ReadPrioritize(tx);
+  }
+  if (state.schema) return;
+  report.warnings.push_back(
+      "pacing.cpu_priority: the prioritize extension is not installed in this database, so the "
+      "batch's PostgreSQL backends run at the server's priority (its own threads are lowered); " +
+      db::PrioritizeFix(state));
+}
+
 }  // namespace
 
 CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& config,
@@ -326,6 +345,7 @@ CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& con
   // The operation of a target that is not there would only repeat it.
   if (target_ok) checker.OperationSql(conn, scope.operation);
   if (scope.payloads) checker.PayloadFields(conn, scope.operation);
+  PrioritizeWarning(conn, config, report);
   return report;
 }
 

@@ -9,7 +9,8 @@
 // prepares (never runs); each payload field the operation binds
 // (operation.params) is in some of the job's waiting items' payloads (a
 // sample of 1,000; in none is a problem, missing in some a warning). User
-// triggers on the target are warnings.
+// triggers on the target are warnings, and so is pacing.cpu_priority in a
+// database without the prioritize extension.
 //
 // One check, called from everywhere: `config check --database`, `db
 // install`, `batch run`, `batch daemon` (through batch::Run), `enqueue` and

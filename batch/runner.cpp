@@ -13,6 +13,7 @@
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
 #include "batch/worker.h"
+#include "batch/worker_session.h"
 #include "common/log.h"
 #include "config/config_error.h"
 #include "config/duration.h"
@@ -350,6 +351,7 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   summary.policy = policy->Name();
   long long queued = BeginRun(control, config, *policy, summary, options.stop);
   pacer.SetRunId(summary.run_id);
+  RecordPriorityUnavailable(*control.conn, *control.queue, config, summary.run_id);
   spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
                config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
 

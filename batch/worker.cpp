@@ -14,6 +14,7 @@
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
 #include "batch/runner.h"
+#include "batch/worker_session.h"
 #include "common/log.h"
 #include "db/connection.h"
 #include "db/failure.h"
@@ -189,17 +190,13 @@ void Worker::Run() {
   db_ = std::make_unique<Db>();
   auto& conn_ = db_->conn;
   conn_ = db::Connect(conninfo_, config_.database.application_name);
-  // Says "batch" to the guard trigger for this whole session (see
-  // docs/database-api.md), and bounds every statement.
-  pqxx::nontransaction(*conn_).exec_params(
-      "SELECT set_config('coexist.actor', 'batch', false), "
-      "set_config('statement_timeout', $1, false)",
-      std::to_string(config_.database.statement_timeout.count()) + "ms");
+  SetUpWorkerSession(*conn_, config_, index_);
   db_->sql = std::make_unique<QueueSql>(*conn_, config_);
   db_->queue = std::make_unique<db::QueueStore>(*conn_, QueueJobOf(config_, db_->sql->target()));
   db_->operation = std::make_unique<Operation>(*conn_, config_.operation, db_->sql->key_type());
   if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
+    LowerBackendPriority(*db_->aux, config_, index_);
     db_->aux_sql = std::make_unique<QueueSql>(*db_->aux, config_);
     db_->listener = std::make_unique<Listener>(*db_->aux);
   }

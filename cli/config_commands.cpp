@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "batch/check.h"
+#include "batch/worker_session.h"
 #include "cli/context.h"
 #include "cli/shard_report.h"
 #include "common/error.h"
@@ -18,8 +19,11 @@ namespace {
 
 // `config check FILE --database`: the configuration against the live
 // catalog (batch/check.h). Prints every problem as main prints one (config
-// error + HINT) and each warning; 78 when there is a problem.
-int CheckAgainstDatabase(Context& context, const std::string& file) {
+// error + HINT) and each warning; 78 when there is a problem. `notes` gets
+// the lines that say what it found (the prioritize extension, when
+// pacing.cpu_priority is set), printed after the file's summary.
+int CheckAgainstDatabase(Context& context, const std::string& file,
+                         std::vector<std::string>& notes) {
   if (context.options.config_path.empty()) context.options.config_path = file;
   if (context.options.config_path != file) {
     throw UsageError(
@@ -27,11 +31,14 @@ int CheckAgainstDatabase(Context& context, const std::string& file) {
         "give the file once: coexist config check FILE --database.");
   }
   // One database's catalog; `on` names the shard ("shard s1: ", or "").
-  auto check = [&context](const std::string& conninfo, const std::string& on) {
+  auto check = [&context, &notes](const std::string& conninfo, const std::string& on) {
     auto conn = db::Connect(conninfo);
     auto report = batch::CheckDatabase(*conn, context.Config(),
                                        {.operation = batch::CheckScope::Operation::kIfConfigured});
     for (const auto& warning : report.warnings) std::cerr << "warning: " << on << warning << '\n';
+    if (context.Config().pacing.cpu_nice > 0) {
+      notes.push_back(on + batch::DescribePrioritize(*conn, context.Config()));
+    }
     for (const auto& problem : report.problems) {
       std::cerr << "config error: " << on << problem.what() << '\n';
       if (!problem.hint().empty()) std::cerr << "HINT: " << problem.hint() << '\n';
@@ -85,9 +92,10 @@ void AddConfigCommands(CLI::App& app, Context& context, int& exit_code) {
       return;
     }
     auto loaded = config::LoadFile(file);
+    std::vector<std::string> notes;
     if (database) {
       // The file's own errors first (above), then the catalog's.
-      exit_code = CheckAgainstDatabase(context, file);
+      exit_code = CheckAgainstDatabase(context, file, notes);
       if (exit_code != 0) return;
     }
     std::cout << file << ": valid\n"
@@ -109,6 +117,7 @@ void AddConfigCommands(CLI::App& app, Context& context, int& exit_code) {
       std::cout << "  checked against the database "
                 << db::DescribeConninfo(context.Server().conninfo()) << '\n';
     }
+    for (const auto& note : notes) std::cout << "  " << note << '\n';
     exit_code = 0;
   });
 }

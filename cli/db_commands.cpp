@@ -8,6 +8,7 @@
 
 #include "batch/check.h"
 #include "batch/install.h"
+#include "batch/worker_session.h"
 #include "cli/context.h"
 #include "cli/shard_report.h"
 #include "cli/status_report.h"
@@ -101,6 +102,9 @@ int InstallOn(const std::string& conninfo, Context& context, const InstallFlags&
   auto plan = batch::Install(*conn, context.Config(), options);
   PrintPlan(plan, on, true);
   std::cout << on << "coexist schema at version " << db::LatestVersion() << '\n';
+  if (context.Config().pacing.cpu_nice > 0) {
+    std::cout << on << batch::DescribePrioritize(*conn, context.Config()) << '\n';
+  }
   return 0;
 }
 

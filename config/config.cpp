@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -299,6 +300,21 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
   }
 }
 
+// pacing.cpu_priority: normal (0), low (19) or a nice value 0..19.
+int ReadCpuPriority(Section& s, const YAML::Node& value) {
+  std::string text = s.ScalarText(value, "cpu_priority");
+  if (text == "normal") return 0;
+  if (text == "low") return 19;
+  int nice = -1;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), nice);
+  if (error != std::errc() || end != text.data() + text.size() || nice < 0 || nice > 19) {
+    s.Fail(value, "cpu_priority", "'" + text + "' is not a CPU priority",
+           "write normal (the default), low (nice 19) or a nice value from 0 to 19; a higher "
+           "nice value leaves more of the CPU to the online sessions.");
+  }
+  return nice;
+}
+
 void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.Bool("adaptive", out.adaptive);
   s.Duration("chunk_time", out.chunk_time, milliseconds(1), hours(1));
@@ -321,6 +337,19 @@ void ReadPacing(Section& s, const YAML::Node& node, PacingConfig& out) {
   s.String("pause_file", out.pause_file);
   s.String("stop_file", out.stop_file);
   s.String("control_socket", out.control_socket);
+  if (auto p = node["cpu_priority"]; p.IsDefined()) {
+    out.cpu_nice = ReadCpuPriority(s, p);
+    std::string ignored;  // read above by hand; marks the key known for Finish()
+    s.String("cpu_priority", ignored);
+  }
+  if (node["synchronous_commit"].IsDefined()) {
+    SynchronousCommit mode = SynchronousCommit::kOn;
+    s.Enum("synchronous_commit", mode,
+           {{"off", SynchronousCommit::kOff},
+            {"local", SynchronousCommit::kLocal},
+            {"on", SynchronousCommit::kOn}});
+    out.synchronous_commit = mode;
+  }
   if (auto latency = s.Map("online_latency")) {
     ReadOnlineLatency(*latency, node["online_latency"], out.online_latency.emplace());
     if (auto shortest = out.online_latency->min_chunk_time;

@@ -319,6 +319,10 @@ struct LoadThresholds {
 // pacing.critical_action: what a load still critical after critical_recheck does.
 enum class CriticalAction { kHibernate, kStop };
 
+// pacing.synchronous_commit: the batch's worker sessions' setting
+// (PostgreSQL's synchronous_commit, for the batch's transactions only).
+enum class SynchronousCommit { kOff, kLocal, kOn };
+
 // pacing.online_latency.probe: the probe's statement. lock: SELECT ... FOR
 // NO KEY UPDATE of one row (sees row locks, CPU and I/O as an online edit
 // does); read: the same SELECT without the lock (CPU and I/O only).
@@ -422,6 +426,14 @@ struct PacingConfig {
   std::string control_socket;
   // The online latency objective; nullopt: not used (the count signals only).
   std::optional<OnlineLatencyConfig> online_latency;
+  // pacing.cpu_priority as a nice value: the batch's worker threads and
+  // their PostgreSQL backends (through the prioritize extension) run at it,
+  // so the online sessions get the cores first. 0 (`normal`, the default):
+  // nothing is reniced; `low` is 19; or a number 0..19.
+  int cpu_nice = 0;
+  // SET synchronous_commit on the batch's worker sessions; nullopt (the
+  // default): the server's setting.
+  std::optional<SynchronousCommit> synchronous_commit;
 };
 
 // `metrics:` — Prometheus metrics (docs/operations.md lists the names).

@@ -12,6 +12,7 @@ packages=(
   libhowardhinnant-date-dev tzdata prometheus-cpp-dev systemd
   googletest libgtest-dev libgmock-dev
   util-linux procps stress-ng
+  postgresql-15-prioritize
   chromium
   prometheus
 )

@@ -63,15 +63,16 @@ class BatchCrashTest : public testing::DatabaseTest {
   }
 
   // Fixed chunks of 20 at >= 30 ms each: the run lasts a few seconds.
-  void WriteConfig(const std::string& policy, int workers) {
+  void WriteConfig(const std::string& policy, int workers,
+                   const std::string& pacing = "{adaptive: false}",
+                   const std::string& operation = testing::LedgerOperation("0.03")) {
     // status_partition needs the owner column; the others ignore it.
     std::ofstream(config_) << "target: {owner_column: owner}\n"
                            << "batch: {job: crash, chunk_size: 20, workers: " << workers
                            << "}\n"
-                              "pacing: {adaptive: false}\n"
-                              "policy: "
-                           << policy << "\n"
-                           << testing::LedgerOperation("0.03");
+                              "pacing: "
+                           << pacing << "\npolicy: " << policy << "\n"
+                           << operation;
   }
 
   pid_t StartRun(const std::string& log) {
@@ -430,6 +431,53 @@ TEST_F(BatchCrashTest, RunsSweepHandsBackADeadStatusPartitionRunsRecords) {
   pid_t pid = StartRun("second.log");
   EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
   ExpectEveryItemAppliedOnce();
+}
+
+// pacing.synchronous_commit: off. A chunk's apply and its completion commit
+// together, so a commit the crash loses (the server's immediate stop drops
+// WAL not yet flushed) loses both: the next run applies those items again,
+// once. The ledger's tag is the setting each chunk's transaction ran with.
+class AsynchronousCommitCrashTest : public BatchCrashTest {
+ protected:
+  void SetUp() override {
+    BatchCrashTest::SetUp();
+    QueryValue("ALTER TABLE ledger ADD COLUMN tag text");
+    // The test cluster runs with synchronous_commit off; on here, so that
+    // only the batch's own SET makes its commits asynchronous.
+    QueryValue("ALTER DATABASE " + database_name() + " SET synchronous_commit = on");
+    WriteConfig(
+        "{name: skip_locked}", 4, "{adaptive: false, synchronous_commit: off}",
+        testing::LedgerOperation("0.03", "' || current_setting('synchronous_commit') || '"));
+  }
+  void ExpectEveryChunkCommittedAsynchronously() {
+    EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT tag, ',') FROM ledger"), "off");
+  }
+};
+
+TEST_F(AsynchronousCommitCrashTest, KillNineMidRunThenTheNextRunAppliesEveryItemOnce) {
+  pid_t pid = StartRun("first.log");
+  WaitForLedger(300);
+  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
+  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the kill";
+
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  ExpectEveryItemAppliedOnce();
+  ExpectEveryChunkCommittedAsynchronously();
+}
+
+TEST_F(AsynchronousCommitCrashTest, AnImmediateServerStopMidRunThenTheNextRunAppliesEveryItemOnce) {
+  pid_t pid = StartRun("first.log");
+  WaitForLedger(300);
+  auto status = RestartServerUnder(pid);
+  ASSERT_TRUE(status) << "the run did not end after the restart\n" << Log("first.log");
+  EXPECT_EQ(*status, 75) << Log("first.log");
+  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the stop";
+
+  pid = StartRun("second.log");
+  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+  ExpectEveryItemAppliedOnce();
+  ExpectEveryChunkCommittedAsynchronously();
 }
 
 // Every policy, four workers: killed, restarted under, then run again.

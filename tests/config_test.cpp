@@ -348,6 +348,43 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
+// pacing.cpu_priority and pacing.synchronous_commit: the defaults change
+// nothing; bad values are located, with the fix.
+TEST(Config, TheBatchsCpuPriorityAndSynchronousCommit) {
+  auto defaults = LoadString("", "empty.yaml").pacing;
+  EXPECT_EQ(defaults.cpu_nice, 0);
+  EXPECT_FALSE(defaults.synchronous_commit);
+  EXPECT_EQ(LoadString("pacing: {cpu_priority: low}", "p.yaml").pacing.cpu_nice, 19);
+  EXPECT_EQ(LoadString("pacing: {cpu_priority: normal}", "p.yaml").pacing.cpu_nice, 0);
+  EXPECT_EQ(LoadString("pacing: {cpu_priority: 10}", "p.yaml").pacing.cpu_nice, 10);
+  EXPECT_EQ(LoadString("pacing: {synchronous_commit: off}", "p.yaml").pacing.synchronous_commit,
+            SynchronousCommit::kOff);
+  EXPECT_EQ(LoadString("pacing: {synchronous_commit: local}", "p.yaml").pacing.synchronous_commit,
+            SynchronousCommit::kLocal);
+  EXPECT_EQ(LoadString("pacing: {synchronous_commit: on}", "p.yaml").pacing.synchronous_commit,
+            SynchronousCommit::kOn);
+  auto error = [](const std::string& yaml) -> std::string {
+    try {
+      LoadString(yaml, "p.yaml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what()) + " | " + e.hint();
+    }
+    return "no error";
+  };
+  const std::string priority_hint =
+      "write normal (the default), low (nice 19) or a nice value from 0 to 19; a higher nice "
+      "value leaves more of the CPU to the online sessions.";
+  EXPECT_EQ(error("pacing:\n  cpu_priority: high\n"),
+            "p.yaml:2:17: pacing.cpu_priority: 'high' is not a CPU priority | " + priority_hint);
+  EXPECT_EQ(error("pacing:\n  cpu_priority: 20\n"),
+            "p.yaml:2:17: pacing.cpu_priority: '20' is not a CPU priority | " + priority_hint);
+  EXPECT_EQ(error("pacing:\n  cpu_priority: -5\n"),
+            "p.yaml:2:17: pacing.cpu_priority: '-5' is not a CPU priority | " + priority_hint);
+  EXPECT_EQ(error("pacing:\n  synchronous_commit: remote_apply\n"),
+            "p.yaml:2:23: pacing.synchronous_commit: unknown value 'remote_apply' | use one of: "
+            "off, local, on.");
+}
+
 TEST(Config, ADurationOfThousandsOfDigitsIsOutOfRangeNotAnInternalError) {
   std::string huge = "1" + std::string(4999, '0') + "s";
   try {

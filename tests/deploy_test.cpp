@@ -158,6 +158,21 @@ TEST(UnitFiles, InstallNothing) {
   EXPECT_NE(crontab.find("batch run --no-install;"), std::string::npos) << crontab;
 }
 
+// Online users first: coexist's own process yields the CPU and the disk
+// (docs/pacing.md, "Giving online the machine first"); verify above checks
+// that systemd accepts the values.
+TEST(UnitFiles, CoexistYieldsTheMachineToOnlineWork) {
+  for (const char* unit : {"coexist-batch@.service", "coexist-daemon@.service"}) {
+    auto settings = Settings(unit);
+    ASSERT_EQ(settings.count("Nice"), 1u) << unit;
+    EXPECT_GT(std::stoi(settings.find("Nice")->second), 0) << unit;
+    for (const char* weight : {"CPUWeight", "IOWeight"}) {
+      ASSERT_EQ(settings.count(weight), 1u) << unit << " " << weight;
+      EXPECT_LT(std::stoi(settings.find(weight)->second), 100) << unit << " " << weight;
+    }
+  }
+}
+
 // deploy/sysusers.d/coexist.conf creates the user and group the units run
 // as, in a scratch root as on a bare host: a system account without a login.
 TEST(Sysusers, CreatesTheUserTheUnitsRunAs) {
