@@ -28,12 +28,11 @@ void CheckRange(pqxx::connection_base& conn, const config::Config& config) {
     conn.prepare_now("coexist_check_range_where");
     conn.unprepare("coexist_check_range_where");
   } catch (const pqxx::sql_error& e) {
-    throw config::ConfigError(
-        range.where_at, "batch.range.where",
-        "the database rejects it: " + FirstLine(e.what()),
-        "write one boolean condition over the columns of " + t.Name() +
-            " (e.g. status = 'to_settle'); the walk reads SELECT ... FROM " + t.Name() +
-            " WHERE (<where>).");
+    throw config::ConfigError(range.where_at, "batch.range.where",
+                              "the database rejects it: " + FirstLine(e.what()),
+                              "write one boolean condition over the columns of " + t.Name() +
+                                  " (e.g. status = 'to_settle'); the walk reads SELECT ... FROM " +
+                                  t.Name() + " WHERE (<where>).");
   }
 }
 

@@ -25,8 +25,8 @@ namespace coexist::batch {
 // A run's pass over the range, shared by its workers.
 struct RangeWalk {
   long long pass = 0;
-  bool resumed = false;         // the pass was started by an earlier run
-  std::vector<int> segments;    // the pass's segments still to walk
+  bool resumed = false;       // the pass was started by an earlier run
+  std::vector<int> segments;  // the pass's segments still to walk
   // The job had queue items (exceptions of an earlier pass, dead or
   // deferred) when the walk started: a chunk leaves their keys to the queue.
   bool skip_queued_keys = false;

@@ -39,9 +39,10 @@ std::vector<RangeSegment> ReadSegments(pqxx::transaction_base& tx, const std::st
 
 bool HasPendingItems(pqxx::transaction_base& tx, const std::string& job) {
   return tx
-      .exec_params1("SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1 AND state IN "
-                    "('queued', 'deferred'))",
-                    job)[0]
+      .exec_params1(
+          "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1 AND state IN "
+          "('queued', 'deferred'))",
+          job)[0]
       .as<bool>();
 }
 

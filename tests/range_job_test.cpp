@@ -55,7 +55,8 @@ class RangeJobTest : public testing::DatabaseTest {
   void ExpectEachAppliedOnce(const std::string& matching_sql, long long rows) {
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), rows);
     EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), rows);
-    EXPECT_EQ(Count("SELECT count(*) FROM (" + matching_sql + ") m(k) WHERE NOT EXISTS "
+    EXPECT_EQ(Count("SELECT count(*) FROM (" + matching_sql +
+                    ") m(k) WHERE NOT EXISTS "
                     "(SELECT 1 FROM ledger l WHERE l.key = m.k::text)"),
               0);
   }
@@ -110,8 +111,7 @@ TEST_F(RangeJobTest, WalksTextKeysOfATableInAnotherSchemaWithItemSql) {
   ASSERT_TRUE(summary.range.has_value());
   EXPECT_TRUE(summary.range->finished);
   EXPECT_EQ(summary.range->applied, 150);
-  ExpectEachAppliedOnce(
-      "SELECT code FROM shop.orders WHERE substr(code, 3)::int % 2 = 0", 150);
+  ExpectEachAppliedOnce("SELECT code FROM shop.orders WHERE substr(code, 3)::int % 2 = 0", 150);
   EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status = 'to_settle'"), 0);
 }
 
