@@ -107,6 +107,7 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
     conn.prepare("hand_back_records",
                  "UPDATE " + table + " SET " + owner + " = 'online' WHERE " + key + keys);
   }
+  if (config.batch.range) PrepareRange(conn, table, key);
   db::PrepareBatchStatements(conn);  // takeovers and edit locks: the schema's
   conn.prepare("act_as_batch", "SELECT set_config('coexist.actor', 'batch', true)");
   conn.prepare(
@@ -176,6 +177,72 @@ std::vector<RecordKey> QueueSql::LockRecords(pqxx::transaction_base& tx,
                                              const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};
   return db::TextColumn(tx.exec_prepared("lock_records", ArrayLiteral(keys)));
+}
+
+void QueueSql::PrepareRange(pqxx::connection_base& conn, const std::string& table,
+                            const std::string& key) {
+  const std::string where = "(" + config_.batch.range->where + ")";
+  // One statement per bound shape, so each plan uses the key's index for
+  // the bounds it has. The plain read picks the keys; the lock takes what it
+  // can of them and checks the condition again on the row it locked.
+  for (int shape = 0; shape < 4; ++shape) {
+    bool after = (shape & 1) != 0;
+    bool upper = (shape & 2) != 0;
+    std::string bounds;
+    int n = 1;
+    if (after) bounds += key + " > $" + std::to_string(n++) + "::text::" + key_type_ + " AND ";
+    if (upper) bounds += key + " <= $" + std::to_string(n++) + "::text::" + key_type_ + " AND ";
+    std::string limit = "$" + std::to_string(n);
+    conn.prepare("read_range_chunk_" + std::to_string(shape),
+                 "WITH coexist_r AS (SELECT " + key + " AS coexist_k FROM " + table + " WHERE " +
+                     bounds + where + " ORDER BY " + key + " LIMIT " + limit +
+                     "), coexist_l AS (SELECT " + key + " AS coexist_k FROM " + table + " WHERE " +
+                     key + " IN (SELECT coexist_k FROM coexist_r) AND " + where +
+                     " FOR UPDATE SKIP LOCKED) "
+                     "SELECT r.coexist_k::text, l.coexist_k IS NOT NULL FROM coexist_r r "
+                     "LEFT JOIN coexist_l l ON l.coexist_k = r.coexist_k ORDER BY r.coexist_k");
+  }
+  conn.prepare("find_matching_records", "SELECT " + key + "::text FROM " + table + " WHERE " + key +
+                                            " = ANY ($1::text[]::" + key_type_ + "[]) AND " +
+                                            where + " ORDER BY " + key);
+  conn.prepare("range_bounds", "SELECT percentile_disc($1::float8[]) WITHIN GROUP (ORDER BY " +
+                                   key + ")::text[] FROM " + table + " WHERE " + where);
+}
+
+QueueSql::RangeChunk QueueSql::ReadRangeChunk(pqxx::transaction_base& tx,
+                                              const std::optional<RecordKey>& after,
+                                              const std::optional<RecordKey>& upper, int limit) {
+  std::vector<std::string> params;
+  if (after) params.push_back(*after);
+  if (upper) params.push_back(*upper);
+  params.push_back(std::to_string(limit));
+  int shape = (after ? 1 : 0) | (upper ? 2 : 0);
+  RangeChunk chunk;
+  for (const auto& row : tx.exec_prepared("read_range_chunk_" + std::to_string(shape),
+                                          pqxx::prepare::make_dynamic_params(params))) {
+    chunk.keys.push_back(row[0].as<std::string>());
+    if (row[1].as<bool>()) chunk.locked.push_back(chunk.keys.back());
+  }
+  return chunk;
+}
+
+std::vector<RecordKey> QueueSql::MatchingRecords(pqxx::transaction_base& tx,
+                                                 const std::vector<RecordKey>& keys) {
+  if (keys.empty()) return {};
+  return db::TextColumn(tx.exec_prepared("find_matching_records", ArrayLiteral(keys)));
+}
+
+std::vector<RecordKey> QueueSql::RangeBounds(pqxx::transaction_base& tx, int parts) {
+  std::vector<std::string> fractions;
+  for (int i = 1; i < parts; ++i) fractions.push_back(std::to_string(double(i) / parts));
+  auto row = tx.exec_prepared1("range_bounds", ArrayLiteral(fractions));
+  if (row[0].is_null()) return {};
+  std::vector<RecordKey> bounds;
+  for (auto& key : db::ParseArrayLiteral(row[0].as<std::string>())) {
+    // Few rows give the same key more than once: one segment each.
+    if (bounds.empty() || bounds.back() != key) bounds.push_back(std::move(key));
+  }
+  return bounds;
 }
 
 std::vector<RecordKey> QueueSql::ExistingRecords(pqxx::transaction_base& tx,

@@ -147,12 +147,34 @@ class QueueSql {
   // status_partition: owner := 'batch' + takeovers rows; and back.
   void TakeOver(pqxx::transaction_base& tx, long long run_id, const std::vector<Item>& items);
   void HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items);
+  // --- range jobs (batch.range) ------------------------------------------
+  // A range chunk's keys: at most `limit` keys above `after` (up to `upper`,
+  // inclusive; nullopt: no bound) whose rows match batch.range.where, in key
+  // order, read without locks; and those of them this transaction locked
+  // (FOR UPDATE SKIP LOCKED, the condition checked again on the locked row
+  // version). One statement.
+  struct RangeChunk {
+    std::vector<RecordKey> keys;
+    std::vector<RecordKey> locked;
+  };
+  RangeChunk ReadRangeChunk(pqxx::transaction_base& tx, const std::optional<RecordKey>& after,
+                            const std::optional<RecordKey>& upper, int limit);
+  // Those of `keys` whose rows match batch.range.where now (a plain read).
+  std::vector<RecordKey> MatchingRecords(pqxx::transaction_base& tx,
+                                         const std::vector<RecordKey>& keys);
+  // At most `parts - 1` distinct keys, ascending, that split the matching
+  // rows into `parts` runs of about equal size (one sort of their keys).
+  std::vector<RecordKey> RangeBounds(pqxx::transaction_base& tx, int parts);
+
   // Hands back the records of orphaned takeovers (the keys
   // QueueStore::DeleteOrphanedTakeovers returned), whoever killed their run;
   // returns how many. Marks this transaction as the batch's.
   long long HandBackOrphaned(pqxx::transaction_base& tx, const std::vector<RecordKey>& keys);
 
  private:
+  // The range statements, on a range job's connections only.
+  void PrepareRange(pqxx::connection_base& conn, const std::string& table, const std::string& key);
+
   pqxx::connection_base& conn_;
   const config::Config& config_;
   std::string target_;

@@ -12,6 +12,7 @@
 #include "batch/guard.h"
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
+#include "batch/range_walk.h"
 #include "batch/worker.h"
 #include "batch/worker_session.h"
 #include "common/log.h"
@@ -21,6 +22,7 @@
 #include "pacing/pacer.h"
 #include "policies/policy.h"
 #include "schema/migrations.h"
+#include "schema/range_store.h"
 
 namespace coexist::batch {
 namespace {
@@ -88,6 +90,7 @@ JobBusyError RunLockBusyError(const config::Config& config, long long run_id,
 
 std::string Outcome(const RunSummary& s) {
   if (s.counts.deferred > 0 || s.counts.dead > 0) return "incomplete";
+  if (s.range && !s.range->finished) return "incomplete";
   if (s.stop_reason != "drained" && s.queued_left > 0) return "incomplete";
   return "succeeded";
 }
@@ -128,6 +131,7 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
   c.conn = db::Connect(conninfo, config.database.application_name);
   if (install) db::InstallMigrations(*c.conn);
   CheckConfig(*c.conn, config);
+  CheckRange(*c.conn, config);
   if (install) InstallGuard(*c.conn, config);
   c.installed = install;
   c.sql = std::make_unique<QueueSql>(*c.conn, config);
@@ -143,12 +147,17 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
 // Fills summary.run_id and abandoned_runs; returns the job's queued items
 // (`ctl status`'s ETA).
 long long BeginRun(Control& c, const config::Config& config, const policies::Policy& policy,
-                   RunSummary& summary, const std::atomic<bool>* stop) {
+                   RunSummary& summary, const std::atomic<bool>* stop, RangeWalk* range) {
   long long queued = 0;
   {
     pqxx::work tx(*c.conn);
     SweepResult swept = ClearDeadRuns(tx, *c.queue, *c.sql);
     queued = c.queue->CountQueued(tx);
+    // A range job goes on with its pass from the checkpoints, or starts the
+    // next one; it commits with the runs row.
+    if (range != nullptr) {
+      PreparePass(tx, config, *c.sql, db::HasPendingItems(tx, config.batch.job), *range);
+    }
     nlohmann::json details = {{"workers", config.batch.workers},
                               {"chunk_size", config.batch.chunk_size},
                               {"adaptive", config.pacing.adaptive},
@@ -193,7 +202,8 @@ struct WorkEnd {
 // back, none starts) and the run fails.
 WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& config,
              const policies::Policy& policy, long long run_id, long long queued,
-             pacing::Pacer& pacer, const RunOptions& options, Clock::time_point started) {
+             pacing::Pacer& pacer, const RunOptions& options, Clock::time_point started,
+             RangeWalk* range) {
   WorkEnd end;
   Counters counters;
   KeysInFlight keys;
@@ -203,7 +213,9 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
   for (int i = 0; i < config.batch.workers; ++i) {
     workers.push_back(std::make_unique<Worker>(i, conninfo, config, policy, run_id, counters,
                                                workers_stop, pacer, keys));
+    workers.back()->SetRange(range);
   }
+  if (range != nullptr) range->walking = config.batch.workers;
   std::atomic<int> running{config.batch.workers};
   {
     std::vector<std::jthread> threads;
@@ -349,17 +361,33 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   RunSummary summary;
   summary.job = config.batch.job;
   summary.policy = policy->Name();
-  long long queued = BeginRun(control, config, *policy, summary, options.stop);
+  std::unique_ptr<RangeWalk> range;
+  if (config.batch.range) range = std::make_unique<RangeWalk>();
+  long long queued = BeginRun(control, config, *policy, summary, options.stop, range.get());
   pacer.SetRunId(summary.run_id);
   RecordPriorityUnavailable(*control.conn, *control.queue, config, summary.run_id);
   spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
                config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
+  if (range) {
+    spdlog::info("range pass {} run_id={} job={} pass={} segments={}",
+                 range->resumed ? "resumed from its checkpoint" : "started", summary.run_id,
+                 config.batch.job, range->pass, range->segments.size());
+  }
 
-  WorkEnd end =
-      Work(control, conninfo, config, *policy, summary.run_id, queued, pacer, options, started);
+  WorkEnd end = Work(control, conninfo, config, *policy, summary.run_id, queued, pacer, options,
+                     started, range.get());
   // The runs row cannot be written without the control connection; the next
   // run marks it abandoned (its lock went with the connection).
   if (end.control_lost) std::rethrow_exception(end.error);
+  if (range) {
+    pqxx::read_transaction tx(*control.conn);
+    summary.range = ReadProgress(tx, config, *range);
+    tx.commit();
+    spdlog::info("range pass {} run_id={} job={} pass={} applied={} exceptions={}",
+                 summary.range->finished ? "finished" : "not finished, resumes from its checkpoint",
+                 summary.run_id, config.batch.job, summary.range->pass, summary.range->applied,
+                 summary.range->exceptions);
+  }
   summary.counts = std::move(end.counts);
   summary.stop_reason = end.stop_reason;
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -380,6 +408,8 @@ ExitCode ExitCodeOf(const RunSummary& summary) {
   // Claiming stopped early (window closed, drain margin, signal, ctl stop,
   // ctl --job stop, stop file, critical load) with items still queued: not a full success.
   if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
+  // A range pass that stopped before its end: the next run goes on with it.
+  if (summary.range && !summary.range->finished) return ExitCode::kItemsDeferred;
   return ExitCode::kOk;
 }
 
@@ -409,6 +439,13 @@ std::string SummaryJson(const RunSummary& s) {
                            {"slowdowns", s.latency->slowdowns},
                            {"seconds_over", s.latency->seconds_over}};
     if (!s.latency->on) j["online_latency"]["reason"] = s.latency->off_reason;
+  }
+  if (s.range) {
+    j["range"] = {{"pass", s.range->pass},
+                  {"resumed", s.range->resumed},
+                  {"finished", s.range->finished},
+                  {"applied", s.range->applied},
+                  {"exceptions", s.range->exceptions}};
   }
   if (s.together) {
     j["runs_together"] = {{"runs", s.together->runs},         {"running", s.together->running},

@@ -43,6 +43,16 @@ inline constexpr std::chrono::milliseconds kJobLockSettle{1000};
 // *stop is set); true when the lock was still held at the end.
 bool JobLockStaysHeld(const std::function<bool()>& held, const std::atomic<bool>* stop = nullptr);
 
+// Where a range job's pass stands when a run ends (docs/batch.md, "Range
+// jobs"): counts over the whole pass, by every run that worked it.
+struct RangeProgress {
+  long long pass = 0;
+  bool resumed = false;      // the run went on from an earlier run's checkpoint
+  bool finished = false;     // every segment walked: the next run starts a new pass
+  long long applied = 0;     // rows the operation was applied to by the walk
+  long long exceptions = 0;  // rows sent to the queue instead
+};
+
 struct RunSummary {
   long long run_id = 0;
   std::string job;
@@ -65,6 +75,8 @@ struct RunSummary {
   // The job's runs that worked alongside this one, this one included, as
   // the runs table says when it ended (shared runs: the job's figures).
   std::optional<db::RunsTogether> together;
+  // A range job's pass; nullopt for a queued job.
+  std::optional<RangeProgress> range;
 };
 
 // Another session holds the job's lock: this run did nothing. Exit status

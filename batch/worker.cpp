@@ -13,6 +13,7 @@
 
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
+#include "batch/range_walk.h"
 #include "batch/runner.h"
 #include "batch/worker_session.h"
 #include "common/log.h"
@@ -200,27 +201,14 @@ void Worker::Run() {
     db_->aux_sql = std::make_unique<QueueSql>(*db_->aux, config_);
     db_->listener = std::make_unique<Listener>(*db_->aux);
   }
+  if (range_ != nullptr && !WalkRange()) {
+    spdlog::debug("worker finished worker={} reason={}", index_, stop_reason_);
+    return;
+  }
   long long after = 0;
   while (true) {
-    if (stop_) {
-      stop_reason_ = "stopped";
-      break;
-    }
-    if (TooManyFailuresInARow()) {
-      stop_reason_ = kStopFailuresInARow;
-      break;
-    }
-    auto gate = policy_.MayClaim(std::chrono::system_clock::now());
-    if (!gate.allowed) {
-      stop_reason_ = gate.reason;
-      break;
-    }
-    // Blocks while the run is paused or throttled; nullopt: pacing says stop.
-    auto size = pacer_.BeforeChunk();
-    if (!size) {
-      stop_reason_ = stop_ ? "stopped" : pacer_.StopReason();
-      break;
-    }
+    auto size = NextChunkSize();
+    if (!size) break;
     if (RunChunk(after, *size)) continue;
     if (after > 0) {  // one pass from the start: retried items sit below `after`
       after = 0;
@@ -230,6 +218,80 @@ void Worker::Run() {
   }
   spdlog::debug("worker finished worker={} reason={}", index_,
                 stop_reason_.empty() ? "drained" : stop_reason_);
+}
+
+std::optional<int> Worker::NextChunkSize() {
+  if (stop_) {
+    stop_reason_ = "stopped";
+    return std::nullopt;
+  }
+  if (TooManyFailuresInARow()) {
+    stop_reason_ = kStopFailuresInARow;
+    return std::nullopt;
+  }
+  auto gate = policy_.MayClaim(std::chrono::system_clock::now());
+  if (!gate.allowed) {
+    stop_reason_ = gate.reason;
+    return std::nullopt;
+  }
+  // Blocks while the run is paused or throttled; nullopt: pacing says stop.
+  auto size = pacer_.BeforeChunk();
+  if (!size) stop_reason_ = stop_ ? "stopped" : pacer_.StopReason();
+  return size;
+}
+
+bool Worker::WalkRange() {
+  // However the walk ends, the siblings waiting for it stop waiting.
+  struct Walked {
+    std::atomic<int>& walking;
+    bool counted = false;
+    void Done() {
+      if (!counted) --walking;
+      counted = true;
+    }
+    ~Walked() { Done(); }
+  } walked{range_->walking};
+  RangeChunkParts parts{config_, *db_->sql, *db_->operation, run_id_};
+  auto judge = [this](const pqxx::failure& e, bool& timed_out) {
+    return JudgeFailure(e, timed_out).error;
+  };
+  const auto& segments = range_->segments;
+  for (size_t i = index_; i < segments.size(); i += config_.batch.workers) {
+    while (true) {
+      auto size = NextChunkSize();
+      if (!size) return false;
+      auto started = steady_clock::now();
+      RangeChunkResult chunk;
+      {
+        pqxx::work tx(*db_->conn);
+        HoldRun(tx);
+        chunk = ApplyRangeChunk(tx, parts, segments[i], *size, range_->skip_queued_keys, judge);
+        tx.commit();
+      }
+      if (chunk.walked) break;
+      counters_.claimed += chunk.applied;
+      counters_.done += chunk.applied;
+      if (chunk.applied > 0) counters_.failures_in_a_row = 0;
+      if (!chunk.error.empty()) counters_.NoteFailure(chunk.error);
+      auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
+      spdlog::debug(
+          "range chunk finished worker={} segment={} keys={} applied={} exceptions={} "
+          "took_ms={}",
+          index_, segments[i], chunk.keys, chunk.applied, chunk.exceptions, took.count());
+      pacer_.AfterChunk({.items = chunk.keys, .took = took, .hit_timeout = chunk.timed_out});
+    }
+  }
+  // The exceptions are retried once every segment is walked: a sibling
+  // still walking may send more.
+  walked.Done();
+  while (range_->walking > 0) {
+    if (stop_) {
+      stop_reason_ = "stopped";
+      return false;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return true;
 }
 
 bool Worker::RunChunk(long long& after, int size) {
@@ -721,7 +783,7 @@ bool Worker::ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& ite
       probe_first_chunks_ = kProbeFirstChunks;
       return false;
     }
-    failed = JudgeFailure(e, out);  // throws what stops the run
+    failed = JudgeFailure(e, out.timed_out);  // throws what stops the run
     sub.Rollback();
     return false;
   }
@@ -739,7 +801,7 @@ bool Worker::ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& ite
   return true;
 }
 
-Worker::ApplyFailure Worker::JudgeFailure(const pqxx::failure& e, Outcome& out) const {
+Worker::ApplyFailure Worker::JudgeFailure(const pqxx::failure& e, bool& timed_out) const {
   ApplyFailure failure{e.what(), ""};
   auto& error = failure.error;
   while (!error.empty() && error.back() == '\n') error.pop_back();
@@ -767,7 +829,7 @@ Worker::ApplyFailure Worker::JudgeFailure(const pqxx::failure& e, Outcome& out) 
         failure.transient = "serialization";
       } else {
         failure.transient = "timeout";
-        out.timed_out = true;  // the pacer shrinks the next chunks
+        timed_out = true;  // the pacer shrinks the next chunks
       }
       break;
     case db::FailureKind::kItem:
@@ -796,7 +858,7 @@ void Worker::ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& ite
       for (const auto& item : items) out.applied.push_back(item.item_id);
       return;
     } catch (const pqxx::failure& e) {
-      failure = JudgeFailure(e, out);
+      failure = JudgeFailure(e, out.timed_out);
     }
   }
   // Set when trying again may pass: the reason the items are deferred if

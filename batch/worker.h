@@ -42,6 +42,7 @@ namespace coexist::batch {
 using db::Item;
 struct EditLock;
 struct Blocker;
+struct RangeWalk;
 
 // Shared by the workers of a run; the control thread reads a snapshot.
 struct Counters {
@@ -140,6 +141,10 @@ class Worker {
   // the policy's gate reason (outside_window, drain_margin),
   // kStopFailuresInARow, or pacing's (operator, stop_file, critical_load).
   const std::string& stop_reason() const { return stop_reason_; }
+  // A range job's run: the worker first walks its share of `range`'s
+  // segments, then, once every worker has, retries the exceptions through
+  // the queue. Set before Run(); `range` outlives it.
+  void SetRange(RangeWalk* range) { range_ = range; }
 
  private:
   struct Waiting {
@@ -148,6 +153,11 @@ class Worker {
   };
   struct Outcome;  // what one chunk decided; worker.cpp
 
+  // The next chunk's size, or nullopt with stop_reason_ set: stopped,
+  // failing, refused by the policy's gate, or stopped by pacing.
+  std::optional<int> NextChunkSize();
+  // The walk of range_'s segments; false when the run stops claiming.
+  bool WalkRange();
   bool RunChunk(long long& after, int size);
   // batch.missing_rows: counts, reports and (skip, fail) settles the items
   // naming a key with no row in the target; returns the others.
@@ -199,7 +209,9 @@ class Worker {
   bool ApplyUnprobed(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
                      std::optional<ApplyFailure>& failed);
   // Throws what stops the run; otherwise what the try's failure means.
-  ApplyFailure JudgeFailure(const pqxx::failure& e, Outcome& out) const;
+  // Sets `timed_out` for a statement or lock timeout (the pacer shrinks
+  // the next chunks).
+  ApplyFailure JudgeFailure(const pqxx::failure& e, bool& timed_out) const;
   // `first_try`: the whole set's try already failed so (ApplyUnprobed).
   void ApplyScanning(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out,
                      bool split_after_timeout = false,
@@ -224,6 +236,7 @@ class Worker {
   const std::atomic<bool>& stop_;
   pacing::Pacer& pacer_;
   KeysInFlight& keys_;
+  RangeWalk* range_ = nullptr;
   std::string stop_reason_;
 
   // Connections and what is prepared on them (libpqxx stays in worker.cpp).

@@ -114,6 +114,24 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Enum(
       "missing_rows", out.missing_rows,
       {{"apply", MissingRows::kApply}, {"skip", MissingRows::kSkip}, {"fail", MissingRows::kFail}});
+  if (auto range = s.Map("range")) {
+    BatchConfig::Range r;
+    const YAML::Node& node = range->node();
+    out.range_at = s.MarkOf(s.node()["range"]);
+    range->String("where", r.where);
+    range->Finish();
+    if (!node["where"].IsDefined()) {
+      s.Fail(s.node()["range"], "range", "a range job needs range.where",
+             "name the rows to work: range: {where: \"status = 'to_settle'\"}.");
+    }
+    r.where_at = range->MarkOf(node["where"]);
+    if (r.where.find_first_not_of(" \t\r\n") == std::string::npos) {
+      range->Fail(node["where"], "where", "the condition is empty",
+                  "write a boolean condition over the target's columns, e.g. "
+                  "status = 'to_settle'.");
+    }
+    out.range = std::move(r);
+  }
   s.Finish();
 }
 
@@ -507,6 +525,42 @@ policies::ReadContext PolicyContext(const Section& top, const YAML::Node& root,
   return context;
 }
 
+// What a range job cannot be combined with yet, each refused where it is
+// written.
+void CheckRangeJob(Section& top, const YAML::Node& root, const Config& config) {
+  const YAML::Node range = root["batch"]["range"];
+  auto policy = policies::Create(config.policy);
+  if (!policy->WalksRanges()) {
+    YAML::Node p = root["policy"];
+    bool named = p.IsDefined() && p.IsMap() && p["name"].IsDefined();
+    top.Fail(named ? p["name"] : range, named ? "policy.name" : "batch.range",
+             config.policy.name + " does not work range jobs yet",
+             "range jobs run under skip_locked so far: set policy: {name: skip_locked}, or "
+             "leave batch.range out and enqueue the rows (coexist enqueue --select).");
+  }
+  if (config.batch.runs == RunsMode::kShared) {
+    top.Fail(root["batch"]["runs"], "batch.runs",
+             "a range job's runs are exclusive so far: shared runs do not split a key range yet",
+             "leave batch.runs out (exclusive), or leave batch.range out.");
+  }
+  if (!config.database.shards.empty()) {
+    top.Fail(root["database"]["shards"], "database.shards", "a range job works one database so far",
+             "leave database.shards out, or leave batch.range out.");
+  }
+  const YAML::Node op = root["operation"];
+  if (config.operation.keys == ItemKeys::kMany) {
+    top.Fail(op["keys"], "operation.keys",
+             "a range job's items are rows of one key each: keys: many does not fit it",
+             "leave operation.keys out (one), or leave batch.range out.");
+  }
+  if (!config.operation.params.empty()) {
+    top.Fail(op["params"], "operation.params",
+             "a range job's rows carry no payload: params would all be NULL",
+             "read the row's columns in the operation's SQL instead, or leave batch.range "
+             "out.");
+  }
+}
+
 Config Read(const YAML::Node& root, const std::string& name) {
   Config config;
   config.source = name;
@@ -547,6 +601,7 @@ Config Read(const YAML::Node& root, const std::string& name) {
              "set target.owner_column to the table's text column holding online/batch "
              "(e.g. target: {owner_column: owner}).");
   }
+  if (config.batch.range) CheckRangeJob(top, root, config);
   if (config.online.value_column == config.target.version_column) {
     bool given = root["online"].IsDefined() && root["online"]["value_column"].IsDefined();
     top.Fail(given ? root["online"]["value_column"] : root["target"]["version_column"],

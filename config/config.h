@@ -132,6 +132,17 @@ struct BatchConfig {
   // item is done without running the operation; fail: the item is dead at
   // once with the error "no row" (docs/batch.md, "Keys with no row").
   MissingRows missing_rows = MissingRows::kApply;
+  // `batch.range:` — a range job: its items are the target's rows that
+  // match `where`, walked in key order with a checkpoint, instead of queue
+  // items (docs/batch.md, "Range jobs"). nullopt: a queued job.
+  struct Range {
+    // A boolean SQL condition over the target's columns, e.g.
+    // status = 'to_settle'. Required; checked by the database at start.
+    std::string where;
+    Mark where_at;
+  };
+  std::optional<Range> range;
+  Mark range_at;
 };
 
 // `enqueue:` — what `coexist enqueue` adds when the command line names no

@@ -548,6 +548,16 @@ Inserted InsertItems(pqxx::transaction_base& tx, const std::string& job,
   return InsertedOf(row);
 }
 
+std::vector<RecordKey> PendingKeys(pqxx::transaction_base& tx, const std::string& job,
+                                   const std::vector<RecordKey>& keys) {
+  if (keys.empty()) return {};
+  // queue_pending_key answers it, one probe per key.
+  return TextColumn(tx.exec_params(
+      "SELECT DISTINCT record_key FROM coexist.queue WHERE job = $1 AND record_key = "
+      "ANY ($2::text[]) AND state IN ('queued', 'deferred')",
+      job, ArrayLiteral(keys)));
+}
+
 Inserted InsertSelected(pqxx::transaction_base& tx, const std::string& job,
                         const std::string& source, const std::string& missing_sql) {
   auto row = tx.exec_params1(

@@ -224,6 +224,11 @@ Inserted InsertItems(pqxx::transaction_base& tx, const std::string& job,
 // (an array expression of any element type) as text[]: an item's keys.
 std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_type);
 
+// Those of `keys` (one-key items) that the job's queue holds a pending
+// (queued or deferred) item of: a range job's walk leaves them to the queue.
+std::vector<RecordKey> PendingKeys(pqxx::transaction_base& tx, const std::string& job,
+                                   const std::vector<RecordKey>& keys);
+
 // Enqueues the rows of `source`, a SELECT returning the columns ks (text[],
 // SortedKeysSql's), p (jsonb) and ik (text), as InsertItems does.
 using SelectedInsert = Inserted;

@@ -16,6 +16,7 @@
 
 #include "common/subprocess.h"
 #include "db/cluster.h"
+#include "tests/support/batch_process.h"
 #include "tests/support/database_test.h"
 #include "tests/support/ledger_operation.h"
 
@@ -24,21 +25,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The exit status of `pid`, or nullopt when it is still running after `timeout`.
-std::optional<int> WaitForExitWithin(pid_t pid, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) {
-      if (WIFEXITED(status)) return WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-      return 255;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return std::nullopt;
-}
+using testing::WaitForExitWithin;
 
 class BatchCrashTest : public testing::DatabaseTest {
  protected:
@@ -76,12 +63,7 @@ class BatchCrashTest : public testing::DatabaseTest {
   }
 
   pid_t StartRun(const std::string& log) {
-    SpawnOptions options;
-    options.argv = {COEXIST_BINARY, "--database-url", conninfo(), "--config",
-                    config_,        "batch",          "run"};
-    options.output_path = (dir_ / log).string();
-    options.parent_death_signal = SIGKILL;
-    return Spawn(options);
+    return testing::StartBatchRun(conninfo(), config_, (dir_ / log).string());
   }
   void ExpectEveryItemAppliedOnce() {
     EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), kItems);
@@ -93,16 +75,10 @@ class BatchCrashTest : public testing::DatabaseTest {
   }
   // Until `count_sql` reaches `rows` (at most 60 s): a run under way.
   void WaitForCount(const std::string& count_sql, long long rows) {
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (Count(count_sql) < rows && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(20ms);
-    }
+    testing::WaitUntil([&] { return Count(count_sql) >= rows; });
   }
   void WaitForLedger(long long rows) { WaitForCount("SELECT count(*) FROM ledger", rows); }
-  void KillNine(pid_t pid) {
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    EXPECT_EQ(WaitForExit(pid), 128 + SIGKILL);
-  }
+  void KillNine(pid_t pid) { testing::KillNine(pid); }
   // A status_partition run (4 workers) killed mid-run, between taking rows
   // over and handing them back: coexist.takeovers is not empty.
   void KillAStatusPartitionRunWithTakeovers() {

@@ -85,12 +85,12 @@ TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
   auto file = Write("bad.yaml", "batch:\n  chunk_size: 100\n  chunk_sise: 200\n");
   auto result = Run("config check " + file.string());
   EXPECT_EQ(result.status, 78);
-  EXPECT_EQ(
-      result.err,
-      "config error: " + file.string() +
-          ":3:3: batch.chunk_sise: unknown key\n"
-          "HINT: did you mean 'chunk_size'? known keys here: busy_timeout, chunk_size, job, "
-          "max_attempts, max_consecutive_failures, max_timeouts, missing_rows, runs, workers.\n");
+  EXPECT_EQ(result.err,
+            "config error: " + file.string() +
+                ":3:3: batch.chunk_sise: unknown key\n"
+                "HINT: did you mean 'chunk_size'? known keys here: busy_timeout, chunk_size, job, "
+                "max_attempts, max_consecutive_failures, max_timeouts, missing_rows, range, runs, "
+                "workers.\n");
 }
 
 // The shipped scenarios are scenario files, and config check says so.

@@ -341,6 +341,21 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "database:\n  application_name: coexist-online-batch\n",
            "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
            "application_name 'coexist-online-batch'", "change database.application_name"},
+  BadInput{"range_job_under_a_policy_that_does_not_walk_ranges",
+           "batch:\n  range: {where: \"status = 'to_settle'\"}\npolicy: {name: online_priority}\n",
+           "bad.yaml:3:16: policy.name: online_priority does not work range jobs yet",
+           "range jobs run under skip_locked so far"},
+  BadInput{"range_job_with_shared_runs",
+           "batch:\n  runs: shared\n  range: {where: \"status = 'to_settle'\"}\n",
+           "bad.yaml:2:9: batch.runs: a range job's runs are exclusive so far: shared runs do not "
+           "split a key range yet", "leave batch.runs out"},
+  BadInput{"range_without_where", "batch:\n  range: {}\n",
+           "bad.yaml:2:10: batch.range: a range job needs range.where",
+           "range: {where: \"status = 'to_settle'\"}"},
+  BadInput{"range_with_an_empty_where", "batch:\n  range: {where: ' '}\n",
+           "bad.yaml:2:18: batch.range.where: the condition is empty", "status = 'to_settle'"},
+  BadInput{"range_with_a_misspelt_key", "batch:\n  range: {wher: x}\n",
+           "bad.yaml:2:11: batch.range.wher: unknown key", "did you mean 'where'?"},
   BadInput{"online_pattern_trailing_escape",
            "policy:\n  name: batch_priority\n  online_application_name: \"web\\\\\"\n",
            "bad.yaml:3:28: policy.online_application_name: 'web\\' ends with LIKE's escape "
@@ -383,6 +398,15 @@ TEST(Config, TheBatchsCpuPriorityAndSynchronousCommit) {
   EXPECT_EQ(error("pacing:\n  synchronous_commit: remote_apply\n"),
             "p.yaml:2:23: pacing.synchronous_commit: unknown value 'remote_apply' | use one of: "
             "off, local, on.");
+}
+
+TEST(Config, ARangeJobNamesItsRowsByAPredicate) {
+  Config config = LoadString("batch:\n  job: settle\n  range: {where: \"status = 'to_settle'\"}\n",
+                             "settle.yaml");
+  ASSERT_TRUE(config.batch.range.has_value());
+  EXPECT_EQ(config.batch.range->where, "status = 'to_settle'");
+  EXPECT_EQ(config.batch.range->where_at.ToString(), "settle.yaml:3:18");
+  EXPECT_FALSE(LoadString("batch: {job: settle}\n", "q.yaml").batch.range.has_value());
 }
 
 TEST(Config, ADurationOfThousandsOfDigitsIsOutOfRangeNotAnInternalError) {

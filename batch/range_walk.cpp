@@ -1,0 +1,154 @@
+#include "batch/range_walk.h"
+
+#include <algorithm>
+#include <set>
+
+#include "batch/operation.h"
+#include "batch/queue_sql.h"
+#include "config/config_error.h"
+#include "schema/queue_store.h"
+#include "schema/range_store.h"
+
+namespace coexist::batch {
+namespace {
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+void CheckRange(pqxx::connection_base& conn, const config::Config& config) {
+  if (!config.batch.range) return;
+  const auto& range = *config.batch.range;
+  const auto& t = config.target;
+  std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
+  // Parsed and planned, never run: the statement is only prepared.
+  try {
+    conn.prepare("coexist_check_range_where",
+                 "SELECT 1 FROM " + table + " WHERE (" + range.where + ")");
+    conn.prepare_now("coexist_check_range_where");
+    conn.unprepare("coexist_check_range_where");
+  } catch (const pqxx::sql_error& e) {
+    throw config::ConfigError(range.where_at, "batch.range.where",
+                              "the database rejects it: " + FirstLine(e.what()),
+                              "write one boolean condition over the columns of " + t.Name() +
+                                  " (e.g. status = 'to_settle'); the walk reads SELECT ... FROM " +
+                                  t.Name() + " WHERE (<where>).");
+  }
+}
+
+void PreparePass(pqxx::transaction_base& tx, const config::Config& config, QueueSql& sql,
+                 bool job_has_items, RangeWalk& walk) {
+  const std::string& job = config.batch.job;
+  auto segments = db::ReadSegments(tx, job);
+  bool open = std::any_of(segments.begin(), segments.end(),
+                          [](const db::RangeSegment& s) { return !s.finished; });
+  walk.resumed = open;
+  if (!open) {
+    long long pass = segments.empty() ? 1 : segments.front().pass + 1;
+    // One segment per worker, split where the matching rows are now: the
+    // workers walk side by side, each with its own checkpoint.
+    std::vector<RecordKey> bounds;
+    if (config.batch.workers > 1) bounds = sql.RangeBounds(tx, config.batch.workers);
+    segments = db::StartPass(tx, job, pass, bounds);
+  }
+  walk.pass = segments.front().pass;
+  walk.segments.clear();
+  for (const auto& s : segments) {
+    if (!s.finished) walk.segments.push_back(s.segment);
+  }
+  walk.skip_queued_keys = job_has_items;
+}
+
+RangeProgress ReadProgress(pqxx::transaction_base& tx, const config::Config& config,
+                           const RangeWalk& walk) {
+  RangeProgress progress;
+  progress.pass = walk.pass;
+  progress.resumed = walk.resumed;
+  progress.finished = true;
+  for (const auto& s : db::ReadSegments(tx, config.batch.job)) {
+    progress.finished = progress.finished && s.finished;
+    progress.applied += s.applied;
+    progress.exceptions += s.exceptions;
+  }
+  return progress;
+}
+
+RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
+                                 int segment, int size, bool skip_queued_keys,
+                                 const JudgeFailureFn& judge) {
+  RangeChunkResult result;
+  const std::string& job = parts.config.batch.job;
+  auto seg = db::LockSegment(tx, job, segment);
+  if (seg.finished) {
+    result.walked = true;
+    return result;
+  }
+  auto chunk = parts.sql.ReadRangeChunk(tx, seg.last_key, seg.upper_key, size);
+  if (chunk.keys.empty()) {
+    db::FinishSegment(tx, job, segment, parts.run_id);
+    result.walked = true;
+    return result;
+  }
+  result.keys = static_cast<int>(chunk.keys.size());
+  // Keys an earlier pass left in the queue are the queue's: applied there,
+  // once, in their order; the walk passes them by.
+  std::set<RecordKey> queued;
+  if (skip_queued_keys) {
+    for (auto& key : db::PendingKeys(tx, job, chunk.keys)) queued.insert(std::move(key));
+  }
+  std::set<RecordKey> locked(chunk.locked.begin(), chunk.locked.end());
+  std::vector<RecordKey> apply, missed;
+  for (const auto& key : chunk.keys) {
+    if (queued.count(key)) continue;
+    (locked.count(key) ? apply : missed).push_back(key);
+  }
+  // skip_locked leaves live edit locks alone, as it does row locks.
+  std::vector<RecordKey> exceptions;
+  if (!apply.empty()) {
+    std::set<RecordKey> edit_locked;
+    for (const auto& lock : parts.sql.LiveEditLocks(tx, apply)) edit_locked.insert(lock.key);
+    if (!edit_locked.empty()) {
+      std::erase_if(apply, [&](const RecordKey& key) { return edit_locked.count(key) > 0; });
+      exceptions.assign(edit_locked.begin(), edit_locked.end());
+    }
+  }
+  // A row the lock did not get is either held by another transaction or no
+  // longer matches (changed since the read): only the first is an exception.
+  if (!missed.empty()) {
+    for (auto& key : parts.sql.MatchingRecords(tx, missed)) exceptions.push_back(std::move(key));
+  }
+  if (!apply.empty()) {
+    std::vector<Item> items;
+    items.reserve(apply.size());
+    for (const auto& key : apply) items.push_back(Item{0, key, "", 0, 0, {key}});
+    Savepoint applying(tx, "coexist_range_apply");
+    try {
+      parts.operation.Apply(tx, items);
+      applying.Release();
+      result.applied = static_cast<long long>(apply.size());
+    } catch (const pqxx::failure& e) {
+      // Throws what stops the run; otherwise the rows go to the queue, whose
+      // path tries them again by halves and charges the failing ones.
+      result.error = judge(e, result.timed_out);
+      applying.Rollback();
+      exceptions.insert(exceptions.end(), apply.begin(), apply.end());
+    }
+  }
+  if (!exceptions.empty()) {
+    std::sort(exceptions.begin(), exceptions.end(), [&](const RecordKey& a, const RecordKey& b) {
+      auto pa = std::find(chunk.keys.begin(), chunk.keys.end(), a);
+      auto pb = std::find(chunk.keys.begin(), chunk.keys.end(), b);
+      return pa < pb;
+    });
+    std::vector<std::vector<RecordKey>> keys;
+    for (const auto& key : exceptions) keys.push_back({key});
+    std::vector<std::optional<std::string>> none(keys.size());
+    db::InsertItems(tx, job, parts.sql.key_type(), keys, none, none);
+    result.exceptions = static_cast<long long>(exceptions.size());
+  }
+  db::AdvanceSegment(tx, job, segment, chunk.keys.back(), result.applied, result.exceptions,
+                     parts.run_id);
+  return result;
+}
+
+}  // namespace coexist::batch

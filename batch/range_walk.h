@@ -1,0 +1,84 @@
+#pragma once
+
+// Range jobs (batch.range): the job's items are the target's rows matching
+// batch.range.where, walked in key order (keyset, never OFFSET) chunk by
+// chunk. Each chunk reads its next keys above the checkpoint, locks what it
+// can (FOR UPDATE SKIP LOCKED), applies the operation to those rows with the
+// queued path's Operation, sends the rows it could not have to coexist.queue
+// as exceptions, and moves its checkpoint (coexist.range_checkpoints) in the
+// same transaction. When every segment is walked, the run's workers retry
+// the exceptions through the queue path, under the policy's deferral limits.
+// docs/batch.md, "Range jobs". Private to batch/ (libpqxx).
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "batch/runner.h"
+#include "config/config.h"
+
+namespace coexist::batch {
+
+// A run's pass over the range, shared by its workers.
+struct RangeWalk {
+  long long pass = 0;
+  bool resumed = false;       // the pass was started by an earlier run
+  std::vector<int> segments;  // the pass's segments still to walk
+  // The job had queue items (exceptions of an earlier pass, dead or
+  // deferred) when the walk started: a chunk leaves their keys to the queue.
+  bool skip_queued_keys = false;
+  std::atomic<int> walking{0};  // workers still walking their segments
+};
+
+class Operation;
+class QueueSql;
+
+// The start-up check of batch.range.where: the database parses it as a
+// boolean condition over the target without running it. Throws
+// config::ConfigError at the key's file:line:column when it does not.
+void CheckRange(pqxx::connection_base& conn, const config::Config& config);
+
+// Step 2b of a range job's run: resumes the job's unfinished pass, or
+// starts the next one, split into `workers` segments by the keys the
+// predicate selects now. `tx` holds the job's lock (the run's control
+// connection).
+void PreparePass(pqxx::transaction_base& tx, const config::Config& config, QueueSql& sql,
+                 bool job_has_items, RangeWalk& walk);
+
+// The pass as the checkpoints say now.
+RangeProgress ReadProgress(pqxx::transaction_base& tx, const config::Config& config,
+                           const RangeWalk& walk);
+
+// What a worker's range chunk works with (its connection's).
+struct RangeChunkParts {
+  const config::Config& config;
+  QueueSql& sql;
+  const Operation& operation;
+  long long run_id;
+};
+
+struct RangeChunkResult {
+  bool walked = false;       // no key left in the segment: it is finished
+  int keys = 0;              // keys the chunk read
+  long long applied = 0;     // rows the operation was applied to
+  long long exceptions = 0;  // rows sent to coexist.queue
+  bool timed_out = false;    // the operation hit statement_timeout or lock_timeout
+  std::string error;         // why the operation failed, when it did
+};
+
+// Judges the operation's failure (the worker's JudgeFailure): throws what
+// stops the run; otherwise returns the error and sets `timed_out`.
+using JudgeFailureFn = std::function<std::string(const pqxx::failure&, bool& timed_out)>;
+
+// One chunk of `segment`, in `tx` (the caller starts it, fences the run and
+// commits): at most `size` keys above the checkpoint, the locked rows
+// applied, the others matching still sent to the queue, the checkpoint
+// moved to the chunk's last key. `skip_queued_keys`: RangeWalk's.
+RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
+                                 int segment, int size, bool skip_queued_keys,
+                                 const JudgeFailureFn& judge);
+
+}  // namespace coexist::batch

@@ -1,0 +1,215 @@
+// Range jobs (batch.range) against a real PostgreSQL: the rows matching the
+// predicate are walked in key order, each applied exactly once (counted in
+// a ledger the operation writes), the walk resumes from its checkpoint after
+// a kill -9, and rows held by online writers become queue exceptions done
+// later, with no online update lost.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "batch/guard.h"
+#include "batch/runner.h"
+#include "config/config.h"
+#include "config/config_error.h"
+#include "tests/support/batch_process.h"
+#include "tests/support/database_test.h"
+
+namespace coexist::batch {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RangeJobTest : public testing::DatabaseTest {
+ protected:
+  void SetUp() override {
+    DatabaseTest::SetUp();
+    QueryValue("CREATE TABLE ledger (key text NOT NULL)");
+    QueryValue("ALTER TABLE products ADD COLUMN status text NOT NULL DEFAULT 'new'");
+  }
+
+  // Products 1..`rows`, every third one to settle.
+  void Seed(long long rows) {
+    QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(1, " +
+               std::to_string(rows) + ") g ON CONFLICT (id) DO UPDATE SET stock = 0");
+    QueryValue("UPDATE products SET status = CASE WHEN id % 3 = 0 THEN 'to_settle' ELSE 'new' END");
+  }
+
+  // Settles the chunk's products (the predicate then no longer selects
+  // them) and writes one ledger row per product.
+  static std::string SettleJob(int workers, int chunk) {
+    return "batch: {job: settle, workers: " + std::to_string(workers) +
+           ", chunk_size: " + std::to_string(chunk) +
+           ", range: {where: \"status = 'to_settle'\"}}\n"
+           "pacing: {adaptive: false}\n"
+           "operation:\n"
+           "  chunk_sql: |\n"
+           "    WITH u AS (UPDATE products SET stock = stock + 1, status = 'settled'\n"
+           "               WHERE id = ANY ($1::bigint[]))\n"
+           "    INSERT INTO ledger (key) SELECT unnest($1::text[])\n";
+  }
+
+  void ExpectEachAppliedOnce(const std::string& matching_sql, long long rows) {
+    EXPECT_EQ(Count("SELECT count(*) FROM ledger"), rows);
+    EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), rows);
+    EXPECT_EQ(Count("SELECT count(*) FROM (" + matching_sql +
+                    ") m(k) WHERE NOT EXISTS "
+                    "(SELECT 1 FROM ledger l WHERE l.key = m.k::text)"),
+              0);
+  }
+};
+
+TEST_F(RangeJobTest, AppliesEveryMatchingRowOnceAndSaysThePassFinished) {
+  Seed(1000);
+  auto config = config::LoadString(SettleJob(2, 7), "settle.yaml");
+  auto summary = batch::Run(conninfo(), config);
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_FALSE(summary.range->resumed);
+  EXPECT_EQ(summary.range->applied, 333);
+  EXPECT_EQ(summary.range->exceptions, 0);
+  EXPECT_EQ(summary.counts.done, 333);
+  EXPECT_EQ(summary.outcome, "succeeded");
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 333);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE stock <> (id % 3 = 0)::int"), 0);
+  // Two workers, two segments, both walked; no queue row was written.
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'settle' AND "
+                  "finished"),
+            2);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'settle'"), 0);
+  // The next run starts a new pass, which finds nothing left to settle.
+  auto next = batch::Run(conninfo(), config);
+  ASSERT_TRUE(next.range.has_value());
+  EXPECT_EQ(next.range->pass, summary.range->pass + 1);
+  EXPECT_EQ(next.range->applied, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 333);
+}
+
+TEST_F(RangeJobTest, WalksTextKeysOfATableInAnotherSchemaWithItemSql) {
+  QueryValue("CREATE SCHEMA shop");
+  QueryValue(
+      "CREATE TABLE shop.orders (code text PRIMARY KEY, status text NOT NULL, "
+      "version bigint NOT NULL DEFAULT 0)");
+  // Text order is not numeric order: 'o-10' sorts before 'o-9'.
+  QueryValue(
+      "INSERT INTO shop.orders (code, status) SELECT 'o-' || g, CASE WHEN g % 2 = 0 THEN "
+      "'to_settle' ELSE 'open' END FROM generate_series(1, 301) g");
+  std::string yaml =
+      "target: {table: shop.orders, key_column: code}\n"
+      "batch: {job: orders, workers: 2, chunk_size: 9, range: {where: \"status = "
+      "'to_settle'\"}}\n"
+      "pacing: {adaptive: false}\n"
+      "operation:\n"
+      "  item_sql: |\n"
+      "    WITH u AS (UPDATE shop.orders SET status = 'settled' WHERE code = $1)\n"
+      "    INSERT INTO ledger (key) VALUES ($1)\n";
+  auto summary = batch::Run(conninfo(), config::LoadString(yaml, "orders.yaml"));
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_EQ(summary.range->applied, 150);
+  ExpectEachAppliedOnce("SELECT code FROM shop.orders WHERE substr(code, 3)::int % 2 = 0", 150);
+  EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status = 'to_settle'"), 0);
+}
+
+// An operation that leaves the predicate true (stock + 1 of every product)
+// is not idempotent by itself: only the checkpoint, committed with each
+// chunk's apply, keeps a resumed pass from applying a row twice.
+TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
+  Seed(3000);
+  auto dir = std::filesystem::temp_directory_path() / ("cx-range-" + database_name());
+  std::filesystem::create_directories(dir);
+  std::string config = (dir / "job.yaml").string();
+  std::ofstream(config) << "batch: {job: stock, workers: 2, chunk_size: 20, range: {where: "
+                           "\"id > 100\"}}\n"
+                           "pacing: {adaptive: false}\n"
+                           "operation:\n"
+                           "  chunk_sql: |\n"
+                           "    WITH s AS (SELECT pg_sleep(0.02)),\n"
+                           "    u AS (UPDATE products SET stock = stock + 1\n"
+                           "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
+                           "    INSERT INTO ledger (key) SELECT unnest($1::text[])\n";
+  pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
+  ASSERT_NO_FATAL_FAILURE(testing::KillNine(pid));
+  long long before = Count("SELECT count(*) FROM ledger");
+  ASSERT_LT(before, 2900) << "the first run finished before it was killed";
+  // The checkpoints hold exactly what committed.
+  EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
+            before);
+  pid = testing::StartBatchRun(conninfo(), config, (dir / "second.log").string());
+  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0);
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id > 100", 2900);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id <= 100 AND stock <> 0"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'stock' AND NOT "
+                  "finished"),
+            0);
+  std::ifstream log(dir / "second.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("range pass resumed from its checkpoint"), std::string::npos) << text;
+  EXPECT_NE(text.find("range pass finished"), std::string::npos) << text;
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+TEST_F(RangeJobTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpdate) {
+  Seed(600);
+  auto config = config::LoadString(SettleJob(1, 25), "settle.yaml");
+  // Installed first: the guard's DDL would wait for the writer below.
+  InstallGuard(*Connect(), config);
+  RunOptions options;
+  options.install = false;
+  // An online writer holds five rows to settle, and adds 100 to their stock.
+  auto online = Connect("online-app");
+  pqxx::work held(*online);
+  held.exec("UPDATE products SET stock = stock + 100 WHERE id IN (30, 90, 150, 300, 597)");
+  auto first = batch::Run(conninfo(), config, options);
+  ASSERT_TRUE(first.range.has_value());
+  EXPECT_TRUE(first.range->finished);
+  EXPECT_EQ(first.range->applied, 195);
+  EXPECT_EQ(first.range->exceptions, 5);
+  // The queue holds only the exceptions; skip_locked deferred them again at
+  // the end of the pass (the writer still holds them).
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'settle'"), 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'settle' AND state = "
+                  "'deferred'"),
+            5);
+  EXPECT_EQ(first.outcome, "incomplete");
+  held.commit();
+  // The next run's pass leaves the queued keys to the queue, which now
+  // applies them.
+  QueryValue("UPDATE coexist.queue SET not_before = '-infinity' WHERE job = 'settle'");
+  auto second = batch::Run(conninfo(), config, options);
+  ASSERT_TRUE(second.range.has_value());
+  EXPECT_EQ(second.range->applied, 0);
+  EXPECT_EQ(second.counts.done, 5);
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 200);
+  // No update lost: the online +100 and the batch's +1 both stand.
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id IN (30, 90, 150, 300, 597) AND stock "
+                  "<> 101"),
+            0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
+}
+
+TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
+  Seed(10);
+  auto config = config::LoadString(
+      "batch:\n  job: bad\n  range: {where: \"stauts = 'x'\"}\n"
+      "operation: {chunk_sql: 'SELECT $1::bigint[]'}\n",
+      "bad.yaml");
+  try {
+    batch::Run(conninfo(), config);
+    FAIL() << "ran";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "bad.yaml:3:18: batch.range.where: the database rejects it: ERROR:  column "
+              "\"stauts\" does not exist");
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+  }
+}
+
+}  // namespace
+}  // namespace coexist::batch
