@@ -116,8 +116,14 @@ bool LatencyObjective::RelearnDue(Clock::time_point now) const {
 std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, microseconds latency) {
   samples_.push_back({now, latency});
   last_sample_at_ = now;
+  // While learning, every sample since the start counts: a sampler starved
+  // on a busy host spreads its first ten over more than learn_time, and
+  // pruning them kept it learning with enough seen (17 of 10 needed).
   auto keep = std::max(options_.window, options_.learn_time);
-  while (!samples_.empty() && samples_.front().at < now - keep) samples_.pop_front();
+  while (state_ != LatencyState::kLearning && !samples_.empty() &&
+         samples_.front().at < now - keep) {
+    samples_.pop_front();
+  }
 
   std::vector<LatencyEvent> events;
   if (state_ == LatencyState::kLearning) {
