@@ -127,6 +127,32 @@ class BatchCrashTest : public testing::DatabaseTest {
     std::ifstream in(dir_ / name);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
+  // A run killed with kill -9 once 300 items are in the ledger, then the
+  // next run to its end, which must apply every item once.
+  void KillNineMidRunThenFinish() {
+    pid_t pid = StartRun("first.log");
+    WaitForLedger(300);
+    ASSERT_NO_FATAL_FAILURE(KillNine(pid));
+    EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the kill";
+    FinishWithASecondRun();
+  }
+  // The server restarted -m immediate under a run once 300 items are in the
+  // ledger: the run must end with 75, and the next one apply every item once.
+  void RestartServerMidRunThenFinish() {
+    pid_t pid = StartRun("first.log");
+    WaitForLedger(300);
+    auto status = RestartServerUnder(pid);
+    ASSERT_TRUE(status) << "the run did not end after the restart\n" << Log("first.log");
+    EXPECT_EQ(*status, 75) << Log("first.log");
+    EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems)
+        << "the run finished before the restart";
+    FinishWithASecondRun();
+  }
+  void FinishWithASecondRun() {
+    pid_t pid = StartRun("second.log");
+    EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
+    ExpectEveryItemAppliedOnce();
+  }
 
   std::filesystem::path dir_;
   std::string config_;
@@ -431,28 +457,12 @@ class AsynchronousCommitCrashTest : public BatchCrashTest {
 };
 
 TEST_F(AsynchronousCommitCrashTest, KillNineMidRunThenTheNextRunAppliesEveryItemOnce) {
-  pid_t pid = StartRun("first.log");
-  WaitForLedger(300);
-  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
-  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the kill";
-
-  pid = StartRun("second.log");
-  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
-  ExpectEveryItemAppliedOnce();
+  ASSERT_NO_FATAL_FAILURE(KillNineMidRunThenFinish());
   ExpectEveryChunkCommittedAsynchronously();
 }
 
 TEST_F(AsynchronousCommitCrashTest, AnImmediateServerStopMidRunThenTheNextRunAppliesEveryItemOnce) {
-  pid_t pid = StartRun("first.log");
-  WaitForLedger(300);
-  auto status = RestartServerUnder(pid);
-  ASSERT_TRUE(status) << "the run did not end after the restart\n" << Log("first.log");
-  EXPECT_EQ(*status, 75) << Log("first.log");
-  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the stop";
-
-  pid = StartRun("second.log");
-  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
-  ExpectEveryItemAppliedOnce();
+  ASSERT_NO_FATAL_FAILURE(RestartServerMidRunThenFinish());
   ExpectEveryChunkCommittedAsynchronously();
 }
 
@@ -478,14 +488,7 @@ class BatchCrashPolicyTest : public BatchCrashTest,
 
 TEST_P(BatchCrashPolicyTest, KillNineMidRunThenTheNextRunHandsBackAndAppliesEveryItemOnce) {
   WriteConfig(GetParam(), 4);
-  pid_t pid = StartRun("first.log");
-  WaitForLedger(300);
-  ASSERT_NO_FATAL_FAILURE(KillNine(pid));
-  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the kill";
-
-  pid = StartRun("second.log");
-  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
-  ExpectEveryItemAppliedOnce();
+  ASSERT_NO_FATAL_FAILURE(KillNineMidRunThenFinish());
   EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',' ORDER BY run_id) FROM coexist.runs"),
             "abandoned,succeeded");
 }
@@ -495,16 +498,7 @@ TEST_P(BatchCrashPolicyTest, KillNineMidRunThenTheNextRunHandsBackAndAppliesEver
 // ever, and the next run must go ahead.
 TEST_P(BatchCrashPolicyTest, AnImmediateServerRestartEndsTheRunAndTheNextOneFinishes) {
   WriteConfig(GetParam(), 4);
-  pid_t pid = StartRun("first.log");
-  WaitForLedger(300);
-  auto status = RestartServerUnder(pid);
-  ASSERT_TRUE(status) << "the run did not end after the restart\n" << Log("first.log");
-  EXPECT_EQ(*status, 75) << Log("first.log");
-  EXPECT_LT(Count("SELECT count(*) FROM ledger"), kItems) << "the run finished before the restart";
-
-  pid = StartRun("second.log");
-  EXPECT_EQ(WaitForExit(pid), 0) << Log("second.log");
-  ExpectEveryItemAppliedOnce();
+  ASSERT_NO_FATAL_FAILURE(RestartServerMidRunThenFinish());
   EXPECT_EQ(QueryValue("SELECT string_agg(outcome, ',' ORDER BY run_id) FROM coexist.runs"),
             "abandoned,succeeded");
 }
