@@ -90,15 +90,20 @@ namespace {
 // steady rates, fixed seconds and done shares, so that what ran beside one
 // short measurement weighs less. Every repeat's model must be trusted;
 // otherwise the first untrusted one is returned, with its cell in `cell`.
+// `c` is `base` or another measurement of its sweep cell (scenario.repeat).
+bool IsRepeatOf(const CellResult& c, const CellResult& base) {
+  return c.index == base.index || (base.sweep_cell != 0 && c.check_of == 0 &&
+                                   c.sweep_cell == base.sweep_cell && c.items == base.items);
+}
+
+// `models`, when given, receives each repeat's own model.
 DurationModel CheckModel(const std::vector<CellResult>& cells, const CellResult& base, int& cell,
-                         int& repeats) {
-  std::vector<DurationModel> models;
+                         int& repeats, std::vector<DurationModel>* each = nullptr) {
+  std::vector<DurationModel> own;
+  std::vector<DurationModel>& models = each ? *each : own;
   cell = base.index;
   for (const auto& c : cells) {
-    bool repeat_of_base =
-        c.index == base.index || (base.sweep_cell != 0 && c.check_of == 0 &&
-                                  c.sweep_cell == base.sweep_cell && c.items == base.items);
-    if (!repeat_of_base) continue;
+    if (!IsRepeatOf(c, base)) continue;
     models.push_back(ModelOf(c));
     if (!models.back().trusted) {
       cell = c.index;
@@ -132,13 +137,13 @@ std::vector<Projection> Project(const std::vector<CellResult>& cells,
     if (cell.check_of != 0) continue;
     // A sweep cell's repeats give one projection, from the first of them.
     bool later_repeat = std::any_of(cells.begin(), cells.end(), [&](const CellResult& c) {
-      return c.check_of == 0 && cell.sweep_cell != 0 && c.sweep_cell == cell.sweep_cell &&
-             c.items == cell.items && c.index < cell.index;
+      return c.index < cell.index && IsRepeatOf(c, cell);
     });
     if (later_repeat) continue;
     Projection p{.cell = cell.index, .policy = cell.policy, .load_level = cell.load_level};
     int model_cell = cell.index;
-    p.model = CheckModel(cells, cell, model_cell, p.repeats);
+    std::vector<DurationModel> each;
+    p.model = CheckModel(cells, cell, model_cell, p.repeats, &each);
     p.mix = fmt::format(
         "{} queued items{}{}", cell.items,
         p.model.items_per_row > 0 ? fmt::format(", {:.2f} per row", p.model.items_per_row) : "",
@@ -146,13 +151,9 @@ std::vector<Projection> Project(const std::vector<CellResult>& cells,
     if (p.model.trusted) {
       p.projected_seconds = p.model.SecondsFor(items);
       p.low_seconds = p.high_seconds = p.projected_seconds;
-      for (const auto& c : cells) {
-        bool repeat = c.check_of == 0 && cell.sweep_cell != 0 && c.sweep_cell == cell.sweep_cell &&
-                      c.items == cell.items;
-        if (!repeat) continue;
-        double seconds = ModelOf(c).SecondsFor(items);
-        p.low_seconds = std::min(p.low_seconds, seconds);
-        p.high_seconds = std::max(p.high_seconds, seconds);
+      for (const auto& m : each) {  // all trusted: CheckModel returned a trusted one
+        p.low_seconds = std::min(p.low_seconds, m.SecondsFor(items));
+        p.high_seconds = std::max(p.high_seconds, m.SecondsFor(items));
       }
       p.fits_window = scenario.production_window_seconds > 0 &&
                       p.projected_seconds <= scenario.production_window_seconds;

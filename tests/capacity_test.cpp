@@ -353,18 +353,24 @@ TEST(ProjectionCheck, HoldsOnlyAtTheMeasuredItemsPerRow) {
 
 // With scenario.repeat, the check is set against the median of the repeats'
 // models, so that one noisy measurement weighs less.
-TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
+// Three measurements of Measured()'s cell (200 items/s steady, 3 s fixed):
+// repeat 2 twice as fast (fixed 1.5 s), repeat 3 half as fast (6 s).
+std::vector<CellResult> StretchedRepeats() {
   std::vector<CellResult> cells;
   for (int repeat = 1; repeat <= 3; ++repeat) {
-    CellResult c = Measured();  // 200 items/s steady, 3 s fixed
+    CellResult c = Measured();
     c.index = c.repeat = repeat;
     c.sweep_cell = 1;
-    // Repeat 2 twice as fast (fixed 1.5 s), repeat 3 half as fast (6 s).
     double stretch = repeat == 1 ? 1 : repeat == 2 ? 0.5 : 2;
     for (auto& chunk : c.chunks) chunk.at_seconds *= stretch;
     c.batch_seconds *= stretch;
     cells.push_back(c);
   }
+  return cells;
+}
+
+TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
+  std::vector<CellResult> cells = StretchedRepeats();
   CellResult check = Measured();
   check.index = 4;
   check.sweep_cell = 1;
@@ -392,16 +398,7 @@ TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
 // of its repeats' models, with the range their own models give and the mix
 // they were measured on.
 TEST(Project, RepeatsGiveOneProjectionWithTheirRange) {
-  std::vector<CellResult> cells;
-  for (int repeat = 1; repeat <= 3; ++repeat) {
-    CellResult c = Measured();  // 200 items/s steady, 3 s fixed
-    c.index = c.repeat = repeat;
-    c.sweep_cell = 1;
-    double stretch = repeat == 1 ? 1 : repeat == 2 ? 0.5 : 2;
-    for (auto& chunk : c.chunks) chunk.at_seconds *= stretch;
-    c.batch_seconds *= stretch;
-    cells.push_back(c);
-  }
+  std::vector<CellResult> cells = StretchedRepeats();
   auto projections = Project(cells, Scenario());
   ASSERT_EQ(projections.size(), 1u);
   EXPECT_EQ(projections[0].cell, 1);
