@@ -135,16 +135,15 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
     }
   }
   if (!exceptions.empty()) {
-    std::sort(exceptions.begin(), exceptions.end(), [&](const RecordKey& a, const RecordKey& b) {
-      auto pa = std::find(chunk.keys.begin(), chunk.keys.end(), a);
-      auto pb = std::find(chunk.keys.begin(), chunk.keys.end(), b);
-      return pa < pb;
-    });
+    // Queued in the chunk's key order.
+    std::set<RecordKey> excepted(exceptions.begin(), exceptions.end());
     std::vector<std::vector<RecordKey>> keys;
-    for (const auto& key : exceptions) keys.push_back({key});
+    for (const auto& key : chunk.keys) {
+      if (excepted.count(key)) keys.push_back({key});
+    }
     std::vector<std::optional<std::string>> none(keys.size());
     db::InsertItems(tx, job, parts.sql.key_type(), keys, none, none);
-    result.exceptions = static_cast<long long>(exceptions.size());
+    result.exceptions = static_cast<long long>(keys.size());
   }
   db::AdvanceSegment(tx, job, segment, chunk.keys.back(), result.applied, result.exceptions,
                      parts.run_id);

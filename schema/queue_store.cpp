@@ -548,6 +548,15 @@ Inserted InsertItems(pqxx::transaction_base& tx, const std::string& job,
   return InsertedOf(row);
 }
 
+bool HasPendingItems(pqxx::transaction_base& tx, const std::string& job) {
+  return tx
+      .exec_params1(
+          "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1 AND state IN "
+          "('queued', 'deferred'))",
+          job)[0]
+      .as<bool>();
+}
+
 std::vector<RecordKey> PendingKeys(pqxx::transaction_base& tx, const std::string& job,
                                    const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};

@@ -224,6 +224,10 @@ Inserted InsertItems(pqxx::transaction_base& tx, const std::string& job,
 // (an array expression of any element type) as text[]: an item's keys.
 std::string SortedKeysSql(const std::string& keys_expr, const std::string& key_type);
 
+// Whether the job's queue holds a pending (queued or deferred) item: a
+// pass then leaves those items' keys to the queue (db::PendingKeys).
+bool HasPendingItems(pqxx::transaction_base& tx, const std::string& job);
+
 // Those of `keys` (one-key items) that the job's queue holds a pending
 // (queued or deferred) item of: a range job's walk leaves them to the queue.
 std::vector<RecordKey> PendingKeys(pqxx::transaction_base& tx, const std::string& job,

@@ -37,15 +37,6 @@ std::vector<RangeSegment> ReadSegments(pqxx::transaction_base& tx, const std::st
                                    job));
 }
 
-bool HasPendingItems(pqxx::transaction_base& tx, const std::string& job) {
-  return tx
-      .exec_params1(
-          "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1 AND state IN "
-          "('queued', 'deferred'))",
-          job)[0]
-      .as<bool>();
-}
-
 std::vector<RangeSegment> StartPass(pqxx::transaction_base& tx, const std::string& job,
                                     long long pass, const std::vector<std::string>& uppers) {
   tx.exec_params("DELETE FROM coexist.range_checkpoints WHERE job = $1", job);

@@ -35,10 +35,6 @@ struct RangeSegment {
 // was ever started.
 std::vector<RangeSegment> ReadSegments(pqxx::transaction_base& tx, const std::string& job);
 
-// Whether the job's queue holds a pending (queued or deferred) item: a
-// pass then leaves those items' keys to the queue (db::PendingKeys).
-bool HasPendingItems(pqxx::transaction_base& tx, const std::string& job);
-
 // Starts pass `pass` of the job over the bounds `uppers` (each segment's
 // inclusive last key, ascending; the last segment has no bound): the old
 // pass's rows go. Returns the new segments.
