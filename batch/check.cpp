@@ -320,43 +320,84 @@ void PrioritizeWarning(pqxx::connection_base& conn, const config::Config& config
       db::PrioritizeFix(state));
 }
 
-}  // namespace
-
-CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& config,
-                          const CheckScope& scope) {
-  CheckReport report;
-  auto policy = policies::Create(config.policy);
-  Checker checker(config, *policy, report, config.target, config.target_at, "target");
-  db::TargetFacts facts;
-  std::vector<db::TargetFacts> more;
-  {
-    pqxx::read_transaction tx(conn);
-    facts = db::ReadTargetFacts(tx, config.target);
-    for (const auto& t : config.targets) more.push_back(db::ReadTargetFacts(tx, t));
+// batch.range.where, parsed and planned against the target, never run.
+void RangeWhere(pqxx::connection_base& conn, const config::Config& config, CheckReport& report) {
+  if (!config.batch.range) return;
+  const auto& range = *config.batch.range;
+  const auto& t = config.target;
+  std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
+  try {
+    conn.prepare("coexist_check_range_where",
+                 "SELECT 1 FROM " + table + " WHERE (" + range.where + ")");
+    conn.prepare_now("coexist_check_range_where");
+    conn.unprepare("coexist_check_range_where");
+  } catch (const pqxx::sql_error& e) {
+    std::string what = e.what();
+    report.problems.emplace_back(
+        range.where_at, "batch.range.where",
+        "the database rejects it: " + what.substr(0, what.find('\n')),
+        "write one boolean condition over the columns of " + t.Name() +
+            " (e.g. status = 'to_settle'); the walk reads SELECT ... FROM " + t.Name() +
+            " WHERE (<where>).");
   }
+}
+
+// The catalog's facts about the target and the tables of `targets:`, read
+// in one transaction: the check judges them, it never reads them twice.
+struct Tables {
+  db::TargetFacts target;
+  std::vector<db::TargetFacts> more;
+};
+
+Tables ReadTables(pqxx::connection_base& conn, const config::Config& config) {
+  Tables tables;
+  pqxx::read_transaction tx(conn);
+  tables.target = db::ReadTargetFacts(tx, config.target);
+  for (const auto& t : config.targets) tables.more.push_back(db::ReadTargetFacts(tx, t));
+  return tables;
+}
+
+CheckReport CheckWith(pqxx::connection_base& conn, const config::Config& config,
+                      const policies::Policy& policy, const Tables& tables,
+                      const CheckScope& scope) {
+  CheckReport report;
+  Checker checker(config, policy, report, config.target, config.target_at, "target");
+  const db::TargetFacts& facts = tables.target;
+  const std::vector<db::TargetFacts>& more = tables.more;
   bool target_ok = checker.Target(facts, scope.privileges, scope);
   // The tables the operation writes beside the target: the same checks,
   // at their own keys.
   for (size_t i = 0; i < config.targets.size(); ++i) {
-    Checker also(config, *policy, report, config.targets[i], config.targets_at[i],
+    Checker also(config, policy, report, config.targets[i], config.targets_at[i],
                  "targets[" + std::to_string(i) + "]");
     target_ok = also.Target(more[i], scope.privileges, scope) && target_ok;
   }
   // The operation of a target that is not there would only repeat it.
   if (target_ok) checker.OperationSql(conn, scope.operation);
   if (scope.payloads) checker.PayloadFields(conn, scope.operation);
+  if (target_ok) RangeWhere(conn, config, report);
   PrioritizeWarning(conn, config, report);
   return report;
 }
 
-void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
-                 const CheckScope& scope) {
-  auto report = CheckDatabase(conn, config, scope);
+}  // namespace
+
+CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& config,
+                          const CheckScope& scope) {
+  Tables tables = ReadTables(conn, config);
+  return CheckWith(conn, config, *policies::Create(config.policy), tables, scope);
+}
+
+CheckedConfig CheckConfig(pqxx::connection_base& conn, const config::Config& config,
+                          const CheckScope& scope) {
+  Tables tables = ReadTables(conn, config);
+  std::shared_ptr<const policies::Policy> policy = policies::Create(config.policy);
+  auto report = CheckWith(conn, config, *policy, tables, scope);
   for (const auto& warning : report.warnings) {
     spdlog::warn("target check warning target={} warning={}", config.target.Name(),
                  log::Value(warning));
   }
-  if (report.problems.empty()) return;
+  if (report.problems.empty()) return CheckedConfig(config, std::move(policy));
   // Every problem at once, so one round of fixes is enough: all but the
   // first logged, the first thrown (the command's error and exit 78).
   for (size_t i = 1; i < report.problems.size(); ++i) {

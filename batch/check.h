@@ -10,7 +10,8 @@
 // (operation.params) is in some of the job's waiting items' payloads (a
 // sample of 1,000; in none is a problem, missing in some a warning). User
 // triggers on the target are warnings, and so is pacing.cpu_priority in a
-// database without the prioritize extension.
+// database without the prioritize extension. A range job's
+// batch.range.where must prepare against the target.
 //
 // One check, called from everywhere: `config check --database`, `db
 // install`, `batch run`, `batch daemon` (through batch::Run), `enqueue` and
@@ -20,6 +21,7 @@
 //
 // Thread safety: uses `conn` only; one thread at a time.
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,9 @@
 
 namespace pqxx {
 class connection_base;
+}
+namespace coexist::policies {
+class Policy;
 }
 
 namespace coexist::batch {
@@ -71,9 +76,33 @@ struct CheckReport {
 CheckReport CheckDatabase(pqxx::connection_base& conn, const config::Config& config,
                           const CheckScope& scope = {});
 
+// What `db install` checks, and what InstallGuard needs checked: the
+// target's shape and columns, not the operation nor the batch role's rights.
+inline constexpr CheckScope kInstallCheck{.operation = CheckScope::Operation::kSkip,
+                                          .privileges = false};
+
+// A configuration the database has accepted, and the policy it names, made
+// once. Only CheckConfig makes one, so a step that takes it (InstallGuard,
+// a run's steps) knows the check ran and never repeats it, and every step
+// of a run asks the same policy object.
+class CheckedConfig {
+ public:
+  const config::Config& config() const { return config_; }
+  const policies::Policy& policy() const { return *policy_; }
+
+ private:
+  friend CheckedConfig CheckConfig(pqxx::connection_base&, const config::Config&,
+                                   const CheckScope&);
+  CheckedConfig(config::Config config, std::shared_ptr<const policies::Policy> policy)
+      : config_(std::move(config)), policy_(std::move(policy)) {}
+
+  config::Config config_;  // a copy: it outlives the caller's
+  std::shared_ptr<const policies::Policy> policy_;
+};
+
 // CheckDatabase for a command that goes on to work: logs each warning
 // (`target check warning ...`) and throws the first problem (exit 78).
-void CheckConfig(pqxx::connection_base& conn, const config::Config& config,
-                 const CheckScope& scope = {});
+CheckedConfig CheckConfig(pqxx::connection_base& conn, const config::Config& config,
+                          const CheckScope& scope = {});
 
 }  // namespace coexist::batch

@@ -86,21 +86,21 @@ void DecidePage(pqxx::transaction_base& read, QueueSql& sql, pqxx::transaction_b
 }  // namespace
 
 DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
-  auto policy = policies::Create(config.policy);
-  DryRunReport report;
-  report.job = config.batch.job;
-  report.policy = policy->Name();
-  auto gate = policy->MayClaim(std::chrono::system_clock::now());
-  report.may_claim = gate.allowed;
-  report.refused_reason = gate.reason;
-
   auto conn = db::Connect(conninfo, config.database.application_name + " dry-run");
   auto probe_conn = db::Connect(conninfo, config.database.application_name + " dry-run");
   {
     pqxx::read_transaction tx(*conn);
     CheckInstalled(tx);
   }
-  CheckConfig(*conn, config, {.operation = CheckScope::Operation::kSkip, .privileges = false});
+  CheckedConfig checked = CheckConfig(*conn, config, kInstallCheck);
+  const policies::Policy& policy = checked.policy();
+  DryRunReport report;
+  report.job = config.batch.job;
+  report.policy = policy.Name();
+  auto gate = policy.MayClaim(std::chrono::system_clock::now());
+  report.may_claim = gate.allowed;
+  report.refused_reason = gate.reason;
+
   QueueSql sql(*conn, config);
   QueueSql probe_sql(*probe_conn, config);
   db::QueueStore queue(*conn, QueueJobOf(config, sql.target()));
@@ -119,7 +119,7 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
       continue;
     }
     pqxx::work probe(*probe_conn);
-    DecidePage(read, sql, probe, probe_sql, *policy, items, report);
+    DecidePage(read, sql, probe, probe_sql, policy, items, report);
     probe.abort();  // the row locks go; nothing was written
   }
   for (const auto& item : report.items) ++report.by_decision[item.decision];

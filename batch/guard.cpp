@@ -27,18 +27,14 @@ std::string Clock(std::chrono::minutes m) {
 // and collide in pg_proc: installers take this session advisory lock.
 constexpr long long kGuardLockKey = 0x636f6775617264ll;  // "coguard"
 
-void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config,
+void InstallGuardLocked(pqxx::connection_base& conn, const CheckedConfig& checked,
                         const db::LockAttempts& locks);
 
 }  // namespace
 
-void InstallGuard(pqxx::connection_base& conn, const config::Config& config,
-                  const db::LockAttempts& locks) {
-  // Its own callers checked (and warned) already; this guards the rest.
-  auto report =
-      CheckDatabase(conn, config, {.operation = CheckScope::Operation::kSkip, .privileges = false});
-  if (!report.problems.empty()) throw report.problems.front();
-  // Waited for at most a minute (another installer holds it for seconds): a
+void InstallGuard(pqxx::connection_base& conn, const CheckedConfig& checked,
+                  const db::LockAttempts& locks) {  // Waited for at most a minute (another
+                                                    // installer holds it for seconds): a
   // session that squats it makes this exit 75 naming how to find it.
   auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   while (!pqxx::nontransaction(conn)
@@ -54,7 +50,7 @@ void InstallGuard(pqxx::connection_base& conn, const config::Config& config,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   try {
-    InstallGuardLocked(conn, config, locks);
+    InstallGuardLocked(conn, checked, locks);
   } catch (...) {
     pqxx::nontransaction(conn).exec_params("SELECT pg_advisory_unlock($1)", kGuardLockKey);
     throw;
@@ -87,8 +83,9 @@ void InstallGuardOn(pqxx::transaction_base& tx, const config::TargetTable& t) {
   }
 }
 
-void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& config,
+void InstallGuardLocked(pqxx::connection_base& conn, const CheckedConfig& checked,
                         const db::LockAttempts& locks) {
+  const config::Config& config = checked.config();
   EnsureVersionTrigger(conn, config.target, locks);
   for (const auto& t : config.targets) EnsureVersionTrigger(conn, t, locks);
   // Creating the guard trigger the first time locks the table: each table
@@ -103,7 +100,7 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
                          [&](pqxx::transaction_base& tx) { InstallGuardOn(tx, t); });
   }
   pqxx::work tx(conn);
-  WriteWindows(tx, config);
+  WriteWindows(tx, checked);
   tx.commit();
   spdlog::info("guard trigger installed target={} more_targets={}", config.target.Name(),
                config.targets.size());
@@ -111,9 +108,10 @@ void InstallGuardLocked(pqxx::connection_base& conn, const config::Config& confi
 
 }  // namespace
 
-void WriteWindows(pqxx::transaction_base& tx, const config::Config& config) {
+void WriteWindows(pqxx::transaction_base& tx, const CheckedConfig& checked) {
   // What the configuration says now: those of tables no longer listed go too.
-  auto windows = policies::Create(config.policy)->Windows();
+  const config::Config& config = checked.config();
+  auto windows = checked.policy().Windows();
   std::vector<config::TargetTable> tables = {config.target};
   tables.insert(tables.end(), config.targets.begin(), config.targets.end());
   std::vector<db::WindowRow> rows;

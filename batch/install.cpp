@@ -89,18 +89,22 @@ std::vector<std::string> ColumnsToDrop(const config::TargetTable& t, const db::T
 
 std::string Quoted(pqxx::transaction_base& tx, const std::string& text) { return tx.quote(text); }
 
-}  // namespace
+// 1. The configuration against the catalog: the target's shape and columns
+// (a missing version column is fine when the install adds it).
+CheckedConfig CheckForInstall(pqxx::connection_base& conn, const config::Config& config,
+                              const InstallOptions& options) {
+  return CheckConfig(conn, config,
+                     {.operation = CheckScope::Operation::kSkip,
+                      .privileges = false,
+                      .payloads = false,
+                      .version_column_to_be_added = options.add_version_column,
+                      .owner_column_to_be_added = options.add_owner_column});
+}
 
-InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& config,
+// 2. and 3., for a configuration the check accepted.
+InstallPlan PlanChecked(pqxx::connection_base& conn, const CheckedConfig& checked,
                         const InstallOptions& options) {
-  // 1. The configuration against the catalog: the target's shape and columns
-  // (a missing version column is fine when the install adds it).
-  CheckConfig(conn, config,
-              {.operation = CheckScope::Operation::kSkip,
-               .privileges = false,
-               .payloads = false,
-               .version_column_to_be_added = options.add_version_column,
-               .owner_column_to_be_added = options.add_owner_column});
+  const config::Config& config = checked.config();
   InstallPlan plan;
   std::vector<std::string> missing_rights;
   pqxx::read_transaction tx(conn);
@@ -193,9 +197,17 @@ InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& confi
   return plan;
 }
 
+}  // namespace
+
+InstallPlan PlanInstall(pqxx::connection_base& conn, const config::Config& config,
+                        const InstallOptions& options) {
+  return PlanChecked(conn, CheckForInstall(conn, config, options), options);
+}
+
 InstallPlan Install(pqxx::connection_base& conn, const config::Config& config,
                     const InstallOptions& options) {
-  auto plan = PlanInstall(conn, config, options);
+  CheckedConfig checked = CheckForInstall(conn, config, options);
+  auto plan = PlanChecked(conn, checked, options);
   if (options.add_version_column) {
     for (const auto& t : TablesOf(config)) {
       if (db::AddVersionColumn(conn, t, options.locks)) {
@@ -211,7 +223,7 @@ InstallPlan Install(pqxx::connection_base& conn, const config::Config& config,
     }
   }
   db::InstallMigrations(conn);
-  InstallGuard(conn, config, options.locks);
+  InstallGuard(conn, checked, options.locks);
   return plan;
 }
 

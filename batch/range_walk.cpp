@@ -5,37 +5,10 @@
 
 #include "batch/operation.h"
 #include "batch/queue_sql.h"
-#include "config/config_error.h"
 #include "schema/queue_store.h"
 #include "schema/range_store.h"
 
 namespace coexist::batch {
-namespace {
-
-std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-}  // namespace
-
-void CheckRange(pqxx::connection_base& conn, const config::Config& config) {
-  if (!config.batch.range) return;
-  const auto& range = *config.batch.range;
-  const auto& t = config.target;
-  std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
-  // Parsed and planned, never run: the statement is only prepared.
-  try {
-    conn.prepare("coexist_check_range_where",
-                 "SELECT 1 FROM " + table + " WHERE (" + range.where + ")");
-    conn.prepare_now("coexist_check_range_where");
-    conn.unprepare("coexist_check_range_where");
-  } catch (const pqxx::sql_error& e) {
-    throw config::ConfigError(range.where_at, "batch.range.where",
-                              "the database rejects it: " + FirstLine(e.what()),
-                              "write one boolean condition over the columns of " + t.Name() +
-                                  " (e.g. status = 'to_settle'); the walk reads SELECT ... FROM " +
-                                  t.Name() + " WHERE (<where>).");
-  }
-}
-
 void PreparePass(pqxx::transaction_base& tx, const config::Config& config, QueueSql& sql,
                  bool job_has_items, RangeWalk& walk) {
   const std::string& job = config.batch.job;

@@ -36,11 +36,6 @@ struct RangeWalk {
 class Operation;
 class QueueSql;
 
-// The start-up check of batch.range.where: the database parses it as a
-// boolean condition over the target without running it. Throws
-// config::ConfigError at the key's file:line:column when it does not.
-void CheckRange(pqxx::connection_base& conn, const config::Config& config);
-
 // Step 2b of a range job's run: resumes the job's unfinished pass, or
 // starts the next one, split into `workers` segments by the keys the
 // predicate selects now. `tx` holds the job's lock (the run's control

@@ -116,6 +116,7 @@ void LogSweep(const SweepResult& result, const std::string& job) {
 // both are released when it closes, however the run ends.
 struct Control {
   std::unique_ptr<pqxx::connection> conn;
+  std::optional<CheckedConfig> job;  // the configuration as checked, its policy
   std::unique_ptr<QueueSql> sql;
   std::unique_ptr<db::QueueStore> queue;
   bool installed = false;  // InstallGuard ran, the job's windows with it
@@ -130,15 +131,15 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
   Control c;
   c.conn = db::Connect(conninfo, config.database.application_name);
   if (install) db::InstallMigrations(*c.conn);
-  CheckConfig(*c.conn, config);
-  CheckRange(*c.conn, config);
-  if (install) InstallGuard(*c.conn, config);
+  c.job = CheckConfig(*c.conn, config);
+  if (install) InstallGuard(*c.conn, *c.job);
   c.installed = install;
-  c.sql = std::make_unique<QueueSql>(*c.conn, config);
-  c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(config, c.sql->target()));
+  const config::Config& checked = c.job->config();
+  c.sql = std::make_unique<QueueSql>(*c.conn, checked);
+  c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(checked, c.sql->target()));
   pqxx::nontransaction tx(*c.conn);
   if (JobLockStaysHeld([&] { return !c.queue->TryLockJob(tx); })) {
-    throw BusyError(config, c.queue->FindJobHolder(tx));
+    throw BusyError(checked, c.queue->FindJobHolder(tx));
   }
   return c;
 }
@@ -146,8 +147,10 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
 // Step 2: clear what dead runs left, insert the run's row and lock it.
 // Fills summary.run_id and abandoned_runs; returns the job's queued items
 // (`ctl status`'s ETA).
-long long BeginRun(Control& c, const config::Config& config, const policies::Policy& policy,
-                   RunSummary& summary, const std::atomic<bool>* stop, RangeWalk* range) {
+long long BeginRun(Control& c, RunSummary& summary, const std::atomic<bool>* stop,
+                   RangeWalk* range) {
+  const config::Config& config = c.job->config();
+  const policies::Policy& policy = c.job->policy();
   long long queued = 0;
   {
     pqxx::work tx(*c.conn);
@@ -177,7 +180,7 @@ long long BeginRun(Control& c, const config::Config& config, const policies::Pol
     }
     // Windows a drained run released (release_when_done) hold again while
     // this run works: InstallGuard wrote them, or (rows only, no DDL) here.
-    if (!c.installed && !policy.Windows().empty()) WriteWindows(tx, config);
+    if (!c.installed && !policy.Windows().empty()) WriteWindows(tx, *c.job);
     tx.commit();
     summary.abandoned_runs = static_cast<long long>(swept.abandoned.size());
     LogSweep(swept, config.batch.job);
@@ -200,10 +203,10 @@ struct WorkEnd {
 // holds the job's and the run's locks: when it fails, another run may take
 // the job, so the workers stop at once (a chunk in flight commits or rolls
 // back, none starts) and the run fails.
-WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& config,
-             const policies::Policy& policy, long long run_id, long long queued,
+WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long long queued,
              pacing::Pacer& pacer, const RunOptions& options, Clock::time_point started,
              RangeWalk* range) {
+  const config::Config& config = c.job->config();
   WorkEnd end;
   Counters counters;
   KeysInFlight keys;
@@ -211,8 +214,8 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
   std::mutex error_mutex;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < config.batch.workers; ++i) {
-    workers.push_back(std::make_unique<Worker>(i, conninfo, config, policy, run_id, counters,
-                                               workers_stop, pacer, keys));
+    workers.push_back(std::make_unique<Worker>(i, conninfo, config, c.job->policy(), run_id,
+                                               counters, workers_stop, pacer, keys));
     workers.back()->SetRange(range);
   }
   if (range != nullptr) range->walking = config.batch.workers;
@@ -288,8 +291,8 @@ WorkEnd Work(Control& c, const std::string& conninfo, const config::Config& conf
 
 // Step 4: the run's row says how it ended; what a failed worker took over
 // is handed back; a refused claim leaves an event.
-void FinishRun(Control& c, const config::Config& config, const policies::Policy& policy,
-               RunSummary& summary, bool failed) {
+void FinishRun(Control& c, RunSummary& summary, bool failed) {
+  const config::Config& config = c.job->config();
   pqxx::work tx(*c.conn);
   summary.queued_left = c.queue->CountQueued(tx);
   summary.outcome = failed ? "failed" : Outcome(summary);
@@ -310,7 +313,7 @@ void FinishRun(Control& c, const config::Config& config, const policies::Policy&
             .dump());
   }
   // The batch is done: online users need not wait for the window's end.
-  if (!failed && summary.stop_reason == "drained" && policy.ReleasesWindowsWhenDone()) {
+  if (!failed && summary.stop_reason == "drained" && c.job->policy().ReleasesWindowsWhenDone()) {
     auto released = ReleaseWindows(tx, config.batch.job);
     if (released > 0) {
       c.queue->AddEvent(tx, "windows_released", summary.run_id,
@@ -349,33 +352,36 @@ SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& con
   return result;
 }
 
-RunSummary Run(const std::string& conninfo, const config::Config& config,
-               const RunOptions& options) {
-  auto started = Clock::now();
-  auto policy = policies::Create(config.policy);
-  Control control = OpenJob(conninfo, config, options.install);
+namespace {
+
+// Steps 2 to 4, for the job OpenJob checked and locked: every step reads
+// the checked configuration and its one policy object.
+RunSummary RunOpenJob(Control& control, const std::string& conninfo, const RunOptions& options,
+                      Clock::time_point started) {
+  const config::Config& config = control.job->config();
+  const policies::Policy& policy = control.job->policy();
   // Before the runs row: a control socket already in use ends the run
   // here, with nothing to clean up.
   pacing::Pacer pacer(pacing::PacerOptionsFrom(config, conninfo));
 
   RunSummary summary;
   summary.job = config.batch.job;
-  summary.policy = policy->Name();
+  summary.policy = policy.Name();
   std::unique_ptr<RangeWalk> range;
   if (config.batch.range) range = std::make_unique<RangeWalk>();
-  long long queued = BeginRun(control, config, *policy, summary, options.stop, range.get());
+  long long queued = BeginRun(control, summary, options.stop, range.get());
   pacer.SetRunId(summary.run_id);
   RecordPriorityUnavailable(*control.conn, *control.queue, config, summary.run_id);
   spdlog::info("run started run_id={} job={} policy={} workers={} chunk_size={}", summary.run_id,
-               config.batch.job, policy->Name(), config.batch.workers, config.batch.chunk_size);
+               config.batch.job, policy.Name(), config.batch.workers, config.batch.chunk_size);
   if (range) {
     spdlog::info("range pass {} run_id={} job={} pass={} segments={}",
                  range->resumed ? "resumed from its checkpoint" : "started", summary.run_id,
                  config.batch.job, range->pass, range->segments.size());
   }
 
-  WorkEnd end = Work(control, conninfo, config, *policy, summary.run_id, queued, pacer, options,
-                     started, range.get());
+  WorkEnd end =
+      Work(control, conninfo, summary.run_id, queued, pacer, options, started, range.get());
   // The runs row cannot be written without the control connection; the next
   // run marks it abandoned (its lock went with the connection).
   if (end.control_lost) std::rethrow_exception(end.error);
@@ -393,13 +399,22 @@ RunSummary Run(const std::string& conninfo, const config::Config& config,
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   summary.items_per_second = summary.seconds > 0 ? summary.counts.done / summary.seconds : 0;
   summary.latency = pacer.Latency();
-  FinishRun(control, config, *policy, summary, end.error != nullptr);
+  FinishRun(control, summary, end.error != nullptr);
   if (end.error) std::rethrow_exception(end.error);
   spdlog::info(
       "run finished run_id={} outcome={} done={} deferred={} dead={} missing={} queued_left={}",
       summary.run_id, summary.outcome, summary.counts.done, summary.counts.deferred,
       summary.counts.dead, summary.counts.missing, summary.queued_left);
   return summary;
+}
+
+}  // namespace
+
+RunSummary Run(const std::string& conninfo, const config::Config& config,
+               const RunOptions& options) {
+  auto started = Clock::now();
+  Control control = OpenJob(conninfo, config, options.install);
+  return RunOpenJob(control, conninfo, options, started);
 }
 
 ExitCode ExitCodeOf(const RunSummary& summary) {

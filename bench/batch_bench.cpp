@@ -164,7 +164,7 @@ void SeedUuidTable(pqxx::connection& conn, long long records, int chunk, const s
   pqxx::nontransaction(conn).exec("VACUUM ANALYZE " + TableOf(keys));
   auto config = BenchConfig("bench_" + keys, 1, chunk, keys);
   db::InstallVersionTrigger(conn, config.target);
-  batch::InstallGuard(conn, config);
+  batch::InstallGuard(conn, batch::CheckConfig(conn, config, batch::kInstallCheck));
 }
 
 // (a): the target UPDATE alone, chunk by chunk, one transaction each.
@@ -351,7 +351,8 @@ int main(int argc, char** argv) {
   auto conn = db::Connect(conninfo, "coexist-bench");
   std::printf("seeding %lld rows...\n", records);
   db::SeedDemoTable(*conn, records);
-  batch::InstallGuard(*conn, BenchConfig("bench", 1, chunk));
+  batch::InstallGuard(
+      *conn, batch::CheckConfig(*conn, BenchConfig("bench", 1, chunk), batch::kInstallCheck));
   // The references write as the batch does, through both triggers' batch path.
   pqxx::nontransaction(*conn).exec("SET coexist.actor = 'batch'");
   Vacuum(*conn);

@@ -140,8 +140,10 @@ int main(int argc, char** argv) {
   std::printf("seeding %lld rows...\n", records);
   db::InstallMigrations(*conn);
   db::SeedDemoTable(*conn, records);
-  batch::InstallGuard(*conn,
-                      config::LoadString(ConfigText("bench", "shared", chunk), "bench.yaml"));
+  batch::InstallGuard(
+      *conn, batch::CheckConfig(
+                 *conn, config::LoadString(ConfigText("bench", "shared", chunk), "bench.yaml"),
+                 batch::kInstallCheck));
 
   // The four measurements, interleaved round by round so that the table's
   // growth and the cache weigh on each alike; the best round counts.

@@ -432,12 +432,12 @@ TEST_F(BatchRunnerTest, InstallingAnUnchangedGuardLeavesTheFunctionInUseAlone) {
   // at the start of every run (0006).
   auto config = Config("  name: skip_locked\n");
   auto conn = Connect();
-  InstallGuard(*conn, config);
+  InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
   std::string version =
       "SELECT xmin::text FROM pg_proc WHERE oid = "
       "to_regproc(coexist.trigger_function_name('guard', 'products'))";
   auto before = QueryValue(version);
-  InstallGuard(*conn, config);
+  InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
   EXPECT_EQ(QueryValue(version), before);
 }
 

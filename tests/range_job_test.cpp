@@ -159,7 +159,8 @@ TEST_F(RangeJobTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpd
   Seed(600);
   auto config = config::LoadString(SettleJob(1, 25), "settle.yaml");
   // Installed first: the guard's DDL would wait for the writer below.
-  InstallGuard(*Connect(), config);
+  auto conn = Connect();
+  InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
   RunOptions options;
   options.install = false;
   // An online writer holds five rows to settle, and adds 100 to their stock.
@@ -196,10 +197,10 @@ TEST_F(RangeJobTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpd
 
 TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
   Seed(10);
-  auto config = config::LoadString(
+  const std::string yaml =
       "batch:\n  job: bad\n  range: {where: \"stauts = 'x'\"}\n"
-      "operation: {chunk_sql: 'SELECT $1::bigint[]'}\n",
-      "bad.yaml");
+      "operation: {chunk_sql: 'SELECT $1::bigint[]'}\n";
+  auto config = config::LoadString(yaml, "bad.yaml");
   try {
     batch::Run(conninfo(), config);
     FAIL() << "ran";
@@ -209,6 +210,19 @@ TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
               "\"stauts\" does not exist");
     EXPECT_EQ(e.code(), ExitCode::kConfig);
   }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0) << "refused before the run began";
+  // The same check, before a run: `config check --database` finds it too.
+  auto dir = std::filesystem::temp_directory_path() / ("cx-range-bad-" + database_name());
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "bad.yaml").string();
+  std::ofstream(path) << yaml;
+  auto check = RunCommand(
+      {COEXIST_BINARY, "--database-url", conninfo(), "config", "check", "--database", path});
+  EXPECT_EQ(check.status, 78) << check.output;
+  EXPECT_NE(check.output.find(path + ":3:18: batch.range.where: the database rejects it"),
+            std::string::npos)
+      << check.output;
+  if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
