@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 
 namespace pqxx {
 class connection_base;

@@ -8,7 +8,7 @@
 
 #include "batch/check.h"
 #include "batch/guard.h"
-#include "batch/queue_sql.h"
+#include "batch/record_sql.h"
 #include "common/error.h"
 #include "db/connection.h"
 #include "policies/policy.h"
@@ -52,9 +52,9 @@ DryRunItem Decide(const policies::Policy& policy, const Item& item,
 
 // The decisions for one page, as Worker::Decide would take them at first
 // sight (nothing waited yet). `probe` is rolled back by the caller.
-void DecidePage(pqxx::transaction_base& read, QueueSql& sql, pqxx::transaction_base& probe,
-                QueueSql& probe_sql, const policies::Policy& policy, const std::vector<Item>& items,
-                DryRunReport& report) {
+void DecidePage(pqxx::transaction_base& read, RecordSql& sql, pqxx::transaction_base& probe,
+                RecordSql& probe_sql, const policies::Policy& policy,
+                const std::vector<Item>& items, DryRunReport& report) {
   std::vector<RecordKey> keys;
   for (const auto& item : items) keys.insert(keys.end(), item.keys.begin(), item.keys.end());
   std::set<RecordKey> edit_locked;
@@ -101,8 +101,8 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
   report.may_claim = gate.allowed;
   report.refused_reason = gate.reason;
 
-  QueueSql sql(*conn, config);
-  QueueSql probe_sql(*probe_conn, config);
+  RecordSql sql(*conn, config);
+  RecordSql probe_sql(*probe_conn, config);
   db::QueueStore queue(*conn, QueueJobOf(config, sql.target()));
   pqxx::read_transaction read(*conn);
   report.busy = BusyHolder(read, queue, config);

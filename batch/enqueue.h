@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config/target_table.h"
+#include "config_core/target.h"
 
 namespace coexist::batch {
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "batch/check.h"
-#include "batch/queue_sql.h"
+#include "batch/record_sql.h"
 #include "common/error.h"
 #include "db/target_table.h"
 #include "policies/policy.h"

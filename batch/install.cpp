@@ -8,7 +8,7 @@
 #include "batch/check.h"
 #include "batch/guard.h"
 #include "common/error.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 #include "db/array_literal.h"
 #include "schema/edit_locks.h"
 #include "schema/guard_rows.h"

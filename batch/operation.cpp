@@ -5,7 +5,7 @@
 #include <random>
 
 #include "common/sql_text.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "db/target_table.h"
 
 namespace coexist::batch {

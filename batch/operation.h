@@ -11,7 +11,7 @@
 #include <pqxx/pqxx>
 #include <vector>
 
-#include "batch/queue_sql.h"
+#include "batch/record_sql.h"
 #include "config/config.h"
 
 namespace coexist::batch {
@@ -22,7 +22,7 @@ class Operation {
   // on `conn`, running none of the configured SQL. Throws pqxx::sql_error
   // when the SQL does not parse, names what does not exist, or is more than
   // one statement; CheckOperation reports that as a configuration error.
-  // `key_type` is the target key column's type (QueueSql::key_type()):
+  // `key_type` is the target key column's type (RecordSql::key_type()):
   // item_sql's $1 has it; chunk_sql's $1 is a text array its SQL casts
   // (`$1::bigint[]`, `$1::uuid[]`). With `keys: many` item_sql's $1 is an
   // array of that type (the item's keys, in lock order) and each element of

@@ -4,12 +4,12 @@
 #include <set>
 
 #include "batch/operation.h"
-#include "batch/queue_sql.h"
+#include "batch/record_sql.h"
 #include "schema/queue_store.h"
 #include "schema/range_store.h"
 
 namespace coexist::batch {
-void PreparePass(pqxx::transaction_base& tx, const config::Config& config, QueueSql& sql,
+void PreparePass(pqxx::transaction_base& tx, const config::Config& config, RecordSql& sql,
                  bool job_has_items, RangeWalk& walk) {
   const std::string& job = config.batch.job;
   auto segments = db::ReadSegments(tx, job);

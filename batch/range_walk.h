@@ -34,13 +34,13 @@ struct RangeWalk {
 };
 
 class Operation;
-class QueueSql;
+class RecordSql;
 
 // Step 2b of a range job's run: resumes the job's unfinished pass, or
 // starts the next one, split into `workers` segments by the keys the
 // predicate selects now. `tx` holds the job's lock (the run's control
 // connection).
-void PreparePass(pqxx::transaction_base& tx, const config::Config& config, QueueSql& sql,
+void PreparePass(pqxx::transaction_base& tx, const config::Config& config, RecordSql& sql,
                  bool job_has_items, RangeWalk& walk);
 
 // The pass as the checkpoints say now.
@@ -50,7 +50,7 @@ RangeProgress ReadProgress(pqxx::transaction_base& tx, const config::Config& con
 // What a worker's range chunk works with (its connection's).
 struct RangeChunkParts {
   const config::Config& config;
-  QueueSql& sql;
+  RecordSql& sql;
   const Operation& operation;
   long long run_id;
 };

@@ -11,13 +11,13 @@
 #include "batch/check.h"
 #include "batch/guard.h"
 #include "batch/operation.h"
-#include "batch/queue_sql.h"
 #include "batch/range_walk.h"
+#include "batch/record_sql.h"
 #include "batch/worker.h"
 #include "batch/worker_session.h"
 #include "common/log.h"
-#include "config/config_error.h"
-#include "config/duration.h"
+#include "config_core/config_error.h"
+#include "config_core/duration.h"
 #include "db/connection.h"
 #include "pacing/pacer.h"
 #include "policies/policy.h"
@@ -97,7 +97,7 @@ std::string Outcome(const RunSummary& s) {
 
 // What dead runs of the job left, cleared in `tx` (the caller holds the
 // job's lock). Logged once `tx` has committed: LogSweep.
-SweepResult ClearDeadRuns(pqxx::transaction_base& tx, db::QueueStore& queue, QueueSql& sql) {
+SweepResult ClearDeadRuns(pqxx::transaction_base& tx, db::QueueStore& queue, RecordSql& sql) {
   SweepResult result;
   result.abandoned = queue.AbandonStaleRuns(tx);
   result.handed_back = sql.HandBackOrphaned(tx, queue.DeleteOrphanedTakeovers(tx));
@@ -117,7 +117,7 @@ void LogSweep(const SweepResult& result, const std::string& job) {
 struct Control {
   std::unique_ptr<pqxx::connection> conn;
   std::optional<CheckedConfig> job;  // the configuration as checked, its policy
-  std::unique_ptr<QueueSql> sql;
+  std::unique_ptr<RecordSql> sql;
   std::unique_ptr<db::QueueStore> queue;
   bool installed = false;  // InstallGuard ran, the job's windows with it
 };
@@ -135,7 +135,7 @@ Control OpenJob(const std::string& conninfo, const config::Config& config, bool 
   if (install) InstallGuard(*c.conn, *c.job);
   c.installed = install;
   const config::Config& checked = c.job->config();
-  c.sql = std::make_unique<QueueSql>(*c.conn, checked);
+  c.sql = std::make_unique<RecordSql>(*c.conn, checked);
   c.queue = std::make_unique<db::QueueStore>(*c.conn, QueueJobOf(checked, c.sql->target()));
   pqxx::nontransaction tx(*c.conn);
   if (JobLockStaysHeld([&] { return !c.queue->TryLockJob(tx); })) {

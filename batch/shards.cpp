@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "db/server.h"
 #include "db/target_table.h"
 

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "batch/operation.h"
-#include "batch/queue_sql.h"
 #include "batch/range_walk.h"
+#include "batch/record_sql.h"
 #include "batch/runner.h"
 #include "batch/worker_session.h"
 #include "common/log.h"
@@ -166,8 +166,8 @@ struct Worker::Db {
   std::unique_ptr<pqxx::connection> conn;
   std::unique_ptr<pqxx::connection> aux;  // LISTEN and blocker lookups, when the policy waits
   std::unique_ptr<db::QueueStore> queue;
-  std::unique_ptr<QueueSql> sql;
-  std::unique_ptr<QueueSql> aux_sql;
+  std::unique_ptr<RecordSql> sql;
+  std::unique_ptr<RecordSql> aux_sql;
   std::unique_ptr<Operation> operation;
   std::unique_ptr<Listener> listener;
 };
@@ -192,13 +192,13 @@ void Worker::Run() {
   auto& conn_ = db_->conn;
   conn_ = db::Connect(conninfo_, config_.database.application_name);
   SetUpWorkerSession(*conn_, config_, index_);
-  db_->sql = std::make_unique<QueueSql>(*conn_, config_);
+  db_->sql = std::make_unique<RecordSql>(*conn_, config_);
   db_->queue = std::make_unique<db::QueueStore>(*conn_, QueueJobOf(config_, db_->sql->target()));
   db_->operation = std::make_unique<Operation>(*conn_, config_.operation, db_->sql->key_type());
   if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
     LowerBackendPriority(*db_->aux, config_, index_);
-    db_->aux_sql = std::make_unique<QueueSql>(*db_->aux, config_);
+    db_->aux_sql = std::make_unique<RecordSql>(*db_->aux, config_);
     db_->listener = std::make_unique<Listener>(*db_->aux);
   }
   if (range_ != nullptr && !WalkRange()) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "cli/context.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 #include "db/connection.h"
 #include "schema/events.h"
 #include "schema/queue_store_ops.h"

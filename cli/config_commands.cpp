@@ -9,8 +9,8 @@
 #include "cli/shard_report.h"
 #include "common/error.h"
 #include "config/config.h"
-#include "config/duration.h"
 #include "config/scenario.h"
+#include "config_core/duration.h"
 #include "db/connection.h"
 
 namespace coexist::cli {

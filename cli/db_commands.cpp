@@ -13,7 +13,7 @@
 #include "cli/shard_report.h"
 #include "cli/status_report.h"
 #include "common/error.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "db/target_table.h"

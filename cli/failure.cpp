@@ -3,7 +3,7 @@
 #include <pqxx/except>
 
 #include "common/error.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "db/failure.h"
 
 namespace coexist::cli {

@@ -12,7 +12,7 @@
 #include "cli/context.h"
 #include "common/error.h"
 #include "common/signals.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 #include "db/connection.h"
 #include "db/target_table.h"
 #include "online-sim/reserve.h"

@@ -8,9 +8,9 @@
 #include <cstdlib>
 
 #include "config/custom_kinds.h"
-#include "config/duration.h"
 #include "config/shards.h"
-#include "config/yaml_reader.h"
+#include "config_core/duration.h"
+#include "config_core/yaml_reader.h"
 #include "policies/policy.h"
 #include "policies/registry.h"
 

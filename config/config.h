@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config_error.h"
-#include "config/policy_config.h"
-#include "config/target_table.h"
+#include "config_core/config_error.h"
+#include "config_core/policy_config.h"
+#include "config_core/target.h"
 
 namespace YAML {
 class Node;

@@ -5,7 +5,7 @@
 #include <regex>
 
 #include "common/sql_text.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 
 namespace coexist::config {
 namespace {

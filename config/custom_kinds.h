@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "config/yaml_reader.h"
+#include "config_core/yaml_reader.h"
 
 namespace coexist::config {
 

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "common/sql_text.h"
-#include "config/duration.h"
-#include "config/yaml_reader.h"
+#include "config_core/duration.h"
+#include "config_core/yaml_reader.h"
 #include "policies/registry.h"
 
 namespace coexist::config {

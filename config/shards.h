@@ -5,7 +5,7 @@
 // from .cpp files only (it brings in yaml-cpp through the Section).
 
 #include "config/config.h"
-#include "config/yaml_reader.h"
+#include "config_core/yaml_reader.h"
 
 namespace coexist::config {
 

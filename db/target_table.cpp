@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 #include "db/array_literal.h"
 #include "db/failure.h"
 #include "db/sqlstate.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/target_table.h"
+#include "config_core/target.h"
 
 namespace pqxx {
 class connection_base;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "config/target_table.h"
+#include "config_core/target.h"
 #include "online-sim/distributions.h"
 #include "online-sim/pool.h"
 #include "online-sim/stats.h"

@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "db/connection.h"
 #include "db/target_table.h"
 #include "online-sim/engine.h"

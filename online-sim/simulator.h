@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "config/target_table.h"
+#include "config_core/target.h"
 
 namespace coexist::online_sim {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
-#include "config/duration.h"
+#include "config_core/duration.h"
 #include "pacing/chunk_sizer.h"
 #include "pacing/load.h"
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "config/target_table.h"
+#include "config_core/target.h"
 #include "pacing/load.h"
 
 namespace coexist::pacing {

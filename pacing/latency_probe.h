@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "config/target_table.h"
+#include "config_core/target.h"
 
 namespace coexist::pacing {
 

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "config/duration.h"
+#include "config_core/duration.h"
 
 namespace coexist::pacing {
 namespace {

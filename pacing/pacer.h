@@ -34,7 +34,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "config/target_table.h"
+#include "config_core/target.h"
 #include "pacing/chunk_sizer.h"
 #include "pacing/control_state.h"
 #include "pacing/latency_summary.h"

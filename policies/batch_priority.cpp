@@ -1,7 +1,7 @@
 #include "policies/batch_priority.h"
 
-#include "config/duration.h"
-#include "config/yaml_reader.h"
+#include "config_core/duration.h"
+#include "config_core/yaml_reader.h"
 
 namespace coexist::policies {
 

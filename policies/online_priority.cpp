@@ -1,6 +1,6 @@
 #include "policies/online_priority.h"
 
-#include "config/yaml_reader.h"
+#include "config_core/yaml_reader.h"
 
 namespace coexist::policies {
 

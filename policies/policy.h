@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "config/policy_config.h"
+#include "config_core/policy_config.h"
 
 namespace coexist::policies {
 

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config_error.h"
-#include "config/policy_config.h"
+#include "config_core/config_error.h"
+#include "config_core/policy_config.h"
 #include "policies/policy.h"
 
 namespace coexist::config {

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "config/yaml_reader.h"
+#include "config_core/yaml_reader.h"
 
 namespace coexist::policies {
 namespace {

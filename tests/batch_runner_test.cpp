@@ -17,7 +17,7 @@
 #include "batch/runner.h"
 #include "common/error.h"
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "db/sqlstate.h"
 #include "schema/queue_store.h"
 #include "schema/queue_store_ops.h"

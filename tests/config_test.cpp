@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/config_error.h"
-#include "config/duration.h"
 #include "config/scenario.h"
-#include "config/yaml_reader.h"
+#include "config_core/config_error.h"
+#include "config_core/duration.h"
+#include "config_core/yaml_reader.h"
 #include "policies/online_priority.h"
 #include "policies/registry.h"
 #include "policies/skip_locked.h"

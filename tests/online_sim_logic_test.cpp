@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "online-sim/distributions.h"
 #include "online-sim/stats.h"
 

@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 #include "common/subprocess.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "db/target_table.h"
 #include "online-sim/reserve.h"
 #include "online-sim/simulator.h"

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 
 namespace coexist::config {
 namespace {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "pacing/chunk_sizer.h"
 #include "pacing/control_state.h"
 #include "pacing/load.h"

@@ -14,7 +14,7 @@
 #include "batch/guard.h"
 #include "batch/runner.h"
 #include "config/config.h"
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 #include "tests/support/batch_process.h"
 #include "tests/support/database_test.h"
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 
 namespace coexist::config {
 

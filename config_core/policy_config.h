@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include "config/config_error.h"
+#include "config_core/config_error.h"
 
 namespace coexist::config {
 

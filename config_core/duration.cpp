@@ -1,4 +1,4 @@
-#include "config/duration.h"
+#include "config_core/duration.h"
 
 #include <cctype>
 #include <cmath>

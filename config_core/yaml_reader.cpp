@@ -1,4 +1,4 @@
-#include "config/yaml_reader.h"
+#include "config_core/yaml_reader.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/duration.h"
+#include "config_core/duration.h"
 
 namespace coexist::config {
 namespace {

@@ -1,4 +1,4 @@
-#include "batch/queue_sql.h"
+#include "batch/record_sql.h"
 
 #include <algorithm>
 
@@ -33,7 +33,7 @@ void Savepoint::Rollback() {
   done_ = true;
 }
 
-RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
+RowFacts GatherFacts(RecordSql& lock_sql, pqxx::transaction_base& lock_tx, RecordSql& read_sql,
                      pqxx::transaction_base& read_tx, const std::vector<RecordKey>& keys,
                      bool owner) {
   RowFacts facts;
@@ -74,7 +74,7 @@ db::QueueJob QueueJobOf(const config::Config& config, const std::string& target)
           config.batch.runs == config::RunsMode::kShared};
 }
 
-QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
+RecordSql::RecordSql(pqxx::connection_base& conn, const config::Config& config)
     : conn_(conn), config_(config), has_owner_(config.target.owner_column.has_value()) {
   const auto& t = config.target;
   std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
@@ -173,14 +173,14 @@ QueueSql::QueueSql(pqxx::connection_base& conn, const config::Config& config)
       FROM k)sql");
 }
 
-std::vector<RecordKey> QueueSql::LockRecords(pqxx::transaction_base& tx,
-                                             const std::vector<RecordKey>& keys) {
+std::vector<RecordKey> RecordSql::LockRecords(pqxx::transaction_base& tx,
+                                              const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};
   return db::TextColumn(tx.exec_prepared("lock_records", ArrayLiteral(keys)));
 }
 
-void QueueSql::PrepareRange(pqxx::connection_base& conn, const std::string& table,
-                            const std::string& key) {
+void RecordSql::PrepareRange(pqxx::connection_base& conn, const std::string& table,
+                             const std::string& key) {
   const std::string where = "(" + config_.batch.range->where + ")";
   // One statement per bound shape, so each plan uses the key's index for
   // the bounds it has. The plain read picks the keys; the lock takes what it
@@ -209,9 +209,9 @@ void QueueSql::PrepareRange(pqxx::connection_base& conn, const std::string& tabl
                                    key + ")::text[] FROM " + table + " WHERE " + where);
 }
 
-QueueSql::RangeChunk QueueSql::ReadRangeChunk(pqxx::transaction_base& tx,
-                                              const std::optional<RecordKey>& after,
-                                              const std::optional<RecordKey>& upper, int limit) {
+RecordSql::RangeChunk RecordSql::ReadRangeChunk(pqxx::transaction_base& tx,
+                                                const std::optional<RecordKey>& after,
+                                                const std::optional<RecordKey>& upper, int limit) {
   std::vector<std::string> params;
   if (after) params.push_back(*after);
   if (upper) params.push_back(*upper);
@@ -226,13 +226,13 @@ QueueSql::RangeChunk QueueSql::ReadRangeChunk(pqxx::transaction_base& tx,
   return chunk;
 }
 
-std::vector<RecordKey> QueueSql::MatchingRecords(pqxx::transaction_base& tx,
-                                                 const std::vector<RecordKey>& keys) {
+std::vector<RecordKey> RecordSql::MatchingRecords(pqxx::transaction_base& tx,
+                                                  const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};
   return db::TextColumn(tx.exec_prepared("find_matching_records", ArrayLiteral(keys)));
 }
 
-std::vector<RecordKey> QueueSql::RangeBounds(pqxx::transaction_base& tx, int parts) {
+std::vector<RecordKey> RecordSql::RangeBounds(pqxx::transaction_base& tx, int parts) {
   std::vector<std::string> fractions;
   for (int i = 1; i < parts; ++i) fractions.push_back(std::to_string(double(i) / parts));
   auto row = tx.exec_prepared1("range_bounds", ArrayLiteral(fractions));
@@ -245,20 +245,20 @@ std::vector<RecordKey> QueueSql::RangeBounds(pqxx::transaction_base& tx, int par
   return bounds;
 }
 
-std::vector<RecordKey> QueueSql::ExistingRecords(pqxx::transaction_base& tx,
-                                                 const std::vector<RecordKey>& keys) {
+std::vector<RecordKey> RecordSql::ExistingRecords(pqxx::transaction_base& tx,
+                                                  const std::vector<RecordKey>& keys) {
   if (keys.empty()) return {};
   return db::TextColumn(tx.exec_prepared("find_records", ArrayLiteral(keys)));
 }
 
-std::vector<RecordKey> QueueSql::BatchOwnedRecords(pqxx::transaction_base& tx,
-                                                   const std::vector<RecordKey>& keys) {
+std::vector<RecordKey> RecordSql::BatchOwnedRecords(pqxx::transaction_base& tx,
+                                                    const std::vector<RecordKey>& keys) {
   if (keys.empty() || !has_owner_) return {};
   return db::TextColumn(tx.exec_prepared("find_batch_owned_records", ArrayLiteral(keys)));
 }
 
-bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, const RecordKey& key,
-                              std::chrono::milliseconds step) {
+bool RecordSql::LockRecordStep(pqxx::transaction_base& tx, const RecordKey& key,
+                               std::chrono::milliseconds step) {
   try {
     Savepoint sub(tx, "lock_step");
     tx.exec_params("SELECT set_config('lock_timeout', $1, true)", db::SettingMilliseconds(step));
@@ -275,8 +275,8 @@ bool QueueSql::LockRecordStep(pqxx::transaction_base& tx, const RecordKey& key,
   }
 }
 
-std::vector<EditLock> QueueSql::LiveEditLocks(pqxx::transaction_base& tx,
-                                              const std::vector<RecordKey>& keys) {
+std::vector<EditLock> RecordSql::LiveEditLocks(pqxx::transaction_base& tx,
+                                               const std::vector<RecordKey>& keys) {
   std::vector<EditLock> out;
   for (auto& lock : db::ReadLiveEditLocks(tx, target_, keys)) {
     out.push_back({std::move(lock.record_key), std::move(lock.owner), lock.expires_in});
@@ -284,10 +284,10 @@ std::vector<EditLock> QueueSql::LiveEditLocks(pqxx::transaction_base& tx,
   return out;
 }
 
-std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx,
-                                                    const RecordKey& key, long long run_id,
-                                                    long long item_id,
-                                                    std::chrono::milliseconds step) {
+std::optional<std::string> RecordSql::RevokeEditLock(pqxx::transaction_base& tx,
+                                                     const RecordKey& key, long long run_id,
+                                                     long long item_id,
+                                                     std::chrono::milliseconds step) {
   try {
     Savepoint sub(tx, "revoke_step");
     tx.exec_params("SELECT set_config('lock_timeout', $1, true)", db::SettingMilliseconds(step));
@@ -305,8 +305,8 @@ std::optional<std::string> QueueSql::RevokeEditLock(pqxx::transaction_base& tx,
   }
 }
 
-std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid,
-                                        const std::string& online_pattern) {
+std::vector<Blocker> RecordSql::Blockers(pqxx::transaction_base& tx, int pid,
+                                         const std::string& online_pattern) {
   std::vector<Blocker> out;
   for (const auto& row :
        tx.exec_prepared("find_blockers", pid, online_pattern, config_.database.application_name)) {
@@ -322,10 +322,11 @@ std::vector<Blocker> QueueSql::Blockers(pqxx::transaction_base& tx, int pid,
   return out;
 }
 
-Signalled QueueSql::SignalBlockers(pqxx::transaction_base& tx, const std::vector<Blocker>& blockers,
-                                   const std::string& online_pattern, bool terminate,
-                                   long long run_id, long long item_id, const RecordKey& key,
-                                   int batch_pid) {
+Signalled RecordSql::SignalBlockers(pqxx::transaction_base& tx,
+                                    const std::vector<Blocker>& blockers,
+                                    const std::string& online_pattern, bool terminate,
+                                    long long run_id, long long item_id, const RecordKey& key,
+                                    int batch_pid) {
   std::vector<long long> pids;
   std::vector<std::optional<std::string>> backend_starts;
   std::vector<std::optional<std::string>> xact_starts;
@@ -361,23 +362,23 @@ std::pair<std::vector<long long>, std::vector<RecordKey>> IdsAndKeys(
 
 }  // namespace
 
-void QueueSql::TakeOver(pqxx::transaction_base& tx, long long run_id,
-                        const std::vector<Item>& items) {
+void RecordSql::TakeOver(pqxx::transaction_base& tx, long long run_id,
+                         const std::vector<Item>& items) {
   if (items.empty()) return;
   auto [ids, keys] = IdsAndKeys(items);
   tx.exec_prepared("take_over_records", ArrayLiteral(keys));
   db::InsertTakeovers(tx, run_id, ids, keys, target_);
 }
 
-void QueueSql::HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items) {
+void RecordSql::HandBack(pqxx::transaction_base& tx, const std::vector<Item>& items) {
   if (items.empty()) return;
   auto [ids, keys] = IdsAndKeys(items);
   tx.exec_prepared("hand_back_records", ArrayLiteral(keys));
   db::DeleteTakeovers(tx, ids);
 }
 
-long long QueueSql::HandBackOrphaned(pqxx::transaction_base& tx,
-                                     const std::vector<RecordKey>& keys) {
+long long RecordSql::HandBackOrphaned(pqxx::transaction_base& tx,
+                                      const std::vector<RecordKey>& keys) {
   if (keys.empty()) return 0;
   if (has_owner_) {
     // The guard refuses anyone but the batch to write a batch-owned row

@@ -8,7 +8,7 @@
 // are built from validated, quote_name'd identifiers; data is always bound.
 // Include only from batch/*.cpp: it brings in libpqxx.
 //
-// Thread safety: one QueueSql per connection, used by one thread.
+// Thread safety: one RecordSql per connection, used by one thread.
 
 #include <chrono>
 #include <optional>
@@ -94,13 +94,13 @@ struct RowFacts {
 // the batch's when the owner column gives the batch every one of them.
 policies::RecordFacts ItemFacts(const Item& item, const RowFacts& rows);
 
-// The queue store's view of `config`'s job; `target` as QueueSql::target().
+// The queue store's view of `config`'s job; `target` as RecordSql::target().
 db::QueueJob QueueJobOf(const config::Config& config, const std::string& target);
 
-class QueueSql {
+class RecordSql {
  public:
   // Prepares every statement on `conn`, which must outlive this object.
-  QueueSql(pqxx::connection_base& conn, const config::Config& config);
+  RecordSql(pqxx::connection_base& conn, const config::Config& config);
 
   // The target as a regclass literal ("public.products", quoted as needed).
   const std::string& target() const { return target_; }
@@ -186,7 +186,7 @@ class QueueSql {
 // probe, rolled back), reads the rest in `read_tx` (may be `lock_tx`).
 // `owner` only when the policy takes rows over. A key missing from the
 // target is in no set: nobody locks it; the operation decides what it means.
-RowFacts GatherFacts(QueueSql& lock_sql, pqxx::transaction_base& lock_tx, QueueSql& read_sql,
+RowFacts GatherFacts(RecordSql& lock_sql, pqxx::transaction_base& lock_tx, RecordSql& read_sql,
                      pqxx::transaction_base& read_tx, const std::vector<RecordKey>& keys,
                      bool owner);
 
