@@ -28,7 +28,7 @@ jobs="${COEXIST_JOBS:-2}"
 # halves their compile time, and the checks do not need -O2.
 flavour=(-DCOEXIST_WERROR=ON)
 [[ -n "$sanitize" ]] && flavour=(-DCOEXIST_WERROR=OFF -DCOEXIST_BUILD_BENCH=OFF
-                                 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g")
+                                 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1")
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCOEXIST_SANITIZE="$sanitize" "${flavour[@]}" >/dev/null
