@@ -99,7 +99,7 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
   report.policy = policy.Name();
   auto gate = policy.MayClaim(std::chrono::system_clock::now());
   report.may_claim = gate.allowed;
-  report.refused_reason = gate.reason;
+  if (!gate.allowed) report.refused_reason = ToString(gate.reason);
 
   RecordSql sql(*conn, config);
   RecordSql probe_sql(*probe_conn, config);
@@ -114,7 +114,7 @@ DryRunReport DryRun(const std::string& conninfo, const config::Config& config) {
     if (!report.may_claim) {
       for (const auto& item : items) {
         report.items.push_back({item.item_id, item.key, item.attempts, item.deferrals,
-                                "not_claimed", gate.reason, false});
+                                "not_claimed", std::string(ToString(gate.reason)), false});
       }
       continue;
     }

@@ -91,7 +91,7 @@ JobBusyError RunLockBusyError(const config::Config& config, long long run_id,
 std::string Outcome(const RunSummary& s) {
   if (s.counts.deferred > 0 || s.counts.dead > 0) return "incomplete";
   if (s.range && !s.range->finished) return "incomplete";
-  if (s.stop_reason != "drained" && s.queued_left > 0) return "incomplete";
+  if (s.stop_reason != StopReason::kDrained && s.queued_left > 0) return "incomplete";
   return "succeeded";
 }
 
@@ -191,7 +191,7 @@ long long BeginRun(Control& c, RunSummary& summary, const std::atomic<bool>* sto
 // How the workers ended (step 3).
 struct WorkEnd {
   RunCounts counts;
-  std::string stop_reason = "drained";
+  StopReason stop_reason = StopReason::kDrained;
   std::exception_ptr error;   // the first worker's, or the control connection's
   bool control_lost = false;  // the runs row can no longer be written
 };
@@ -267,7 +267,7 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
             job_stop_seen = true;
             spdlog::info("job stop requested run_id={} job={} actor={}", run_id, config.batch.job,
                          log::Value(*job_stop_by));
-            pacer.RequestStop("job_stop");
+            pacer.RequestStop(StopReason::kJobStop);
           }
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
@@ -284,7 +284,7 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
   }
   end.counts = counters.Snapshot();
   for (const auto& w : workers) {
-    if (!w->stop_reason().empty()) end.stop_reason = w->stop_reason();
+    if (w->stop_reason()) end.stop_reason = *w->stop_reason();
   }
   return end;
 }
@@ -301,11 +301,12 @@ void FinishRun(Control& c, RunSummary& summary, bool failed) {
                      SummaryJson(summary));
   summary.together = c.queue->ReadRunsTogether(tx, summary.run_id);
   c.sql->HandBackOrphaned(tx, c.queue->DeleteOrphanedTakeovers(tx));
-  if (summary.stop_reason == "outside_window" || summary.stop_reason == "drain_margin") {
+  if (summary.stop_reason == StopReason::kOutsideWindow ||
+      summary.stop_reason == StopReason::kDrainMargin) {
     c.queue->AddEvent(tx, "claim_refused", summary.run_id,
-                      nlohmann::json{{"reason", summary.stop_reason}}.dump());
+                      nlohmann::json{{"reason", ToString(summary.stop_reason)}}.dump());
   }
-  if (summary.stop_reason == kStopFailuresInARow) {
+  if (summary.stop_reason == StopReason::kFailuresInARow) {
     c.queue->AddEvent(
         tx, "run_stopped_failing", summary.run_id,
         nlohmann::json{{"max_consecutive_failures", config.batch.max_consecutive_failures},
@@ -313,7 +314,8 @@ void FinishRun(Control& c, RunSummary& summary, bool failed) {
             .dump());
   }
   // The batch is done: online users need not wait for the window's end.
-  if (!failed && summary.stop_reason == "drained" && c.job->policy().ReleasesWindowsWhenDone()) {
+  if (!failed && summary.stop_reason == StopReason::kDrained &&
+      c.job->policy().ReleasesWindowsWhenDone()) {
     auto released = ReleaseWindows(tx, config.batch.job);
     if (released > 0) {
       c.queue->AddEvent(tx, "windows_released", summary.run_id,
@@ -422,7 +424,9 @@ ExitCode ExitCodeOf(const RunSummary& summary) {
   if (summary.counts.deferred > 0) return ExitCode::kItemsDeferred;
   // Claiming stopped early (window closed, drain margin, signal, ctl stop,
   // ctl --job stop, stop file, critical load) with items still queued: not a full success.
-  if (summary.stop_reason != "drained" && summary.queued_left > 0) return ExitCode::kItemsDeferred;
+  if (summary.stop_reason != StopReason::kDrained && summary.queued_left > 0) {
+    return ExitCode::kItemsDeferred;
+  }
   // A range pass that stopped before its end: the next run goes on with it.
   if (summary.range && !summary.range->finished) return ExitCode::kItemsDeferred;
   return ExitCode::kOk;
@@ -433,7 +437,7 @@ std::string SummaryJson(const RunSummary& s) {
                       {"job", s.job},
                       {"policy", s.policy},
                       {"outcome", s.outcome},
-                      {"stop_reason", s.stop_reason},
+                      {"stop_reason", ToString(s.stop_reason)},
                       {"claimed", s.counts.claimed},
                       {"done", s.counts.done},
                       {"deferred", s.counts.deferred},

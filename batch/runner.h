@@ -19,17 +19,12 @@
 #include "batch/run_counts.h"
 #include "common/error.h"
 #include "common/exit_codes.h"
+#include "common/stop_reason.h"
 #include "config/config.h"
 #include "pacing/latency_summary.h"
 #include "schema/runs_together.h"
 
 namespace coexist::batch {
-
-// The stop reason of a run in which batch.max_consecutive_failures items
-// failed their first attempt in a row with none done: the operation or the
-// payloads are likely wrong for every item, and going on would kill the
-// queue.
-inline constexpr const char* kStopFailuresInARow = "failures_in_a_row";
 
 // A run's session ends a moment after the run returns, so a run started
 // right after another (a daemon woken again by an enqueue, a cron run on
@@ -60,11 +55,11 @@ struct RunSummary {
   // succeeded (every settled item done), incomplete (some deferred or dead,
   // or claiming stopped early), failed (an error ended it).
   std::string outcome;
-  // Why claiming stopped: drained, stopped (signal), outside_window,
-  // drain_margin, failures_in_a_row (kStopFailuresInARow), or pacing's
-  // operator (ctl stop), job_stop (ctl --job J stop, through the
-  // database), stop_file, critical_load.
-  std::string stop_reason;
+  // Why claiming stopped (common/stop_reason.h). kFailuresInARow:
+  // batch.max_consecutive_failures items failed their first attempt in a
+  // row with none done; the operation or the payloads are likely wrong for
+  // every item, and going on would kill the queue.
+  StopReason stop_reason = StopReason::kDrained;
   RunCounts counts;              // what this run settled
   long long queued_left = 0;     // the job's items still queued at the end
   long long abandoned_runs = 0;  // stale runs this run marked abandoned

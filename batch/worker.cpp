@@ -202,7 +202,8 @@ void Worker::Run() {
     db_->listener = std::make_unique<Listener>(*db_->aux);
   }
   if (range_ != nullptr && !WalkRange()) {
-    spdlog::debug("worker finished worker={} reason={}", index_, stop_reason_);
+    spdlog::debug("worker finished worker={} reason={}", index_,
+                  ToString(stop_reason_.value_or(StopReason::kDrained)));
     return;
   }
   long long after = 0;
@@ -217,16 +218,16 @@ void Worker::Run() {
     if (waiting_.empty() || !WaitForWaiting()) break;
   }
   spdlog::debug("worker finished worker={} reason={}", index_,
-                stop_reason_.empty() ? "drained" : stop_reason_);
+                ToString(stop_reason_.value_or(StopReason::kDrained)));
 }
 
 std::optional<int> Worker::NextChunkSize() {
   if (stop_) {
-    stop_reason_ = "stopped";
+    stop_reason_ = StopReason::kStopped;
     return std::nullopt;
   }
   if (TooManyFailuresInARow()) {
-    stop_reason_ = kStopFailuresInARow;
+    stop_reason_ = StopReason::kFailuresInARow;
     return std::nullopt;
   }
   auto gate = policy_.MayClaim(std::chrono::system_clock::now());
@@ -236,7 +237,7 @@ std::optional<int> Worker::NextChunkSize() {
   }
   // Blocks while the run is paused or throttled; nullopt: pacing says stop.
   auto size = pacer_.BeforeChunk();
-  if (!size) stop_reason_ = stop_ ? "stopped" : pacer_.StopReason();
+  if (!size) stop_reason_ = stop_ ? StopReason::kStopped : pacer_.WhyStopped();
   return size;
 }
 
@@ -286,7 +287,7 @@ bool Worker::WalkRange() {
   walked.Done();
   while (range_->walking > 0) {
     if (stop_) {
-      stop_reason_ = "stopped";
+      stop_reason_ = StopReason::kStopped;
       return false;
     }
     std::this_thread::sleep_for(milliseconds(20));

@@ -18,6 +18,7 @@
 
 #include "batch/run_counts.h"
 #include "common/error.h"
+#include "common/stop_reason.h"
 #include "config/config.h"
 #include "policies/policy.h"
 
@@ -137,10 +138,10 @@ class Worker {
   // set. Throws pqxx::broken_connection when the database goes away, and
   // whatever else it cannot handle; the chunk in flight then rolls back.
   void Run();
-  // Why the worker stopped claiming: "" (queue drained), "stopped" (signal),
-  // the policy's gate reason (outside_window, drain_margin),
-  // kStopFailuresInARow, or pacing's (operator, stop_file, critical_load).
-  const std::string& stop_reason() const { return stop_reason_; }
+  // Why the worker stopped claiming: nullopt when the queue drained, else
+  // kStopped (signal), kFailuresInARow, the policy's gate reason or
+  // pacing's (common/stop_reason.h).
+  std::optional<StopReason> stop_reason() const { return stop_reason_; }
   // A range job's run: the worker first walks its share of `range`'s
   // segments, then, once every worker has, retries the exceptions through
   // the queue. Set before Run(); `range` outlives it.
@@ -237,7 +238,7 @@ class Worker {
   pacing::Pacer& pacer_;
   KeysInFlight& keys_;
   RangeWalk* range_ = nullptr;
-  std::string stop_reason_;
+  std::optional<StopReason> stop_reason_;
 
   // Connections and what is prepared on them (libpqxx stays in worker.cpp).
   struct Db;

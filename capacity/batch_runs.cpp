@@ -62,7 +62,7 @@ void BatchRuns::Finish(CellResult& cell, double window_seconds) {
     first_start = std::min(first_start, start_seconds_[i]);
     last_end = std::max(last_end, start_seconds_[i] + s.seconds);
     longest_run = std::max(longest_run, s.seconds);
-    drained = drained && s.stop_reason == "drained";
+    drained = drained && s.stop_reason == StopReason::kDrained;
     revoked += s.counts.revoked;
   }
   // One run: its own measure, as `batch run` prints it. Several: from the

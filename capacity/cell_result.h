@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/stop_reason.h"
 #include "config/scenario.h"
 #include "pacing/latency_summary.h"
 
@@ -50,7 +51,7 @@ struct RunShare {
   long long dead = 0;
   double start_seconds = 0;  // since the cell's start
   double seconds = 0;        // the run's own duration
-  std::string stop_reason;   // drained, stopped, ...
+  StopReason stop_reason = StopReason::kDrained;
 };
 
 // Everything measured in one cell of a scenario's sweep: one batch (one

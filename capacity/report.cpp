@@ -222,7 +222,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
                       {"dead", r.dead},
                       {"start_seconds", r.start_seconds},
                       {"seconds", r.seconds},
-                      {"stop_reason", r.stop_reason}});
+                      {"stop_reason", ToString(r.stop_reason)}});
     }
     cell["runs"] = runs;  // each run's share of the batch
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();

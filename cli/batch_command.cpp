@@ -35,8 +35,10 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
         << ", online backends signalled " << c.signalled << "\n";
   }
   if (s.abandoned_runs > 0) out << "  marked " << s.abandoned_runs << " stale run(s) abandoned\n";
-  if (s.stop_reason != "drained") out << "  claiming stopped: " << s.stop_reason << "\n";
-  if (s.stop_reason == batch::kStopFailuresInARow) {
+  if (s.stop_reason != StopReason::kDrained) {
+    out << "  claiming stopped: " << ToString(s.stop_reason) << "\n";
+  }
+  if (s.stop_reason == StopReason::kFailuresInARow) {
     out << "  items failed in a row and none was done (batch.max_consecutive_failures): the "
            "operation or the payloads fail for every item; `coexist queue status` shows the "
            "errors. Fix them and run again (`coexist queue retry --dead` first if any died).\n";

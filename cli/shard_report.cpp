@@ -130,8 +130,9 @@ void PrintShardedRun(std::ostream& out, const ShardedRunReport& report) {
       out << "  " << row.shard << ": marked " << row.summary->abandoned_runs
           << " stale run(s) abandoned\n";
     }
-    if (row.summary->stop_reason != "drained") {
-      out << "  " << row.shard << ": claiming stopped: " << row.summary->stop_reason << "\n";
+    if (row.summary->stop_reason != StopReason::kDrained) {
+      out << "  " << row.shard << ": claiming stopped: " << ToString(row.summary->stop_reason)
+          << "\n";
     }
   }
   char rate[64];

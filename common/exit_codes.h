@@ -3,7 +3,8 @@
 namespace coexist {
 
 // Process exit statuses, sysexits(3)-style. Every command maps its failures
-// to one of these in one place (cli/main.cpp); docs/operations.md lists them.
+// to one of these in one place (cli/failure.h, which main.cpp calls);
+// docs/operations.md lists them.
 enum class ExitCode : int {
   kOk = 0,
   // `batch run`: the run worked, but not every item it settled is done

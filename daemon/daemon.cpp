@@ -261,11 +261,11 @@ void Daemon::Cycle() {
     auto gate = policy_->MayClaim(std::chrono::system_clock::now());
     if (!gate.allowed) {
       if (!refused_logged_) {
-        spdlog::info("claiming not allowed now, waiting reason={} queued={}", gate.reason,
+        spdlog::info("claiming not allowed now, waiting reason={} queued={}", ToString(gate.reason),
                      counts.queued);
         refused_logged_ = true;
       }
-      Status("waiting: " + gate.reason);
+      Status("waiting: " + std::string(ToString(gate.reason)));
       return;
     }
     refused_logged_ = false;
@@ -322,7 +322,7 @@ void Daemon::RunOnce() {
   totals_.queued = summary.queued_left;
   metrics_.RecordRun(summary);
   WriteRunTextfileOrWarn(config_, MetricsOf(summary));
-  if (summary.stop_reason == batch::kStopFailuresInARow) {
+  if (summary.stop_reason == StopReason::kFailuresInARow) {
     failing_hold_ = failing_hold_.count() == 0
                         ? config_.daemon.poll_interval
                         : std::min<milliseconds>(failing_hold_ * 2, kLongestFailingHold);

@@ -54,7 +54,7 @@ std::string ControlState::Handle(std::string_view raw) {
     return json{{"ok", true}, {"paused", paused_}}.dump();
   }
   if (!has_value && line == "stop") {
-    if (!stop_) stop_reason_ = "operator";
+    if (!stop_) stop_reason_ = StopReason::kOperator;
     stop_ = true;
     spdlog::info("operator command command=stop");
     Changed();
@@ -137,7 +137,7 @@ void ControlState::RequestPause(bool paused) {
   Changed();
 }
 
-void ControlState::RequestStop(const std::string& reason) {
+void ControlState::RequestStop(StopReason reason) {
   std::lock_guard lock(mutex_);
   if (!stop_) stop_reason_ = reason;
   stop_ = true;
@@ -154,7 +154,7 @@ bool ControlState::stop_requested() const {
   return stop_;
 }
 
-std::string ControlState::stop_reason() const {
+std::optional<StopReason> ControlState::stop_reason() const {
   std::lock_guard lock(mutex_);
   return stop_reason_;
 }

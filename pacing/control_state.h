@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/stop_reason.h"
 #include "config/config.h"
 
 namespace coexist::pacing {
@@ -57,13 +58,13 @@ class ControlState {
 
   void RequestPause(bool paused);
   // Stops the run as the socket's `stop` does; `reason` is what the run's
-  // stop_reason says ("operator", or "job_stop" for `coexist ctl --job J
-  // stop` through the database). The first stop's reason stays.
-  void RequestStop(const std::string& reason = "operator");
+  // stop_reason says (kOperator, or kJobStop for `coexist ctl --job J stop`
+  // through the database). The first stop's reason stays.
+  void RequestStop(StopReason reason = StopReason::kOperator);
   bool paused() const;
   bool stop_requested() const;
-  // The first stop's reason; "" while none was asked.
-  std::string stop_reason() const;
+  // The first stop's reason; nullopt while none was asked.
+  std::optional<StopReason> stop_reason() const;
   config::LoadThresholds max_load() const;
   std::optional<SizingOverride> TakeSizingOverride();
 
@@ -88,7 +89,7 @@ class ControlState {
   unsigned long long generation_ = 0;
   bool paused_ = false;
   bool stop_ = false;
-  std::string stop_reason_;
+  std::optional<StopReason> stop_reason_;
   config::LoadThresholds max_load_;
   std::optional<SizingOverride> sizing_;
   StatusSnapshot status_;

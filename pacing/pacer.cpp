@@ -105,7 +105,7 @@ struct Pacer::Impl {
   Signals last_signals;
   std::string pause_reason;  // "operator", "pause_file" or "" (running)
   Clock::time_point paused_since{};
-  std::string stop_reason;
+  std::optional<StopReason> stop_reason;
   // The latency objective (pacing.online_latency); empty when not
   // configured or when its probe could not run (latency_off says why).
   std::optional<LatencyObjective> latency;
@@ -485,19 +485,19 @@ struct Pacer::Impl {
     if (auto wake = throttle.wake_at(); wake && *wake < next_check) next_check = *wake;
   }
 
-  std::string StopReason() {
+  std::optional<StopReason> ReasonToStop() {
     if (control.stop_requested()) return control.stop_reason();
-    if (FileExists(options.pacing.stop_file)) return "stop_file";
-    if (throttle.state() == ThrottleState::kStopped) return "critical_load";
-    return "";
+    if (FileExists(options.pacing.stop_file)) return StopReason::kStopFile;
+    if (throttle.state() == ThrottleState::kStopped) return StopReason::kCriticalLoad;
+    return std::nullopt;
   }
 
   void PublishState() {
     StatusSnapshot s;
-    s.state = !stop_reason.empty()    ? "stopping"
+    s.state = stop_reason             ? "stopping"
               : !pause_reason.empty() ? "paused"
                                       : ToString(throttle.state());
-    s.reason = !stop_reason.empty()    ? stop_reason
+    s.reason = stop_reason             ? std::string(ToString(*stop_reason))
                : !pause_reason.empty() ? pause_reason
                                        : throttle.reason();
     if (s.state == "running" && latency && latency->state() == LatencyState::kLearning) {
@@ -523,13 +523,11 @@ struct Pacer::Impl {
     ApplyOverrides();
     UpdatePause(now);
     CheckHealth(now);
-    std::string reason = StopReason();
-    if (!reason.empty() && stop_reason.empty()) {
-      spdlog::info("pacing stop reason={}", reason);
-    }
+    auto reason = ReasonToStop();
+    if (reason && !stop_reason) spdlog::info("pacing stop reason={}", ToString(*reason));
     stop_reason = reason;
     PublishState();
-    if (!stop_reason.empty()) return {.stop = true};
+    if (stop_reason) return {.stop = true};
     bool may_run = pause_reason.empty() && throttle.state() == ThrottleState::kRunning;
     // A due baseline holds the batch like a pause, probed without it.
     bool relearning = may_run && latency && latency->RelearnDue(now);
@@ -588,12 +586,12 @@ void Pacer::SetRunId(long long run_id) {
   impl_->options.run_id = run_id;
 }
 
-std::string Pacer::StopReason() {
+std::optional<StopReason> Pacer::WhyStopped() {
   std::lock_guard lock(impl_->mutex);
   return impl_->stop_reason;
 }
 
-void Pacer::RequestStop(const std::string& reason) { impl_->control.RequestStop(reason); }
+void Pacer::RequestStop(StopReason reason) { impl_->control.RequestStop(reason); }
 
 std::string Pacer::StatusJson() { return impl_->control.Handle("status"); }
 

@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 
+#include "common/stop_reason.h"
 #include "config/config.h"
 #include "config_core/target.h"
 #include "pacing/chunk_sizer.h"
@@ -106,14 +107,13 @@ class Pacer {
   void PublishStatus(long long done, std::optional<long long> total, double rate);
 
   void SetRunId(long long run_id);
-  // Why BeforeChunk returned nullopt: "operator" (socket `stop` or
-  // RequestStop), "job_stop" (RequestStop("job_stop"): `coexist ctl --job J
-  // stop` through the database), "stop_file" or "critical_load"; "" while
-  // running.
-  std::string StopReason();
+  // Why BeforeChunk returned nullopt: kOperator (socket `stop` or
+  // RequestStop), kJobStop (`coexist ctl --job J stop` through the
+  // database), kStopFile or kCriticalLoad; nullopt while running.
+  std::optional<StopReason> WhyStopped();
   // The same as the socket's `stop` (e.g. from a SIGTERM handler), with
-  // the reason StopReason gives.
-  void RequestStop(const std::string& reason = "operator");
+  // the reason WhyStopped gives.
+  void RequestStop(StopReason reason = StopReason::kOperator);
   // The socket's `status` answer (one JSON line), also for logs and tests.
   std::string StatusJson();
   // nullopt when pacing.online_latency is not set.

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stop_reason.h"
 #include "config_core/policy_config.h"
 
 namespace coexist::policies {
@@ -78,7 +79,9 @@ struct ClaimGate {
   // When allowed: when claiming must stop (drain margin before the window's
   // end); time_point::max() when never.
   std::chrono::system_clock::time_point stop_at = std::chrono::system_clock::time_point::max();
-  std::string reason;  // when not allowed: "outside_window"
+  // When not allowed: why (kOutsideWindow, kDrainMargin), which becomes the
+  // run's stop reason.
+  StopReason reason = StopReason::kOutsideWindow;
 };
 
 // What the database does to online writes while a window is active.

@@ -133,13 +133,13 @@ ClaimGate TimeWindow::MayClaim(system_clock::time_point now) const {
   ClaimGate gate;
   if (!state.active) {
     gate.allowed = false;
-    gate.reason = "outside_window";
+    gate.reason = StopReason::kOutsideWindow;
     return gate;
   }
   gate.stop_at = state.ends_at - options_.drain_margin;
   if (now >= gate.stop_at) {
     gate.allowed = false;
-    gate.reason = "drain_margin";
+    gate.reason = StopReason::kDrainMargin;
   }
   return gate;
 }

@@ -160,7 +160,7 @@ TEST_F(BatchPacingTest, PauseOverTheSocketHoldsTheRunWithinOneChunkAndStopLeaves
   Send("stop");
   ASSERT_EQ(run.wait_for(10s), std::future_status::ready) << "stop did not end the run";
   auto summary = run.get();
-  EXPECT_EQ(summary.stop_reason, "operator");
+  EXPECT_EQ(ToString(summary.stop_reason), "operator");
   EXPECT_EQ(summary.outcome, "incomplete");
   EXPECT_EQ(summary.counts.done, Applied());
   EXPECT_GT(summary.queued_left, 0);

@@ -184,7 +184,7 @@ TEST_F(BatchPoliciesTest, TimeWindowClaimsNothingOutsideItsWindow) {
                 (hour + 2) % 24, (hour + 3) % 24);
   auto summary = batch::Run(conninfo(), Config(window));
   EXPECT_EQ(summary.counts.done, 0);
-  EXPECT_EQ(summary.stop_reason, "outside_window");
+  EXPECT_EQ(ToString(summary.stop_reason), "outside_window");
   EXPECT_EQ(summary.queued_left, 100);
   // Nothing done, everything left for the window: not a success (docs/batch.md).
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);

@@ -600,14 +600,14 @@ TEST_F(BatchRunnerTest, ARunThatStopsWithItemsStillQueuedExitsTwo) {
   config.pacing.stop_file = stop_file.string();
   auto summary = batch::Run(conninfo(), config);
   std::filesystem::remove(stop_file);
-  EXPECT_EQ(summary.stop_reason, "stop_file");
+  EXPECT_EQ(ToString(summary.stop_reason), "stop_file");
   EXPECT_EQ(summary.queued_left, 20);
   EXPECT_EQ(summary.outcome, "incomplete");
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
   // Drained: 0.
   config.pacing.stop_file.clear();
   auto drained = batch::Run(conninfo(), config);
-  EXPECT_EQ(drained.stop_reason, "drained");
+  EXPECT_EQ(ToString(drained.stop_reason), "drained");
   EXPECT_EQ(drained.counts.done, 20);
   EXPECT_EQ(ExitCodeOf(drained), ExitCode::kOk);
 }
@@ -622,7 +622,7 @@ TEST_F(BatchRunnerTest, ARunStopsWhenItemsFailTheirFirstAttemptInARow) {
   config.batch.max_consecutive_failures = 20;
   config.operation.chunk_sql = "INSERT INTO ledger (key) SELECT NULL FROM unnest($1::bigint[])";
   auto summary = batch::Run(conninfo(), config);
-  EXPECT_EQ(summary.stop_reason, kStopFailuresInARow);
+  EXPECT_EQ(ToString(summary.stop_reason), "failures_in_a_row");
   EXPECT_EQ(summary.counts.done, 0);
   EXPECT_EQ(summary.counts.dead, 0);  // max_attempts 2: a first failure kills none
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kItemsDeferred);
@@ -639,7 +639,7 @@ TEST_F(BatchRunnerTest, ARunStopsWhenItemsFailTheirFirstAttemptInARow) {
   // 0 turns the stop off: the same queue then fails through to the end.
   config.batch.max_consecutive_failures = 0;
   auto unbounded = batch::Run(conninfo(), config);
-  EXPECT_EQ(unbounded.stop_reason, "drained");
+  EXPECT_EQ(ToString(unbounded.stop_reason), "drained");
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE attempts = 0"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 0);
 }
@@ -657,7 +657,7 @@ TEST_F(BatchRunnerTest, BadItemsAmongGoodOnesNeverStopTheRun) {
       " WHERE (SELECT sum(1 / (x % 3)) FROM unnest($1::bigint[]) x) IS NOT NULL";
   for (int run = 0; run < 3; ++run) {
     auto summary = batch::Run(conninfo(), config);
-    EXPECT_NE(summary.stop_reason, kStopFailuresInARow) << "run " << run;
+    EXPECT_NE(ToString(summary.stop_reason), "failures_in_a_row") << "run " << run;
   }
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'done'"), 200);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state = 'dead'"), 100);

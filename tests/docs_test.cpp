@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/stop_reason.h"
+
 namespace coexist {
 namespace {
 
@@ -54,6 +56,20 @@ TEST(Docs, DatabaseApiListsEveryMigrationInOrder) {
                                  "schema/migrations/, in order";
   std::string range = "`0001`-`" + migrations.back().substr(0, 4) + "`";
   EXPECT_NE(doc.find(range), std::string::npos) << "the introduction names " << range;
+}
+
+// The run's JSON summary as docs/batch.md lists it: every stop reason the
+// code has, each in backquotes in the paragraph that lists them.
+TEST(Docs, BatchPageListsEveryStopReason) {
+  std::string page = Read(kSource / "docs" / "batch.md");
+  auto start = page.find("`stop_reason` is\n");
+  ASSERT_NE(start, std::string::npos) << "docs/batch.md lists the stop reasons";
+  std::string paragraph = page.substr(start, page.find("\n\n", start) - start);
+  for (StopReason reason : kEveryStopReason) {
+    EXPECT_NE(paragraph.find("`" + std::string(ToString(reason)) + "`"), std::string::npos)
+        << ToString(reason) << " is missing from docs/batch.md's stop reasons";
+    EXPECT_EQ(ParseStopReason(ToString(reason)), reason);
+  }
 }
 
 TEST(Docs, ReadmeListsEveryPage) {

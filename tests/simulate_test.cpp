@@ -222,7 +222,7 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   long long shares = 0;
   for (const auto& run : cell.runs) {
     EXPECT_GT(run.done, 0) << "run " << run.run_id << " did a share";
-    EXPECT_EQ(run.stop_reason, "drained");
+    EXPECT_EQ(ToString(run.stop_reason), "drained");
     shares += run.done;
   }
   EXPECT_NE(cell.runs[0].run_id, cell.runs[1].run_id);
