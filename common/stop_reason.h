@@ -22,9 +22,9 @@ enum class StopReason {
 };
 
 inline constexpr StopReason kEveryStopReason[] = {
-    StopReason::kDrained,    StopReason::kStopped,       StopReason::kFailuresInARow,
+    StopReason::kDrained,       StopReason::kStopped,     StopReason::kFailuresInARow,
     StopReason::kOutsideWindow, StopReason::kDrainMargin, StopReason::kOperator,
-    StopReason::kJobStop,    StopReason::kStopFile,      StopReason::kCriticalLoad};
+    StopReason::kJobStop,       StopReason::kStopFile,    StopReason::kCriticalLoad};
 
 // The name the runs row, the JSON summaries and the docs use.
 constexpr std::string_view ToString(StopReason reason) {
