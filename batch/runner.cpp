@@ -251,7 +251,7 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
         if (options.on_progress) options.on_progress({run_id, now, queued, rate});
         try {
           pqxx::work tx(*c.conn);
-          auto job_stop_by =
+          auto beat =
               c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead);
           // A shared run rescues a sibling that died (its run lock is free)
           // while it works: its items and takeovers do not wait for the
@@ -263,12 +263,15 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
           LogSweep(swept, config.batch.job);
           // `coexist ctl --job J stop` reaches every run of the job through
           // its runs row: stop claiming as a socket `stop` would.
-          if (job_stop_by && !job_stop_seen) {
+          if (beat.stop_by && !job_stop_seen) {
             job_stop_seen = true;
             spdlog::info("job stop requested run_id={} job={} actor={}", run_id, config.batch.job,
-                         log::Value(*job_stop_by));
+                         log::Value(*beat.stop_by));
             pacer.RequestStop(StopReason::kJobStop);
           }
+          // `coexist jobs pause J` holds every run of the job after its
+          // chunk in hand; the first heartbeat lets the workers start.
+          pacer.SetJobPause(std::move(beat.pause));
         } catch (const std::exception& e) {
           spdlog::error("control connection failed, stopping the workers run_id={} error={}",
                         run_id, log::Value(e.what()));

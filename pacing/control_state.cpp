@@ -103,11 +103,12 @@ std::string ControlState::Handle(std::string_view raw) {
 std::string ControlState::StatusJson() const {
   const auto& s = status_;
   json j = {{"ok", true},
-            {"state", stop_                             ? "stopping"
-                      : paused_ && s.state == "running" ? "pausing"
-                                                        : s.state},
+            {"state", stop_                                             ? "stopping"
+                      : (paused_ || job_pause_) && s.state == "running" ? "pausing"
+                                                                        : s.state},
             {"reason", s.reason},
             {"paused", paused_},
+            {"job_paused", job_pause_.has_value()},
             {"stop_requested", stop_},
             {"done", s.done},
             {"total", s.total ? json(*s.total) : json(nullptr)},
@@ -147,6 +148,19 @@ void ControlState::RequestStop(StopReason reason) {
 bool ControlState::paused() const {
   std::lock_guard lock(mutex_);
   return paused_;
+}
+
+void ControlState::SetJobPause(std::optional<db::JobPause> pause) {
+  std::lock_guard lock(mutex_);
+  bool changed = !job_pause_read_ || pause.has_value() != job_pause_.has_value();
+  job_pause_ = std::move(pause);
+  job_pause_read_ = true;
+  if (changed) Changed();
+}
+
+ControlState::JobPauseState ControlState::job_pause() const {
+  std::lock_guard lock(mutex_);
+  return {.read = job_pause_read_, .pause = job_pause_};
 }
 
 bool ControlState::stop_requested() const {

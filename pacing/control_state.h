@@ -9,6 +9,7 @@
 
 #include "common/stop_reason.h"
 #include "config/config.h"
+#include "schema/job_pauses.h"
 
 namespace coexist::pacing {
 
@@ -62,6 +63,15 @@ class ControlState {
   // through the database). The first stop's reason stays.
   void RequestStop(StopReason reason = StopReason::kOperator);
   bool paused() const;
+  // The job's pause kept in the database (`coexist jobs pause J`), as the
+  // run's heartbeat reads it (nullopt: not paused); wakes WaitForChange.
+  void SetJobPause(std::optional<db::JobPause> pause);
+  struct JobPauseState {
+    bool read = false;  // false until the first SetJobPause: not known yet
+    std::optional<db::JobPause> pause;
+  };
+  // Both at one instant.
+  JobPauseState job_pause() const;
   bool stop_requested() const;
   // The first stop's reason; nullopt while none was asked.
   std::optional<StopReason> stop_reason() const;
@@ -88,6 +98,8 @@ class ControlState {
   std::condition_variable changed_;
   unsigned long long generation_ = 0;
   bool paused_ = false;
+  std::optional<db::JobPause> job_pause_;
+  bool job_pause_read_ = false;
   bool stop_ = false;
   std::optional<StopReason> stop_reason_;
   config::LoadThresholds max_load_;

@@ -91,7 +91,8 @@ PacerOptions PacerOptionsFrom(const config::Config& config, std::string conninfo
                       .job = config.batch.job,
                       .target = config.target,
                       .conninfo = std::move(conninfo),
-                      .batch_application_name = config.database.application_name};
+                      .batch_application_name = config.database.application_name,
+                      .await_job_pause = true};
 }
 
 struct Pacer::Impl {
@@ -103,7 +104,10 @@ struct Pacer::Impl {
   HealthMonitor monitor;
   Clock::time_point next_check{};
   Signals last_signals;
-  std::string pause_reason;  // "operator", "pause_file" or "" (running)
+  std::string pause_reason;  // "operator", "pause_file", "job_paused" or "" (running)
+  // Whether the job's pause was read yet, as UpdatePause saw it with the
+  // pause itself (PacerOptions::await_job_pause).
+  bool job_pause_read = false;
   Clock::time_point paused_since{};
   std::optional<StopReason> stop_reason;
   // The latency objective (pacing.online_latency); empty when not
@@ -448,11 +452,15 @@ struct Pacer::Impl {
     if (o->chunk_size) sizer.SetFixed(*o->chunk_size);
   }
 
-  // The operator's pause (socket or file) is a throttle of its own, with
-  // the same events, so the audit trail shows who held the batch.
+  // The operator's pause (socket or file) and the job's (in the database)
+  // are throttles of their own, with the same events, so the audit trail
+  // shows who held the batch.
   void UpdatePause(Clock::time_point now) {
+    auto [read, job_pause] = control.job_pause();
+    job_pause_read = read;
     std::string reason = control.paused()                        ? "operator"
                          : FileExists(options.pacing.pause_file) ? "pause_file"
+                         : job_pause                             ? "job_paused"
                                                                  : "";
     if (reason == pause_reason) return;
     if (!pause_reason.empty()) {
@@ -462,8 +470,16 @@ struct Pacer::Impl {
     }
     if (!reason.empty()) {
       paused_since = now;
-      spdlog::info("throttle started reason={}", reason);
-      Record("throttle_start", reason, json::object());
+      json details = json::object();
+      if (reason == "job_paused") {
+        details["paused_by"] = job_pause->by;
+        details["pause_reason"] = job_pause->reason;
+        spdlog::info("throttle started reason={} paused_by={} pause_reason={}", reason,
+                     log::Value(job_pause->by), log::Value(job_pause->reason));
+      } else {
+        spdlog::info("throttle started reason={}", reason);
+      }
+      Record("throttle_start", reason, std::move(details));
     }
     pause_reason = reason;
   }
@@ -528,7 +544,8 @@ struct Pacer::Impl {
     stop_reason = reason;
     PublishState();
     if (stop_reason) return {.stop = true};
-    bool may_run = pause_reason.empty() && throttle.state() == ThrottleState::kRunning;
+    bool may_run = pause_reason.empty() && throttle.state() == ThrottleState::kRunning &&
+                   (!options.await_job_pause || job_pause_read);
     // A due baseline holds the batch like a pause, probed without it.
     bool relearning = may_run && latency && latency->RelearnDue(now);
     if (latency) latency->SetBatchActive(now, may_run && !relearning);
@@ -579,6 +596,10 @@ void Pacer::AfterChunk(const ChunkReport& report) {
 
 void Pacer::PublishStatus(long long done, std::optional<long long> total, double rate) {
   impl_->control.PublishProgress(done, total, rate);
+}
+
+void Pacer::SetJobPause(std::optional<db::JobPause> pause) {
+  impl_->control.SetJobPause(std::move(pause));
 }
 
 void Pacer::SetRunId(long long run_id) {

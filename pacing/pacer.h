@@ -55,6 +55,10 @@ struct PacerOptions {
   // The batch's own connections (database.application_name): never sampled
   // as online sessions by the latency objective's sessions signal.
   std::string batch_application_name = "coexist-batch";
+  // Hold every chunk until the first SetJobPause says whether the job is
+  // paused (the batch runner's first heartbeat, at once): a run that starts
+  // while its job is paused claims nothing. PacerOptionsFrom sets it.
+  bool await_job_pause = false;
 };
 
 // The options for `config`'s pacing:, batch: and target: sections.
@@ -90,9 +94,9 @@ class Pacer {
   // Call before claiming each chunk. Returns the size of the next chunk, or
   // nullopt when the run should stop (socket `stop`, the stop file, critical
   // load with critical_action: stop). Blocks while the operator paused the
-  // run (socket `pause` or the pause file), while max_load trips (until
-  // healthy for hold_time), during the critical re-check and hibernation.
-  // A command on the socket wakes it at once.
+  // run (socket `pause` or the pause file) or the job (SetJobPause), while
+  // max_load trips (until healthy for hold_time), during the critical
+  // re-check and hibernation. A command on the socket wakes it at once.
   std::optional<int> BeforeChunk();
 
   // Call after each chunk (committed or not): feeds the chunk sizer and the
@@ -107,6 +111,11 @@ class Pacer {
   void PublishStatus(long long done, std::optional<long long> total, double rate);
 
   void SetRunId(long long run_id);
+  // The job's pause kept in the database (`coexist jobs pause J`), as the
+  // runner's heartbeat reads it; nullopt: not paused. While it holds,
+  // BeforeChunk blocks as for the socket's `pause` (throttle reason
+  // job_paused; the throttle_start event names who paused it and why).
+  void SetJobPause(std::optional<db::JobPause> pause);
   // Why BeforeChunk returned nullopt: kOperator (socket `stop` or
   // RequestStop), kJobStop (`coexist ctl --job J stop` through the
   // database), kStopFile or kCriticalLoad; nullopt while running.

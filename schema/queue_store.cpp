@@ -189,10 +189,15 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
        AND l.classid = coexist.job_lock_class()::oid AND l.objid = hashtext($1)::oid
      LIMIT 1)sql");
   conn.prepare("abandon_runs", "SELECT r FROM coexist.abandon_stale_runs($1) AS r");
+  // The job's pause (0032) comes back with the row: one statement a second.
   conn.prepare("heartbeat_run", R"sql(
-    UPDATE coexist.runs SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
-     WHERE run_id = $1
-    RETURNING stop_requested_at IS NOT NULL, coalesce(stop_requested_by, 'unknown'))sql");
+    UPDATE coexist.runs r
+       SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
+      FROM (SELECT 1) one LEFT JOIN coexist.job_pauses p ON p.job = $6
+     WHERE r.run_id = $1
+    RETURNING r.stop_requested_at IS NOT NULL, coalesce(r.stop_requested_by, 'unknown'),
+              p.job IS NOT NULL, p.paused_by, p.reason, p.db_user,
+              to_char(p.paused_at, 'YYYY-MM-DD HH24:MI:SSOF'))sql");
   conn.prepare("lock_job_finish", "SELECT coexist.lock_job_finish($1)");
   conn.prepare("finish_run", R"sql(
     UPDATE coexist.runs
@@ -291,12 +296,21 @@ std::vector<long long> QueueStore::AbandonStaleRuns(pqxx::transaction_base& tx) 
   return BigintColumn(tx.exec_prepared("abandon_runs", job_.job));
 }
 
-std::optional<std::string> QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
-                                                    long long claimed, long long done,
-                                                    long long deferred, long long dead) {
-  auto result = tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead);
-  if (result.empty() || !result[0][0].as<bool>()) return std::nullopt;
-  return result[0][1].as<std::string>();
+QueueStore::Heartbeat QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
+                                               long long claimed, long long done,
+                                               long long deferred, long long dead) {
+  auto result = tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead, job_.job);
+  Heartbeat beat;
+  if (result.empty()) return beat;
+  const auto& r = result[0];
+  if (r[0].as<bool>()) beat.stop_by = r[1].as<std::string>();
+  if (r[2].as<bool>()) {
+    beat.pause = JobPause{.by = r[3].as<std::string>(),
+                          .reason = r[4].as<std::string>(),
+                          .db_user = r[5].as<std::string>(),
+                          .since = r[6].as<std::string>()};
+  }
+  return beat;
 }
 
 void QueueStore::FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,

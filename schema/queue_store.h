@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "schema/job_pauses.h"
 #include "schema/runs_together.h"
 
 namespace pqxx {
@@ -110,13 +111,19 @@ class QueueStore {
   // Marks the job's running runs whose lock is free as abandoned, waiting for
   // their chunks in flight to end first. Call it holding the job's lock.
   std::vector<long long> AbandonStaleRuns(pqxx::transaction_base& tx);
-  // Refreshes the run's heartbeat and counts. Returns who asked the job's
-  // runs to stop (`coexist ctl --job J stop`, 0022: the actor, "unknown"
-  // when the request names none) once the run's row holds such a request;
-  // nullopt until then.
-  std::optional<std::string> HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
-                                          long long claimed, long long done, long long deferred,
-                                          long long dead);
+  // What a heartbeat reads back for the run.
+  struct Heartbeat {
+    // Who asked the job's runs to stop (`coexist ctl --job J stop`, 0022:
+    // the actor, "unknown" when the request names none) once the run's row
+    // holds such a request; nullopt until then.
+    std::optional<std::string> stop_by;
+    // The job's pause (`coexist jobs pause J`, 0032); nullopt: not paused.
+    std::optional<JobPause> pause;
+  };
+  // Refreshes the run's heartbeat and counts, and reads its stop request and
+  // its job's pause.
+  Heartbeat HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed,
+                         long long done, long long deferred, long long dead);
   void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
                  long long claimed, long long done, long long deferred, long long dead,
                  const std::string& details_json);

@@ -270,6 +270,47 @@ TEST_F(PacingTest, FlagFilesPauseAndStop) {
             (std::vector<std::string>{"throttle_start:pause_file", "throttle_stop:pause_file"}));
 }
 
+// The job's pause in the database, as the runner's heartbeat passes it on:
+// a runner's pacer claims nothing before the first reading, holds while the
+// job is paused (audited with who paused it and why), and stops on request.
+TEST_F(PacingTest, AJobPauseHoldsFromTheStartAndAStopStillEndsIt) {
+  // The batch runner's pacer is made this way.
+  EXPECT_TRUE(PacerOptionsFrom(config::Config{}, conninfo()).await_job_pause);
+  auto options = Options();
+  options.await_job_pause = true;
+  Pacer pacer(std::move(options));
+  auto next = Async(pacer);
+  EXPECT_TRUE(Blocks(next)) << "a chunk before the first heartbeat";
+  pacer.SetJobPause(db::JobPause{.by = "admin:ops@db1", .reason = "deploy"});
+  // The waiting BeforeChunk takes it at its next step (a health reading may
+  // be under way on a busy machine).
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (json::parse(pacer.StatusJson())["state"] != "paused" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(Blocks(next));
+  auto status = json::parse(pacer.StatusJson());
+  EXPECT_EQ(status["state"], "paused");
+  EXPECT_EQ(status["reason"], "job_paused");
+  EXPECT_EQ(status["job_paused"], true);
+  EXPECT_EQ(status["paused"], false);
+  pacer.SetJobPause(std::nullopt);
+  EXPECT_EQ(Finish(next), 100);
+  EXPECT_EQ(Events(),
+            (std::vector<std::string>{"throttle_start:job_paused", "throttle_stop:job_paused"}));
+  EXPECT_EQ(QueryValue("SELECT details->>'paused_by' || ' ' || (details->>'pause_reason') FROM "
+                       "coexist.events WHERE kind = 'throttle_start'"),
+            "admin:ops@db1 deploy");
+
+  pacer.SetJobPause(db::JobPause{.by = "admin:ops@db1", .reason = "again"});
+  next = Async(pacer);
+  EXPECT_TRUE(Blocks(next));
+  pacer.RequestStop();
+  EXPECT_EQ(Finish(next), std::nullopt);
+  EXPECT_EQ(pacer.WhyStopped(), StopReason::kOperator);
+}
+
 TEST_F(PacingTest, ControlSocketCommandsEndToEnd) {
   auto options = Options();
   std::string path = (scratch_ / "ctl.sock").string();

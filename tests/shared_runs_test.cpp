@@ -6,7 +6,8 @@
 // every surviving run must have done a share, and the killed run's items go
 // to the others. A daemon in shared mode works beside two runs. Exclusive
 // and shared runs of a job never work side by side. `coexist ctl --job J
-// stop` stops every run of the job through the database.
+// stop` stops every run of the job through the database; `coexist jobs
+// pause J` holds every run of it, and a run started while it is paused.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -447,6 +448,154 @@ TEST_F(SharedRunsTest, CtlJobSendsOnlyStopThroughTheDatabase) {
   EXPECT_EQ(both.status, 64) << both.output;
   EXPECT_NE(both.output.find("coexist: --job and --socket both given\n"), std::string::npos)
       << both.output;
+}
+
+// `coexist jobs`, `jobs pause` and `jobs resume` on the test's database.
+CommandResult Jobs(const std::string& conninfo, std::vector<std::string> args) {
+  std::vector<std::string> argv = {COEXIST_BINARY, "--database-url", conninfo, "jobs"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+TEST_F(SharedRunsTest, JobsPauseHoldsEveryRunOfTheJobAndResumeLetsThemFinishEachItemOnce) {
+  // Chunks of 0.1 s: two runs take several seconds, so the pause finds both
+  // at work.
+  WriteConfig("shared.yaml", "shared", "{name: online_priority}", "0.1");
+  auto running = [&] {
+    return Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'running'");
+  };
+  auto ledger = [&] { return Count("SELECT count(*) FROM ledger"); };
+  auto held = [&] {
+    return Count(
+        "SELECT count(DISTINCT run_id) FROM coexist.events WHERE kind = 'throttle_start' AND "
+        "details->>'reason' = 'job_paused'");
+  };
+  // Every running run heartbeats (alive) twice after `since`: time passed
+  // while each of them was free to claim had it not been held.
+  auto wait_two_heartbeats = [&] {
+    std::string since = QueryValue("SELECT clock_timestamp()::text");
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (Count("SELECT count(*) FROM coexist.runs WHERE outcome = 'running' AND "
+                 "heartbeat_at < '" +
+                 since + "'::timestamptz + interval '1.5 s'") > 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+  };
+  std::vector<pid_t> runs = {StartRun("shared.yaml", "run0"), StartRun("shared.yaml", "run1")};
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while ((running() < 2 || ledger() < 20) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(running(), 2);
+
+  auto pause = Jobs(conninfo(), {"pause", "shared", "--reason", "deploy window"});
+  ASSERT_EQ(pause.status, 0) << pause.output;
+  EXPECT_NE(pause.output.find("job shared paused"), std::string::npos) << pause.output;
+  auto paused_at = std::chrono::steady_clock::now();
+  while (held() < 2 && std::chrono::steady_clock::now() < paused_at + 60s) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto took = std::chrono::steady_clock::now() - paused_at;
+  ASSERT_EQ(held(), 2) << Log("run0") << Log("run1");
+  RecordProperty("held_after_ms", static_cast<int>(took / 1ms));
+  // A heartbeat a second, then the chunk in hand (0.1 s).
+  EXPECT_LT(took, 3s) << std::chrono::duration<double>(took).count() << " s";
+  long long done = ledger();
+  wait_two_heartbeats();
+  EXPECT_EQ(ledger(), done) << "a held run applied a chunk";
+  EXPECT_EQ(running(), 2) << "held runs stay alive";
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'throttle_start' AND "
+                  "details->>'paused_by' LIKE 'admin:%' AND "
+                  "details->>'pause_reason' = 'deploy window'"),
+            2);
+
+  // A run and a daemon started while the job is paused claim nothing.
+  pid_t late = StartRun("shared.yaml", "late.log");
+  pid_t daemon = StartRun("shared.yaml", "daemon.log", "daemon");
+  std::string late_ones = "pid IN (" + std::to_string(late) + ", " + std::to_string(daemon) + ")";
+  deadline = std::chrono::steady_clock::now() + 60s;
+  while (running() < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(running(), 4) << Log("late.log") << Log("daemon.log");
+  wait_two_heartbeats();
+  EXPECT_EQ(Count("SELECT sum(claimed) FROM coexist.runs WHERE " + late_ones), 0);
+  EXPECT_EQ(ledger(), done);
+  auto list = Jobs(conninfo(), {});
+  EXPECT_EQ(list.status, 0) << list.output;
+  EXPECT_NE(list.output.find("shared                         4 paused since "), std::string::npos)
+      << list.output;
+  EXPECT_NE(list.output.find("): deploy window\n1 job\n"), std::string::npos) << list.output;
+
+  // Paused again: said, nothing written.
+  auto again = Jobs(conninfo(), {"pause", "shared", "--reason", "twice"});
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("job shared is paused already: nothing changed"), std::string::npos)
+      << again.output;
+
+  // Held runs stop cleanly on SIGTERM, having claimed nothing: the run with
+  // items left (2), the daemon as always (0).
+  ASSERT_EQ(kill(late, SIGTERM), 0);
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(late), 2) << Log("late.log");
+  EXPECT_EQ(WaitForExit(daemon), 0) << Log("daemon.log");
+  EXPECT_EQ(
+      QueryValue("SELECT string_agg(outcome || ' ' || claimed, ', ') FROM coexist.runs WHERE " +
+                 late_ones),
+      "incomplete 0, incomplete 0");
+
+  auto resume = Jobs(conninfo(), {"resume", "shared"});
+  ASSERT_EQ(resume.status, 0) << resume.output;
+  EXPECT_NE(resume.output.find("job shared resumed"), std::string::npos) << resume.output;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(WaitForExit(runs[i]), 0) << Log("run" + std::to_string(i));
+  }
+  EXPECT_EQ(ledger(), 2 * kKeys);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key HAVING count(*) <> "
+                  "2) k"),
+            0)
+      << "each key's two items applied once each";
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'throttle_stop' AND "
+                  "details->>'reason' = 'job_paused'"),
+            2)
+      << "the resumed runs";
+
+  // Resumed again: said, nothing written. The audit trail: one pause, one
+  // resume, each with who (OS user and host; the role in details) and why.
+  auto twice = Jobs(conninfo(), {"resume", "shared"});
+  EXPECT_EQ(twice.status, 0) << twice.output;
+  EXPECT_NE(twice.output.find("job shared is not paused: nothing changed"), std::string::npos)
+      << twice.output;
+  EXPECT_EQ(
+      QueryValue("SELECT string_agg(kind || ' ' || job || ' ' || (actor LIKE 'admin:%@%')"
+                 " || ' ' || coalesce(details->>'reason', details->>'paused_reason') || ' '"
+                 " || (details->>'db_user' = current_user), ', ' ORDER BY event_id)"
+                 " FROM coexist.events WHERE kind IN ('job_paused', 'job_resumed')"),
+      "job_paused shared true deploy window true, job_resumed shared true deploy window true");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.job_pauses"), 0);
+}
+
+TEST_F(SharedRunsTest, PausingAnUnknownJobExits65AndWritesNothing) {
+  long long events = Count("SELECT count(*) FROM coexist.events");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"pause", "nightly", "--reason", "typo"}, {"resume", "nightly"}}) {
+    auto result = Jobs(conninfo(), args);
+    EXPECT_EQ(result.status, 65) << result.output;
+    EXPECT_NE(result.output.find("coexist: job 'nightly' is unknown here: no queue item, run or "
+                                 "range checkpoint names it\nHINT: `coexist jobs` lists the jobs "
+                                 "this database knows"),
+              std::string::npos)
+        << result.output;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.job_pauses"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.events"), events);
+  // A pause says why.
+  auto no_reason = Jobs(conninfo(), {"pause", "shared"});
+  EXPECT_EQ(no_reason.status, 64) << no_reason.output;
+  EXPECT_NE(no_reason.output.find("--reason is required"), std::string::npos) << no_reason.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.job_pauses"), 0);
 }
 
 }  // namespace
