@@ -43,10 +43,9 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
   }
   std::cout << fmt::format("{:<24} {:>7} {}\n", "job", "running", "state");
   for (const auto& j : jobs) {
-    std::string state =
-        j.pause ? fmt::format("paused since {} by {} ({}): {}", j.pause->since, j.pause->by,
-                              j.pause->db_user, j.pause->reason)
-                : "not paused";
+    std::string state = j.pause ? fmt::format("paused since {} by {} ({}): {}", j.pause->since,
+                                              j.pause->by, j.pause->db_user, j.pause->reason)
+                                : "not paused";
     std::cout << fmt::format("{:<24} {:>7} {}\n", j.job, j.running_runs, state);
   }
   std::cout << jobs.size() << " job" << (jobs.size() == 1 ? "" : "s") << '\n';

@@ -308,12 +308,14 @@ TEST_F(OpsTest, TheDocumentedLeastPrivilegeRolesWork) {
   // A range job as the same role: its pass keeps checkpoints in
   // coexist.range_checkpoints, in the chunk's own transaction.
   auto range = (dir_ / "range.yaml").string();
-  std::ofstream(range) << "batch: {job: ops_range, chunk_size: 10, range: {where: \"id <= 30\"}}\n"
-                          "policy: {name: skip_locked}\n"
-                          "operation: {chunk_sql: 'UPDATE products SET stock = stock + 1 WHERE id = "
-                          "ANY ($1::bigint[])'}\n";
-  QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(1, 30) g "
-             "ON CONFLICT (id) DO UPDATE SET stock = 0");
+  std::ofstream(range)
+      << "batch: {job: ops_range, chunk_size: 10, range: {where: \"id <= 30\"}}\n"
+         "policy: {name: skip_locked}\n"
+         "operation: {chunk_sql: 'UPDATE products SET stock = stock + 1 WHERE id = "
+         "ANY ($1::bigint[])'}\n";
+  QueryValue(
+      "INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(1, 30) g "
+      "ON CONFLICT (id) DO UPDATE SET stock = 0");
   auto walked = RunCommand({COEXIST_BINARY, "--database-url", conninfo() + " user=" + batch_role,
                             "--config", range, "batch", "run", "--no-install"});
   EXPECT_EQ(walked.status, 0) << walked.output;
