@@ -7,6 +7,7 @@
 #include "batch/operation.h"
 #include "common/log.h"
 #include "db/backend_priority.h"
+#include "db/connection.h"
 #include "db/target_table.h"
 #include "policies/policy.h"
 #include "schema/queue_store_ops.h"
@@ -327,10 +328,7 @@ void RangeWhere(pqxx::connection_base& conn, const config::Config& config, Check
   const auto& t = config.target;
   std::string table = conn.quote_name(t.schema) + "." + conn.quote_name(t.table);
   try {
-    conn.prepare("coexist_check_range_where",
-                 "SELECT 1 FROM " + table + " WHERE (" + range.where + ")");
-    conn.prepare_now("coexist_check_range_where");
-    conn.unprepare("coexist_check_range_where");
+    db::ParseOnly(conn, "SELECT 1 FROM " + table + " WHERE (" + range.where + ")");
   } catch (const pqxx::sql_error& e) {
     std::string what = e.what();
     report.problems.emplace_back(

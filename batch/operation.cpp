@@ -6,6 +6,7 @@
 
 #include "common/sql_text.h"
 #include "config_core/config_error.h"
+#include "db/connection.h"
 #include "db/target_table.h"
 
 namespace coexist::batch {
@@ -146,11 +147,7 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
     } catch (const pqxx::sql_error&) {
     }
   }
-  if (!prepared) {
-    conn.prepare("coexist_check_item_sql", body);
-    conn.prepare_now("coexist_check_item_sql");
-    conn.unprepare("coexist_check_item_sql");
-  }
+  if (!prepared) db::ParseOnly(conn, body);
   pqxx::nontransaction tx(conn);
   tx.exec_params("CREATE OR REPLACE FUNCTION pg_temp.coexist_item(" + args +
                  ") RETURNS integer LANGUAGE sql VOLATILE AS " + tag + body + ";\nSELECT 1" + tag);

@@ -427,4 +427,16 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,
   return conn;
 }
 
+void ParseOnly(pqxx::connection_base& conn, const std::string& sql) {
+  static constexpr const char* kName = "coexist_parse_only";
+  conn.prepare(kName, sql);
+  try {
+    conn.prepare_now(kName);
+  } catch (...) {
+    conn.unprepare(kName);
+    throw;
+  }
+  conn.unprepare(kName);
+}
+
 }  // namespace coexist::db

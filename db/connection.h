@@ -28,6 +28,13 @@ std::unique_ptr<pqxx::connection> Connect(const Server& server,
 std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,
                                           const std::string& application_name = "coexist");
 
+// Parses and plans `sql` on `conn` through the extended protocol
+// (PQprepare) and forgets it: nothing of it runs, and a string of two
+// statements ("...; DROP TABLE x") is refused, which a simple-protocol
+// "PREPARE ... AS <sql>" would have run the tail of. Throws the server's
+// pqxx::sql_error when it refuses the statement.
+void ParseOnly(pqxx::connection_base& conn, const std::string& sql);
+
 // How long a server may leave coexist without any answer before coexist
 // treats it as gone (database.stall_timeout). Process-wide, read by every
 // Connect; 0 turns the client-side settings and the watchdog off.

@@ -40,6 +40,14 @@ PauseChange ResumeJob(pqxx::connection_base& conn, const std::string& job,
   return resumed ? PauseChange::kChanged : PauseChange::kUnchanged;
 }
 
+std::optional<JobPause> PauseFrom(const pqxx::row& r, int first) {
+  if (!r[first].as<bool>()) return std::nullopt;
+  return JobPause{.by = r[first + 1].as<std::string>(),
+                  .reason = r[first + 2].as<std::string>(),
+                  .db_user = r[first + 3].as<std::string>(),
+                  .since = r[first + 4].as<std::string>()};
+}
+
 std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
   pqxx::read_transaction tx(conn);
   std::vector<JobRow> out;
@@ -51,18 +59,13 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
         UNION SELECT job FROM coexist.job_pauses)
       SELECT j.job,
              (SELECT count(*) FROM coexist.runs r WHERE r.job = j.job AND r.outcome = 'running'),
-             p.job IS NOT NULL, p.paused_by, p.reason, p.db_user,
-             to_char(p.paused_at, 'YYYY-MM-DD HH24:MI:SSOF')
+             )sql" + std::string(kJobPauseColumns) +
+                               R"sql(
         FROM jobs j LEFT JOIN coexist.job_pauses p ON p.job = j.job
        ORDER BY j.job)sql")) {
-    JobRow row{.job = r[0].as<std::string>(), .running_runs = r[1].as<long long>()};
-    if (r[2].as<bool>()) {
-      row.pause = JobPause{.by = r[3].as<std::string>(),
-                           .reason = r[4].as<std::string>(),
-                           .db_user = r[5].as<std::string>(),
-                           .since = r[6].as<std::string>()};
-    }
-    out.push_back(std::move(row));
+    out.push_back({.job = r[0].as<std::string>(),
+                   .running_runs = r[1].as<long long>(),
+                   .pause = PauseFrom(r, 2)});
   }
   tx.commit();
   return out;

@@ -21,6 +21,7 @@
 
 namespace pqxx {
 class connection_base;
+class row;
 }  // namespace pqxx
 
 namespace coexist::db {
@@ -32,6 +33,14 @@ struct JobPause {
   std::string db_user;
   std::string since;  // paused_at, "YYYY-MM-DD HH:MI:SS+TZ"
 };
+
+// The columns a JobPause is read from, for a LEFT JOIN of
+// coexist.job_pauses as `p`: the heartbeat and `coexist jobs` read it with
+// their own rows. PauseFrom reads them back from `first` on.
+inline constexpr const char* kJobPauseColumns =
+    "p.job IS NOT NULL, p.paused_by, p.reason, p.db_user, "
+    "to_char(p.paused_at, 'YYYY-MM-DD HH24:MI:SSOF')";
+std::optional<JobPause> PauseFrom(const pqxx::row& row, int first);
 
 enum class PauseChange {
   kChanged,     // paused (resumed) now, with its event
