@@ -161,7 +161,9 @@ RecordSql::RecordSql(pqxx::connection_base& conn, const config::Config& config)
           db::InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, subject,"
                               " details") +
           R"sql(
-      SELECT CASE WHEN terminate THEN 'backend_terminated' ELSE 'backend_cancelled' END, $8,
+      SELECT CASE WHEN terminate THEN )sql" +
+          SqlLiteral(EventKind::kBackendTerminated) + R"sql( ELSE )sql" +
+          SqlLiteral(EventKind::kBackendCancelled) + R"sql( END, $8,
              $9::bigint, $10::bigint, $12::regclass, $11::text, 'batch run ' || $9::bigint,
              application_name,
              jsonb_build_object('pid', pid, 'signalled', ok, 'state', state,

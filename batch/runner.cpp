@@ -306,12 +306,12 @@ void FinishRun(Control& c, RunSummary& summary, bool failed) {
   c.sql->HandBackOrphaned(tx, c.queue->DeleteOrphanedTakeovers(tx));
   if (summary.stop_reason == StopReason::kOutsideWindow ||
       summary.stop_reason == StopReason::kDrainMargin) {
-    c.queue->AddEvent(tx, "claim_refused", summary.run_id,
+    c.queue->AddEvent(tx, EventKind::kClaimRefused, summary.run_id,
                       nlohmann::json{{"reason", ToString(summary.stop_reason)}}.dump());
   }
   if (summary.stop_reason == StopReason::kFailuresInARow) {
     c.queue->AddEvent(
-        tx, "run_stopped_failing", summary.run_id,
+        tx, EventKind::kRunStoppedFailing, summary.run_id,
         nlohmann::json{{"max_consecutive_failures", config.batch.max_consecutive_failures},
                        {"dead", summary.counts.dead}}
             .dump());
@@ -321,7 +321,7 @@ void FinishRun(Control& c, RunSummary& summary, bool failed) {
       c.job->policy().ReleasesWindowsWhenDone()) {
     auto released = ReleaseWindows(tx, config.batch.job);
     if (released > 0) {
-      c.queue->AddEvent(tx, "windows_released", summary.run_id,
+      c.queue->AddEvent(tx, EventKind::kWindowsReleased, summary.run_id,
                         nlohmann::json{{"windows", released}}.dump());
       spdlog::info("read-only windows released run_id={} job={} windows={}", summary.run_id,
                    config.batch.job, released);

@@ -421,7 +421,7 @@ std::vector<Item> Worker::SettleMissing(pqxx::dbtransaction& tx, std::vector<Ite
   const char* name = mode == config::MissingRows::kSkip   ? "skip"
                      : mode == config::MissingRows::kFail ? "fail"
                                                           : "apply";
-  db_->queue->AddEvent(tx, "items_missing", run_id_,
+  db_->queue->AddEvent(tx, EventKind::kItemsMissing, run_id_,
                        nlohmann::json{{"target", config_.target.Name()},
                                       {"missing_rows", name},
                                       {"items", ids.size()},

@@ -99,7 +99,7 @@ void RecordPriorityUnavailable(pqxx::connection_base& conn, db::QueueStore& queu
   nlohmann::json details = {{"cpu_priority", config.pacing.cpu_nice},
                             {"available", state.available},
                             {"fix", db::PrioritizeFix(state)}};
-  queue.AddEvent(tx, "cpu_priority_unavailable", run_id, details.dump());
+  queue.AddEvent(tx, EventKind::kCpuPriorityUnavailable, run_id, details.dump());
   tx.commit();
 }
 

@@ -389,7 +389,16 @@ std::string EventLine(const db::EventRow& e) {
 
 int ListEvents(Context& context, const AdminFlags& f, bool record_given) {
   db::EventFilter filter;
-  filter.kind = f.kind;
+  if (!f.kind.empty()) {
+    filter.kind = ParseEventKind(f.kind);
+    if (!filter.kind) {
+      std::string kinds;
+      for (EventKind k : kEveryEventKind)
+        kinds += (kinds.empty() ? "" : ", ") + std::string(ToString(k));
+      throw UsageError("--kind '" + f.kind + "' is not an event kind",
+                       "give one of " + kinds + " (docs/schema.md).");
+    }
+  }
   filter.job = f.job;
   filter.limit = f.limit;
   if (record_given) filter.record_key = f.record;

@@ -111,7 +111,7 @@ void HealthMonitor::ReportBatch(milliseconds lock_wait, milliseconds latency) {
   impl_->statement_latency = latency;
 }
 
-void HealthMonitor::RecordEvent(const std::string& kind, const std::string& job,
+void HealthMonitor::RecordEvent(EventKind kind, const std::string& job,
                                 std::optional<long long> run_id, const std::string& details_json) {
   impl_->WithRetry([&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);

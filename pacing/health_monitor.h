@@ -7,6 +7,7 @@
 
 #include "config_core/target.h"
 #include "pacing/load.h"
+#include "schema/event_kind.h"
 
 namespace coexist::pacing {
 
@@ -45,7 +46,7 @@ class HealthMonitor {
   // Inserts a row into coexist.events: kind, job, run_id (when known), the
   // target, actor 'pacing', details (a JSON object as text). Throws pqxx
   // errors.
-  void RecordEvent(const std::string& kind, const std::string& job, std::optional<long long> run_id,
+  void RecordEvent(EventKind kind, const std::string& job, std::optional<long long> run_id,
                    const std::string& details_json);
 
  private:

@@ -127,15 +127,7 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
 
   std::vector<LatencyEvent> events;
   if (state_ == LatencyState::kLearning) {
-    if (now - start_ < options_.learn_time) return events;
-    auto learned = BaselineSince(start_);
-    if (!learned) return events;
-    baseline_ = *learned;
-    baseline_at_ = now;
-    latency_ = *baseline_;
-    state_ = LatencyState::kWithin;
-    last_change_ = now;
-    events.push_back({"latency_baseline", "learned", *baseline_, latency_, duty_});
+    LearnIfDue(now, events);
     return events;
   }
   if (idle_since_) {
@@ -148,7 +140,7 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
         idle_since_ = now;
         last_change_ = now;
         events.push_back(
-            {"latency_baseline", "refreshed", *baseline_, latency_, duty_, chunk_scale_});
+            {EventKind::kLatencyBaseline, "refreshed", *baseline_, latency_, duty_, chunk_scale_});
       }
     }
     return events;
@@ -157,9 +149,29 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
   return events;
 }
 
+// Learning ends on the clock, not only at a sample: the sessions sampler
+// may see its ten statements early in learn_time and none after it (short
+// statements are rarely caught running), and a learning ended only by the
+// next sample then never ended.
+void LatencyObjective::LearnIfDue(Clock::time_point now, std::vector<LatencyEvent>& events) {
+  if (now - start_ < options_.learn_time) return;
+  auto learned = BaselineSince(start_);
+  if (!learned) return;
+  baseline_ = *learned;
+  baseline_at_ = now;
+  latency_ = *baseline_;
+  state_ = LatencyState::kWithin;
+  last_change_ = now;
+  events.push_back({EventKind::kLatencyBaseline, "learned", *baseline_, latency_, duty_});
+}
+
 std::vector<LatencyEvent> LatencyObjective::Quiet(Clock::time_point now) {
   std::vector<LatencyEvent> events;
-  if (state_ == LatencyState::kLearning || idle_since_) return events;
+  if (state_ == LatencyState::kLearning) {
+    LearnIfDue(now, events);
+    return events;
+  }
+  if (idle_since_) return events;
   if (last_sample_at_ && now - *last_sample_at_ < options_.window) return events;
   // One raise per decision_time, as if each were a decision with headroom.
   auto spacing = std::max<Clock::duration>(options_.decision_time, std::chrono::milliseconds(100));
@@ -182,14 +194,15 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
     if (chunk_scale_ > options_.min_chunk_scale) {
       chunk_scale_ = std::max(options_.min_chunk_scale, chunk_scale_ * kDeepestCut);
       events.push_back(
-          {"latency_chunk_time", "shorter", *baseline_, latency_, duty_, chunk_scale_});
+          {EventKind::kLatencyChunkTime, "shorter", *baseline_, latency_, duty_, chunk_scale_});
     } else {
       duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
     }
     last_change_ = now;
     if (state_ != LatencyState::kOver) {
       state_ = LatencyState::kOver;
-      events.push_back({"latency_slowdown", "", *baseline_, latency_, duty_, chunk_scale_});
+      events.push_back(
+          {EventKind::kLatencySlowdown, "", *baseline_, latency_, duty_, chunk_scale_});
     }
     return;
   }
@@ -206,13 +219,14 @@ void LatencyObjective::Raise(Clock::time_point now, bool headroom,
   } else if (chunk_scale_ < 1.0 && headroom) {
     chunk_scale_ = std::min(1.0, chunk_scale_ * 2.0);
     last_change_ = now;
-    events.push_back({"latency_chunk_time", "longer", *baseline_, latency_, duty_, chunk_scale_});
+    events.push_back(
+        {EventKind::kLatencyChunkTime, "longer", *baseline_, latency_, duty_, chunk_scale_});
   }
   if (FullSpeed()) full_duty_at_ = now;
   if (state_ == LatencyState::kOver) {
     state_ = LatencyState::kWithin;
     last_change_ = now;
-    events.push_back({"latency_recovered", "", *baseline_, latency_, duty_, chunk_scale_});
+    events.push_back({EventKind::kLatencyRecovered, "", *baseline_, latency_, duty_, chunk_scale_});
   }
 }
 

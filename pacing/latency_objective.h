@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/event_kind.h"
+
 namespace coexist::pacing {
 
 enum class LatencyState {
@@ -43,7 +45,7 @@ struct LatencyObjectiveOptions {
 // A change the caller logs and records in coexist.events.
 struct LatencyEvent {
   // latency_baseline, latency_slowdown, latency_recovered, latency_chunk_time
-  std::string kind;
+  EventKind kind;
   // latency_baseline: "learned" or "refreshed"; latency_chunk_time:
   // "shorter" or "longer"
   std::string reason;
@@ -118,7 +120,8 @@ class LatencyObjective {
   std::vector<LatencyEvent> Observe(Clock::time_point now, std::chrono::microseconds latency);
   // A look that found no sample (the sessions signal: no online statement
   // ended). With none for a whole window while the batch works, nobody is
-  // there to protect: decided as headroom (the duty is raised).
+  // there to protect: decided as headroom (the duty is raised). While
+  // learning, it ends learning as a sample would.
   std::vector<LatencyEvent> Quiet(Clock::time_point now);
   // Whether the batch works now (false while paused or throttled by other
   // signals): the probes of a long enough idle period refresh the baseline.
@@ -163,6 +166,8 @@ class LatencyObjective {
   std::optional<std::chrono::microseconds> BaselineSince(Clock::time_point since) const;
   // The latency that `ratio` x baseline allows, tolerance included.
   std::chrono::microseconds Limit(double ratio) const;
+  // Ends learning once learn_time has passed and kMinSamples were seen.
+  void LearnIfDue(Clock::time_point now, std::vector<LatencyEvent>& events);
   void Decide(Clock::time_point now, std::vector<LatencyEvent>& events);
   // The raise (and the return to within) of a decision that found room.
   void Raise(Clock::time_point now, bool headroom, std::vector<LatencyEvent>& events);

@@ -263,7 +263,7 @@ struct Pacer::Impl {
     signal_fallback = reason;
     spdlog::warn("latency signal sessions unavailable, falling back to the probe reason={} fix={}",
                  log::Value(reason), log::Value(fix));
-    Record("latency_signal_fallback", reason, {{"fix", fix}, {"signal", "probe"}});
+    Record(EventKind::kLatencySignalFallback, reason, {{"fix", fix}, {"signal", "probe"}});
     StartProbe(*options.pacing.online_latency);
     PublishState();
   }
@@ -302,7 +302,7 @@ struct Pacer::Impl {
     latency_off = reason;
     spdlog::warn("latency objective off, pacing by the count signals reason={} fix={}",
                  log::Value(reason), log::Value(fix));
-    Record("latency_objective_off", reason, {{"fix", fix}});
+    Record(EventKind::kLatencyObjectiveOff, reason, {{"fix", fix}});
     PublishState();
   }
 
@@ -332,21 +332,21 @@ struct Pacer::Impl {
   void OnLatencyEvent(const LatencyEvent& e) {
     ApplyChunkScale();
     if (e.baseline.count() > 0) last_baseline_ms = Milliseconds(e.baseline);
-    if (e.kind == "latency_slowdown") {
+    if (e.kind == EventKind::kLatencySlowdown) {
       ++latency_slowdowns;
       if (!over_since) over_since = Clock::now();
     }
-    if (e.kind == "latency_recovered") EndOverSpan(Clock::now());
+    if (e.kind == EventKind::kLatencyRecovered) EndOverSpan(Clock::now());
     json details = {{"baseline_ms", Milliseconds(e.baseline)},
                     {"latency_ms", Milliseconds(e.latency)},
                     {"objective", latency->options().objective},
                     {"duty", e.duty},
                     {"chunk_time_ms", sizer.target().count()}};
-    if (e.kind == "latency_baseline") {
+    if (e.kind == EventKind::kLatencyBaseline) {
       spdlog::info("latency baseline {} baseline_ms={:.3f}", e.reason, Milliseconds(e.baseline));
     } else {
-      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f} chunk_time_ms={}", e.kind,
-                   Milliseconds(e.latency), Milliseconds(e.baseline), e.duty,
+      spdlog::info("{} latency_ms={:.3f} baseline_ms={:.3f} duty={:.2f} chunk_time_ms={}",
+                   ToString(e.kind), Milliseconds(e.latency), Milliseconds(e.baseline), e.duty,
                    sizer.target().count());
     }
     Record(e.kind, e.reason, std::move(details));
@@ -413,24 +413,25 @@ struct Pacer::Impl {
 
   // Logs an event and records it in coexist.events; a failed insert is
   // logged, never fatal (the batch must not die of its audit trail).
-  void Record(const std::string& kind, const std::string& reason, json details) {
+  void Record(EventKind kind, const std::string& reason, json details) {
     details["reason"] = reason;
     details["signals"] = SignalsToJson(last_signals);
     try {
       monitor.RecordEvent(kind, options.job, options.run_id, details.dump());
     } catch (const std::exception& e) {
-      spdlog::warn("pacing event not recorded kind={} error={}", kind, log::Value(e.what()));
+      spdlog::warn("pacing event not recorded kind={} error={}", ToString(kind),
+                   log::Value(e.what()));
     }
   }
 
   void OnThrottleEvent(const ThrottleEvent& e) {
     json details = {{"tripped", TripsToJson(e.trips)}};
-    if (e.kind == "throttle_start") {
+    if (e.kind == EventKind::kThrottleStart) {
       spdlog::info("throttle started reason={}{}", e.reason, TripsForLog(e.trips));
-    } else if (e.kind == "throttle_stop") {
+    } else if (e.kind == EventKind::kThrottleStop) {
       details["throttled_ms"] = e.throttled_for.count();
       spdlog::info("throttle stopped reason={} throttled_ms={}", e.reason, e.throttled_for.count());
-    } else if (e.kind == "hibernate") {
+    } else if (e.kind == EventKind::kHibernate) {
       details["hibernate_ms"] = options.pacing.hibernate_time.count();
       spdlog::warn("hibernating reason={} hibernate_ms={}{}", e.reason,
                    options.pacing.hibernate_time.count(), TripsForLog(e.trips));
@@ -466,7 +467,7 @@ struct Pacer::Impl {
     if (!pause_reason.empty()) {
       auto held = duration_cast<milliseconds>(now - paused_since);
       spdlog::info("throttle stopped reason={} throttled_ms={}", pause_reason, held.count());
-      Record("throttle_stop", pause_reason, {{"throttled_ms", held.count()}});
+      Record(EventKind::kThrottleStop, pause_reason, {{"throttled_ms", held.count()}});
     }
     if (!reason.empty()) {
       paused_since = now;
@@ -479,7 +480,7 @@ struct Pacer::Impl {
       } else {
         spdlog::info("throttle started reason={}", reason);
       }
-      Record("throttle_start", reason, std::move(details));
+      Record(EventKind::kThrottleStart, reason, std::move(details));
     }
     pause_reason = reason;
   }

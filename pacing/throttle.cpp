@@ -28,7 +28,7 @@ void Throttle::Start(Clock::time_point now, ThrottleState state, const std::vect
                      std::vector<ThrottleEvent>& events) {
   if (state_ == ThrottleState::kRunning) {
     since_ = now;
-    events.push_back({"throttle_start", ReasonOf(trips), trips});
+    events.push_back({EventKind::kThrottleStart, ReasonOf(trips), trips});
   }
   state_ = state;
   reason_ = ReasonOf(trips);
@@ -49,11 +49,11 @@ std::vector<ThrottleEvent> Throttle::Observe(Clock::time_point now,
       if (!critical_trips.empty()) {
         if (options_.stop_on_critical) {
           state_ = ThrottleState::kStopped;
-          events.push_back({"critical_stop", ReasonOf(critical_trips), critical_trips});
+          events.push_back({EventKind::kCriticalStop, ReasonOf(critical_trips), critical_trips});
         } else {
           state_ = ThrottleState::kHibernating;
           until_ = now + options_.hibernate_time;
-          events.push_back({"hibernate", ReasonOf(critical_trips), critical_trips});
+          events.push_back({EventKind::kHibernate, ReasonOf(critical_trips), critical_trips});
         }
         reason_ = ReasonOf(critical_trips);
         return events;
@@ -77,7 +77,8 @@ std::vector<ThrottleEvent> Throttle::Observe(Clock::time_point now,
   if (state_ == ThrottleState::kRunning) return events;
   if (!healthy_since_) healthy_since_ = now;
   if (now - *healthy_since_ >= options_.hold_time) {
-    events.push_back({"throttle_stop", reason_, {}, duration_cast<milliseconds>(now - since_)});
+    events.push_back(
+        {EventKind::kThrottleStop, reason_, {}, duration_cast<milliseconds>(now - since_)});
     state_ = ThrottleState::kRunning;
     reason_.clear();
     healthy_since_.reset();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pacing/load.h"
+#include "schema/event_kind.h"
 
 namespace coexist::pacing {
 
@@ -28,7 +29,7 @@ struct ThrottleOptions {
 
 // A change the caller logs and records in coexist.events.
 struct ThrottleEvent {
-  std::string kind;    // throttle_start, throttle_stop, hibernate, critical_stop
+  EventKind kind;      // throttle_start, throttle_stop, hibernate, critical_stop
   std::string reason;  // the tripped signals ("lock_waiters"), or what ended it
   std::vector<Trip> trips;
   std::chrono::milliseconds throttled_for{0};  // throttle_stop: how long it lasted

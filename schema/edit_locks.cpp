@@ -58,8 +58,9 @@ long long DeleteExpiredEditLocks(pqxx::transaction_base& tx, const std::string& 
       "WITH gone AS ("
       "  DELETE FROM coexist.edit_locks WHERE expires_at <= clock_timestamp() RETURNING *),"
       " audit AS (" +
-          InsertEventsSql("kind, target, record_key, actor, subject, details") +
-          "  SELECT 'edit_lock_expired', target, record_key, $1, owner,"
+          InsertEventsSql("kind, target, record_key, actor, subject, details") + "  SELECT " +
+          SqlLiteral(EventKind::kEditLockExpired) +
+          ", target, record_key, $1, owner,"
           "         jsonb_build_object('token', token, 'expires_at', expires_at)"
           "    FROM gone)"
           " SELECT count(*) FROM gone",

@@ -23,8 +23,8 @@ void RecordEvent(pqxx::transaction_base& tx, const NewEvent& event) {
                                   " details") +
                       " VALUES ($1, $2, $3::bigint, $4::bigint, $5::regclass, $6, $7, $8,"
                       " coalesce($9::jsonb, '{}'))",
-                  event.kind, event.job, event.run_id, event.item_id, event.target,
-                  event.record_key, event.actor, event.subject, event.details_json);
+                  std::string(ToString(event.kind)), event.job, event.run_id, event.item_id,
+                  event.target, event.record_key, event.actor, event.subject, event.details_json);
 }
 
 std::vector<EventRow> ListEvents(pqxx::connection_base& conn, const EventFilter& filter) {
@@ -43,7 +43,8 @@ std::vector<EventRow> ListEvents(pqxx::connection_base& conn, const EventFilter&
            "   AND ($4::bigint IS NULL OR at >= now() - $4::bigint * interval '1 millisecond')"
            "   AND ($5::timestamptz IS NULL OR at >= $5::timestamptz)"
            " ORDER BY event_id DESC LIMIT $6",
-           filter.kind, filter.job, filter.record_key, age_ms, filter.since_time, filter.limit)) {
+           filter.kind ? std::string(ToString(*filter.kind)) : std::string(), filter.job,
+           filter.record_key, age_ms, filter.since_time, filter.limit)) {
     EventRow e;
     e.event_id = r[0].as<long long>();
     e.at = r[1].as<std::string>();

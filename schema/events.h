@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/event_kind.h"
+
 namespace pqxx {
 class connection_base;
 class transaction_base;
@@ -29,7 +31,7 @@ namespace coexist::db {
 
 // A new coexist.events row; nullopt leaves a column NULL (`at` is now()).
 struct NewEvent {
-  std::string kind;
+  EventKind kind;
   std::optional<std::string> job;
   std::optional<long long> run_id, item_id;
   std::optional<std::string> target;  // a regclass literal, or the table's oid as text
@@ -47,7 +49,7 @@ std::string InsertEventsSql(const std::string& columns);
 
 // Which events; every filter that is set must match.
 struct EventFilter {
-  std::string kind;                                    // empty: every kind
+  std::optional<EventKind> kind;                       // nullopt: every kind
   std::string job;                                     // empty: every job (and events of none)
   std::optional<std::string> record_key;               // of any target, in any spelling of its type
   std::optional<std::chrono::milliseconds> since_age;  // at >= now() - since_age

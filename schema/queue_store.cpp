@@ -92,7 +92,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
         FROM gone HAVING count(*) > 0
       RETURNING cardinality(item_ids) AS items)
     SELECT (SELECT count(*) FROM kept) + coalesce((SELECT sum(items) FROM chunk), 0))sql");
-  conn.prepare("fail_items", R"sql(
+  conn.prepare(
+      "fail_items", R"sql(
     WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(item_id, error)),
     u AS (
       UPDATE coexist.queue q
@@ -102,8 +103,9 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
       RETURNING q.item_id, q.record_key, q.state, q.attempts, f.error, q.record_keys),
     e AS (
       )sql" + InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, details") +
-                                 R"sql(
-      SELECT 'item_dead', $5, $3, item_id, $6::regclass, record_key, 'batch run ' || $3,
+                        R"sql(
+      SELECT )sql" + SqlLiteral(EventKind::kItemDead) +
+                        R"sql(, $5, $3, item_id, $6::regclass, record_key, 'batch run ' || $3,
              jsonb_build_object('attempts', attempts, 'error', error)
              || coexist.keys_detail(record_keys)
         FROM u WHERE state = 'dead'
@@ -111,7 +113,8 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
     SELECT count(*) FROM u WHERE state = 'dead')sql");
   // A timeout adds to the item's timeouts; at $8 (max_timeouts) the item
   // is dead instead of deferred again (0018).
-  conn.prepare("defer_items", R"sql(
+  conn.prepare(
+      "defer_items", R"sql(
     WITH d AS (SELECT *, reason = 'timeout' AS timed_out
                  FROM unnest($1::bigint[], $2::text[], $3::boolean[]) AS d(item_id, reason, escalated)),
     u AS (
@@ -131,15 +134,18 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
                 d.escalated, q.record_keys),
     e AS (
       )sql" + InsertEventsSql("kind, job, run_id, item_id, target, record_key, actor, details") +
-                                  R"sql(
+                         R"sql(
       SELECT k.kind, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
              jsonb_build_object('reason', u.reason, 'deferrals', u.deferrals)
              || coexist.keys_detail(u.record_keys)
-        FROM u CROSS JOIN LATERAL (VALUES ('item_deferred'), (CASE WHEN u.escalated
-                                   THEN 'item_escalated' END)) AS k(kind)
+        FROM u CROSS JOIN LATERAL (VALUES ()sql" +
+                         SqlLiteral(EventKind::kItemDeferred) +
+                         R"sql(), (CASE WHEN u.escalated THEN )sql" +
+                         SqlLiteral(EventKind::kItemEscalated) + R"sql( END)) AS k(kind)
        WHERE k.kind IS NOT NULL AND u.state = 'deferred'
       UNION ALL
-      SELECT 'item_dead', $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
+      SELECT )sql" + SqlLiteral(EventKind::kItemDead) +
+                         R"sql(, $5, $4, u.item_id, $7::regclass, u.record_key, 'batch run ' || $4,
              jsonb_build_object('timeouts', u.timeouts, 'error', u.last_error)
              || coexist.keys_detail(u.record_keys)
         FROM u WHERE u.state = 'dead'
@@ -196,8 +202,7 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
       FROM (SELECT 1) one LEFT JOIN coexist.job_pauses p ON p.job = $6
      WHERE r.run_id = $1
     RETURNING r.stop_requested_at IS NOT NULL, coalesce(r.stop_requested_by, 'unknown'),
-              p.job IS NOT NULL, p.paused_by, p.reason, p.db_user,
-              to_char(p.paused_at, 'YYYY-MM-DD HH24:MI:SSOF'))sql");
+              )sql" + std::string(kJobPauseColumns));
   conn.prepare("lock_job_finish", "SELECT coexist.lock_job_finish($1)");
   conn.prepare("finish_run", R"sql(
     UPDATE coexist.runs
@@ -304,12 +309,7 @@ QueueStore::Heartbeat QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long 
   if (result.empty()) return beat;
   const auto& r = result[0];
   if (r[0].as<bool>()) beat.stop_by = r[1].as<std::string>();
-  if (r[2].as<bool>()) {
-    beat.pause = JobPause{.by = r[3].as<std::string>(),
-                          .reason = r[4].as<std::string>(),
-                          .db_user = r[5].as<std::string>(),
-                          .since = r[6].as<std::string>()};
-  }
+  beat.pause = PauseFrom(r, 2);
   return beat;
 }
 
@@ -336,9 +336,9 @@ RunsTogether QueueStore::ReadRunsTogether(pqxx::transaction_base& tx, long long 
                   std::chrono::duration<double>(row[7].as<double>())))};
 }
 
-void QueueStore::AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
+void QueueStore::AddEvent(pqxx::transaction_base& tx, EventKind kind, long long run_id,
                           const std::string& details_json) {
-  tx.exec_prepared("insert_event", kind, job_.job, run_id, details_json);
+  tx.exec_prepared("insert_event", std::string(ToString(kind)), job_.job, run_id, details_json);
 }
 
 long long QueueStore::CountQueued(pqxx::transaction_base& tx) {

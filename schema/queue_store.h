@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "schema/event_kind.h"
 #include "schema/job_pauses.h"
 #include "schema/runs_together.h"
 
@@ -130,7 +131,7 @@ class QueueStore {
   // The job's runs whose span overlaps the (finished) run's own, the run
   // included (schema/runs_together.h).
   RunsTogether ReadRunsTogether(pqxx::transaction_base& tx, long long run_id);
-  void AddEvent(pqxx::transaction_base& tx, const std::string& kind, long long run_id,
+  void AddEvent(pqxx::transaction_base& tx, EventKind kind, long long run_id,
                 const std::string& details_json);
   long long CountQueued(pqxx::transaction_base& tx);
   // Deletes the target's takeovers that no running run holds any more (their

@@ -91,11 +91,11 @@ PurgeCounts PurgeOldRows(pqxx::connection_base& conn, const PurgeAges& ages,
   counts.events = PurgeInBatches(conn, kPurgeEvents, ages.events, stop);
   counts.runs = PurgeInBatches(conn, kPurgeRuns, ages.runs, stop);
   if (counts.done_items + counts.events + counts.runs > 0) {
-    pqxx::nontransaction(conn).exec_params(
-        InsertEventsSql("kind, actor, details") +
-            " VALUES ('queue_purged', $1, jsonb_build_object('done_items', $2::bigint,"
-            " 'events', $3::bigint, 'runs', $4::bigint))",
-        actor, counts.done_items, counts.events, counts.runs);
+    pqxx::nontransaction(conn).exec_params(InsertEventsSql("kind, actor, details") + " VALUES (" +
+                                               SqlLiteral(EventKind::kQueuePurged) +
+                                               ", $1, jsonb_build_object('done_items', $2::bigint,"
+                                               " 'events', $3::bigint, 'runs', $4::bigint))",
+                                           actor, counts.done_items, counts.events, counts.runs);
   }
   return counts;
 }
@@ -162,8 +162,9 @@ long long RetryDeadItems(pqxx::connection_base& conn, const std::string& job,
       " counted AS (SELECT job, count(*) AS n FROM retried GROUP BY job),"
       " audit AS ("
       "  " +
-          InsertEventsSql("kind, job, actor, details") +
-          "  SELECT 'items_retried', job, $2, jsonb_build_object('items', n) FROM counted)"
+          InsertEventsSql("kind, job, actor, details") + "  SELECT " +
+          SqlLiteral(EventKind::kItemsRetried) +
+          ", job, $2, jsonb_build_object('items', n) FROM counted)"
           " SELECT coalesce(sum(n), 0)::bigint FROM counted",
       job, actor);
   tx.commit();

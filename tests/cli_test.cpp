@@ -635,6 +635,12 @@ TEST_F(CliTest, EventsListsTheAuditTrailWithFilters) {
   auto newest_of_j = lines(Run(events + " --job j --limit 1").out);
   ASSERT_EQ(newest_of_j.size(), 2u);
   EXPECT_TRUE(newest_of_j[0].starts_with("item_dead ")) << newest_of_j[0];
+  auto misspelt = Run(events + " --kind item_died");
+  EXPECT_EQ(misspelt.status, 64);
+  EXPECT_NE(misspelt.err.find("coexist: --kind 'item_died' is not an event kind\nHINT: give one "
+                              "of item_deferred, item_escalated, item_dead,"),
+            std::string::npos)
+      << misspelt.err;
   auto bad = Run(events + " --since soon");
   EXPECT_EQ(bad.status, 64);
   EXPECT_NE(bad.err.find("coexist: --since 'soon' is neither a duration nor a timestamp\nHINT: "

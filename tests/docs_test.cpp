@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/stop_reason.h"
+#include "schema/event_kind.h"
 
 namespace coexist {
 namespace {
@@ -70,6 +71,33 @@ TEST(Docs, BatchPageListsEveryStopReason) {
         << ToString(reason) << " is missing from docs/batch.md's stop reasons";
     EXPECT_EQ(ParseStopReason(ToString(reason)), reason);
   }
+}
+
+// docs/schema.md's list of the audit trail's kinds is exactly the code's:
+// the kinds are the backquoted names outside parentheses (the parentheses
+// hold their details).
+TEST(Docs, SchemaPageListsExactlyTheEventKinds) {
+  std::string page = Read(kSource / "docs" / "schema.md");
+  auto start = page.find("The kinds:\n");
+  ASSERT_NE(start, std::string::npos) << "docs/schema.md lists the event kinds";
+  auto end = page.find("\n\n", page.find("\n\n", start) + 2);
+  std::string list = page.substr(start, end - start);
+  static const std::regex parenthesised(R"(\([^()]*\))");
+  for (std::string before; before != list;) {
+    before = list;
+    list = std::regex_replace(list, parenthesised, "");
+  }
+  std::set<std::string> documented;
+  static const std::regex name("`([a-z_]+)`");
+  for (std::sregex_iterator m(list.begin(), list.end(), name), e; m != e; ++m) {
+    documented.insert((*m)[1].str());
+  }
+  std::set<std::string> code;
+  for (EventKind kind : kEveryEventKind) {
+    code.insert(std::string(ToString(kind)));
+    EXPECT_EQ(ParseEventKind(ToString(kind)), kind);
+  }
+  EXPECT_EQ(documented, code) << "docs/schema.md, \"coexist.events\", against schema/event_kind.h";
 }
 
 TEST(Docs, ReadmeListsEveryPage) {

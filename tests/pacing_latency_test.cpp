@@ -22,7 +22,7 @@ std::vector<std::string> Feed(LatencyObjective& c, Clock::time_point& t,
   std::vector<std::string> kinds;
   for (auto end = t + span; t < end;) {
     t += 50ms;
-    for (const auto& e : c.Observe(t, latency)) kinds.push_back(e.kind);
+    for (const auto& e : c.Observe(t, latency)) kinds.emplace_back(ToString(e.kind));
   }
   return kinds;
 }
@@ -74,6 +74,22 @@ TEST(LatencyObjective, NeedsMinSamplesToLearn) {
   EXPECT_EQ(c.state(), LatencyState::kLearning) << "9 probes over 1.35 s are not enough";
   c.Observe(t + 1500ms, 1000us);
   EXPECT_EQ(c.state(), LatencyState::kWithin);
+}
+
+// The sessions signal may catch its statements early and none after:
+// learning ends at the first read past learn_time, samples or not.
+TEST(LatencyObjective, LearningEndsOnTheClockWhenTheSamplesCameEarly) {
+  Clock::time_point t{};
+  LatencyObjective c(Measured(), t);
+  for (int i = 1; i <= 25; ++i) c.Observe(t + i * 10ms, 1000us);
+  ASSERT_EQ(c.state(), LatencyState::kLearning) << "within learn_time";
+  EXPECT_TRUE(c.Quiet(t + 900ms).empty());
+  ASSERT_EQ(c.state(), LatencyState::kLearning);
+  std::vector<std::string> kinds;
+  for (const auto& e : c.Quiet(t + 1000ms)) kinds.emplace_back(ToString(e.kind));
+  EXPECT_EQ(kinds, std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  EXPECT_EQ(c.baseline(), 1000us);
 }
 
 TEST(LatencyObjective, AConfiguredBaselineSkipsLearning) {
@@ -290,7 +306,7 @@ TEST(LatencyObjective, WithADecisionTimeManySamplesWaitForIt) {
     t += 50ms;
     std::vector<std::string> kinds;
     for (int i = 0; i < 20; ++i) {
-      for (const auto& e : c.Observe(t, latency)) kinds.push_back(e.kind);
+      for (const auto& e : c.Observe(t, latency)) kinds.emplace_back(ToString(e.kind));
     }
     return kinds;
   };

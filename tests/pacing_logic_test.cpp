@@ -168,7 +168,7 @@ TEST_F(ThrottleTest, PausesUntilHealthyForHoldTime) {
   Throttle t(options_);
   auto events = t.Observe(At(0), Trips("lock_waiters"), {});
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, "throttle_start");
+  EXPECT_EQ(ToString(events[0].kind), "throttle_start");
   EXPECT_EQ(events[0].reason, "lock_waiters");
   EXPECT_EQ(t.state(), ThrottleState::kThrottled);
   EXPECT_TRUE(t.Observe(At(10), {}, {}).empty());                     // healthy since 10
@@ -177,7 +177,7 @@ TEST_F(ThrottleTest, PausesUntilHealthyForHoldTime) {
   EXPECT_TRUE(t.Observe(At(150), {}, {}).empty());                    // 90 ms < hold
   events = t.Observe(At(160), {}, {});
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, "throttle_stop");
+  EXPECT_EQ(ToString(events[0].kind), "throttle_stop");
   EXPECT_EQ(events[0].throttled_for, 160ms);
   EXPECT_EQ(t.state(), ThrottleState::kRunning);
 }
@@ -185,19 +185,19 @@ TEST_F(ThrottleTest, PausesUntilHealthyForHoldTime) {
 TEST_F(ThrottleTest, CriticalTwiceHibernatesThenRechecks) {
   Throttle t(options_);
   auto events = t.Observe(At(0), {}, Trips("lock_waiters"));
-  EXPECT_EQ(events.at(0).kind, "throttle_start");
+  EXPECT_EQ(ToString(events.at(0).kind), "throttle_start");
   EXPECT_EQ(t.state(), ThrottleState::kCriticalPending);
   EXPECT_EQ(t.wake_at(), At(50));
   EXPECT_TRUE(t.Observe(At(20), {}, Trips("lock_waiters")).empty());  // before recheck
   events = t.Observe(At(50), {}, Trips("lock_waiters"));
-  EXPECT_EQ(events.at(0).kind, "hibernate");
+  EXPECT_EQ(ToString(events.at(0).kind), "hibernate");
   EXPECT_EQ(t.state(), ThrottleState::kHibernating);
   t.Tick(At(1049));
   EXPECT_EQ(t.state(), ThrottleState::kHibernating);
   t.Tick(At(1050));
   EXPECT_EQ(t.state(), ThrottleState::kThrottled);
   t.Observe(At(1060), {}, {});
-  EXPECT_EQ(t.Observe(At(1160), {}, {}).at(0).kind, "throttle_stop");
+  EXPECT_EQ(ToString(t.Observe(At(1160), {}, {}).at(0).kind), "throttle_stop");
 }
 
 TEST_F(ThrottleTest, CriticalOnceIsOnlyAThrottle) {
@@ -213,7 +213,7 @@ TEST_F(ThrottleTest, CriticalTwiceStopsWhenConfigured) {
   Throttle t(options_);
   t.Observe(At(0), {}, Trips("vacuum"));
   auto events = t.Observe(At(60), {}, Trips("vacuum"));
-  EXPECT_EQ(events.at(0).kind, "critical_stop");
+  EXPECT_EQ(ToString(events.at(0).kind), "critical_stop");
   EXPECT_EQ(events.at(0).reason, "vacuum");
   EXPECT_EQ(t.state(), ThrottleState::kStopped);
 }

@@ -18,7 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "schema/event_kind.h"
+
 namespace fs = std::filesystem;
+using coexist::EventKind;
+using coexist::kEveryEventKind;
+using coexist::ParseEventKind;
 
 namespace {
 
@@ -203,6 +208,42 @@ TEST(SchemaFence, OnlySchemaEventsWritesTheAuditTrail) {
              "(RecordEvent, or InsertEventsSql in a statement that records its change)";
     }
   }
+}
+
+// The kinds are written through schema/event_kind.h: C++ SQL quotes them
+// with SqlLiteral, never by hand, and the SQL functions insert only kinds
+// the enum has.
+TEST(SchemaFence, EventKindsComeFromTheEnum) {
+  for (const auto& path : ProductSources()) {
+    for (const auto& literal : StringLiterals(Read(kSource / path))) {
+      for (EventKind kind : kEveryEventKind) {
+        std::string quoted = "'" + std::string(ToString(kind)) + "'";
+        EXPECT_EQ(literal.text.find(quoted), std::string::npos)
+            << path << ":" << literal.line << ": " << quoted
+            << " by hand; write SqlLiteral(EventKind::...) (schema/event_kind.h)";
+      }
+    }
+  }
+  std::regex insert(R"(INSERT\s+INTO\s+coexist\.events\b)", std::regex::icase);
+  std::regex kind_of(
+      R"(INSERT\s+INTO\s+coexist\.events\s*\([^)]*\)\s*(VALUES\s*\(\s*|SELECT\s+)'([a-z_]+)')",
+      std::regex::icase);
+  int inserts = 0;
+  for (const auto& entry : fs::directory_iterator(kSource / "schema/functions")) {
+    std::string sql = Read(entry.path());
+    int here = static_cast<int>(std::distance(std::sregex_iterator(sql.begin(), sql.end(), insert),
+                                              std::sregex_iterator()));
+    int named = 0;
+    for (std::sregex_iterator m(sql.begin(), sql.end(), kind_of), e; m != e; ++m, ++named) {
+      EXPECT_TRUE(ParseEventKind((*m)[2].str()))
+          << entry.path().filename() << ": inserts kind " << (*m)[2]
+          << ", which schema/event_kind.h does not have";
+    }
+    EXPECT_EQ(named, here) << entry.path().filename()
+                           << ": an insert into coexist.events whose kind is not a literal";
+    inserts += here;
+  }
+  EXPECT_GE(inserts, 6) << "the functions' inserts were not found";
 }
 
 TEST(SchemaFence, ReadsSqlInStringsNotComments) {

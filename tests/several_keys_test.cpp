@@ -427,7 +427,7 @@ TEST_F(SeveralKeysTest, AFailingRowFailsTheWholeItemAndNoneOfItsRowsChange) {
             "t");
   auto conn = Connect();
   db::EventFilter filter;
-  filter.kind = "item_dead";
+  filter.kind = EventKind::kItemDead;
   filter.record_key =
       QueryValue("SELECT upper(record_keys[3]) FROM coexist.items WHERE payload->>'uid' = 'u1'");
   auto found = db::ListEvents(*conn, filter);

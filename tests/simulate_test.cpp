@@ -285,7 +285,10 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
     EXPECT_GT(cell.items, 20);
     EXPECT_EQ(cell.records, (cell.items * 30 + 19) / 20) << "as many items per row as asked";
     EXPECT_EQ(cell.items, cells[0].items) << "the repeats run the grown queue";
-    EXPECT_NEAR(cell.window_seconds, 20.0 * static_cast<double>(cell.items) / 20, 0.01)
+    // A fast machine grows the queue by up to 20x three times: the window
+    // then reaches its cap of 24 h.
+    EXPECT_NEAR(cell.window_seconds,
+                std::min(20.0 * static_cast<double>(cell.items) / 20, 86'400.0), 0.01)
         << "the window grows with the queue";
     EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items);
     EXPECT_EQ(cell.applied_twice, 0);
