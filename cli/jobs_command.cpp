@@ -1,5 +1,6 @@
-// coexist jobs [pause JOB --reason TEXT | resume JOB]: a job-wide pause kept
-// in the database, read by every run of the job in its heartbeat.
+// coexist jobs [pause JOB --reason TEXT | resume JOB]: every job's progress
+// and ETA, and a job-wide pause kept in the database, read by every run of
+// the job in its heartbeat.
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "common/error.h"
 #include "db/connection.h"
 #include "schema/job_pauses.h"
+#include "schema/jobs.h"
 
 namespace coexist::cli {
 
@@ -24,29 +26,64 @@ Error UnknownJob(const std::string& job) {
                "its configuration); nothing was changed.");
 }
 
+// "45 s", "12 min", "3.4 h": an ETA as an operator reads it.
+std::string Duration(double seconds) {
+  if (seconds < 120) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 7200) return fmt::format("{:.0f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
+nlohmann::json JobJson(const db::JobRow& j) {
+  nlohmann::json row = {{"job", j.job},
+                        {"running_runs", j.running_runs},
+                        {"queued", j.queued},
+                        {"deferred", j.deferred},
+                        {"done", j.done},
+                        {"dead", j.dead},
+                        {"items_per_second", nullptr},
+                        {"eta_seconds", nullptr},
+                        {"paused", false}};
+  if (auto rate = j.Rate()) row["items_per_second"] = *rate;
+  if (auto eta = j.EtaSeconds()) row["eta_seconds"] = *eta;
+  if (j.range_segments > 0) {
+    row["range"] = {{"segments", j.range_segments},
+                    {"finished", j.range_finished},
+                    {"applied", j.range_applied}};
+  }
+  if (j.pause) {
+    row["paused"] = true;
+    row["paused_at"] = j.pause->since;
+    row["paused_by"] = j.pause->by;
+    row["db_user"] = j.pause->db_user;
+    row["reason"] = j.pause->reason;
+  }
+  return row;
+}
+
 void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& j : jobs) {
-      nlohmann::json row = {{"job", j.job}, {"running_runs", j.running_runs}, {"paused", false}};
-      if (j.pause) {
-        row["paused"] = true;
-        row["paused_at"] = j.pause->since;
-        row["paused_by"] = j.pause->by;
-        row["db_user"] = j.pause->db_user;
-        row["reason"] = j.pause->reason;
-      }
-      out.push_back(std::move(row));
-    }
+    for (const auto& j : jobs) out.push_back(JobJson(j));
     std::cout << out.dump(2) << '\n';
     return;
   }
-  std::cout << fmt::format("{:<24} {:>7} {}\n", "job", "running", "state");
+  constexpr const char* kRow = "{:<24} {:>7} {:>19} {:>6} {:>8} {:>7}  {}\n";
+  std::cout << fmt::format(kRow, "job", "running", "done/items", "dead", "items/s", "ETA", "state");
   for (const auto& j : jobs) {
+    auto rate = j.Rate();
+    auto eta = j.EtaSeconds();
     std::string state = j.pause ? fmt::format("paused since {} by {} ({}): {}", j.pause->since,
                                               j.pause->by, j.pause->db_user, j.pause->reason)
-                                : "not paused";
-    std::cout << fmt::format("{:<24} {:>7} {}\n", j.job, j.running_runs, state);
+                        : j.running_runs > 0 ? "running"
+                                             : "idle";
+    if (j.range_segments > 0) {
+      state += fmt::format("; range: {}/{} segments, {} rows applied", j.range_finished,
+                           j.range_segments, j.range_applied);
+    }
+    std::cout << fmt::format(kRow, j.job, j.running_runs,
+                             fmt::format("{}/{}", j.done, j.queued + j.deferred + j.done + j.dead),
+                             j.dead, rate ? fmt::format("{:.1f}", *rate) : "-",
+                             eta ? Duration(*eta) : "-", state);
   }
   std::cout << jobs.size() << " job" << (jobs.size() == 1 ? "" : "s") << '\n';
 }
@@ -56,7 +93,8 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
 void AddJobsCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* jobs = app.add_subcommand(
       "jobs",
-      "The jobs this database knows, with their pause; pause or resume every run of a job, on "
+      "The jobs this database knows: items done of all, rate and ETA of the running runs "
+      "together, a range job's segments, and the pause; pause or resume every run of a job, on "
       "every host, through the database");
   static bool json = false;
   static std::string job;

@@ -48,27 +48,4 @@ std::optional<JobPause> PauseFrom(const pqxx::row& r, int first) {
                   .since = r[first + 4].as<std::string>()};
 }
 
-std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
-  pqxx::read_transaction tx(conn);
-  std::vector<JobRow> out;
-  for (const auto& r : tx.exec(R"sql(
-      WITH jobs AS (
-        SELECT DISTINCT job FROM coexist.queue
-        UNION SELECT job FROM coexist.runs
-        UNION SELECT job FROM coexist.range_checkpoints
-        UNION SELECT job FROM coexist.job_pauses)
-      SELECT j.job,
-             (SELECT count(*) FROM coexist.runs r WHERE r.job = j.job AND r.outcome = 'running'),
-             )sql" + std::string(kJobPauseColumns) +
-                               R"sql(
-        FROM jobs j LEFT JOIN coexist.job_pauses p ON p.job = j.job
-       ORDER BY j.job)sql")) {
-    out.push_back({.job = r[0].as<std::string>(),
-                   .running_runs = r[1].as<long long>(),
-                   .pause = PauseFrom(r, 2)});
-  }
-  tx.commit();
-  return out;
-}
-
 }  // namespace coexist::db

@@ -5,7 +5,7 @@
 // running run of the job reads the pause in its heartbeat
 // (QueueStore::HeartbeatRun) and holds its workers after the chunk in hand
 // (pacing's throttle reason job_paused); a run that starts while its job is
-// paused holds from its start.
+// paused holds from its start. `coexist jobs` lists them (schema/jobs.h).
 //
 // Each function uses `conn` for one transaction of its own, so `conn` must
 // have none open. Errors are libpqxx's, uncaught: pqxx::sql_error when the
@@ -58,16 +58,5 @@ PauseChange PauseJob(pqxx::connection_base& conn, const std::string& job, const 
 // (0032's resume_job). Every run of the job goes on within a heartbeat.
 PauseChange ResumeJob(pqxx::connection_base& conn, const std::string& job,
                       const std::string& actor);
-
-// One job the database knows, as `coexist jobs` lists it.
-struct JobRow {
-  std::string job;
-  long long running_runs = 0;
-  std::optional<JobPause> pause;  // nullopt: not paused
-};
-
-// Every job named by a queue item, a run, a range checkpoint or a pause,
-// by name, in one read-only transaction.
-std::vector<JobRow> ListJobs(pqxx::connection_base& conn);
 
 }  // namespace coexist::db

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -577,6 +578,61 @@ TEST_F(CliTest, RunsShowPrintsTheRunAndWithJsonItsSummary) {
   auto missing = Run(flags + " runs show 12345 --json");
   EXPECT_EQ(missing.status, 64);
   EXPECT_EQ(missing.out, "");
+}
+
+// coexist jobs: each job's items done of all, the rate of its running runs
+// together and an ETA, a range job's segments; a job with nothing running
+// has no rate.
+TEST_F(CliTest, JobsShowProgressRateAndEta) {
+  QueryValue(
+      "INSERT INTO coexist.queue (job, record_key, state, done_at)"
+      " SELECT 'nightly', g, CASE WHEN g <= 30 THEN 'queued' WHEN g <= 40 THEN 'deferred'"
+      "  WHEN g <= 45 THEN 'done' ELSE 'dead' END::coexist.item_state,"
+      "  CASE WHEN g BETWEEN 41 AND 45 THEN now() END FROM generate_series(1, 47) g");
+  QueryValue(
+      "INSERT INTO coexist.done_chunks (job, done_at, item_ids, record_keys, item_keys, "
+      "attempts, payloads) VALUES ('nightly', now(), '{101,102,103}', '{1,2,3}', "
+      "'{NULL,NULL,NULL}', '{1,1,1}', ARRAY['{}','{}','{}']::jsonb[])");
+  // Two running runs: 60 items done in the 30 s since the first started.
+  QueryValue(
+      "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done) VALUES"
+      " ('nightly', 'skip_locked', 'a', 1, clock_timestamp() - interval '30 s', 40),"
+      " ('nightly', 'skip_locked', 'b', 2, clock_timestamp() - interval '10 s', 20),"
+      " ('settle', 'skip_locked', 'a', 3, now(), 0)");
+  QueryValue(
+      "INSERT INTO coexist.range_checkpoints (job, segment, pass, finished, applied) VALUES"
+      " ('settle', 1, 1, true, 500), ('settle', 2, 1, false, 120)");
+  auto json = Run("--database-url " + Url() + " jobs --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  auto jobs = nlohmann::json::parse(json.out);
+  ASSERT_EQ(jobs.size(), 2u) << json.out;
+  const auto& nightly = jobs[0];
+  EXPECT_EQ(nightly["job"], "nightly");
+  EXPECT_EQ(nightly["running_runs"], 2);
+  EXPECT_EQ(nightly["queued"], 30);
+  EXPECT_EQ(nightly["deferred"], 10);
+  EXPECT_EQ(nightly["done"], 8) << "5 in the queue, 3 in a done chunk";
+  EXPECT_EQ(nightly["dead"], 2);
+  // 60 items over about 30 s; the 40 queued and deferred at that rate.
+  EXPECT_NEAR(nightly["items_per_second"].get<double>(), 2.0, 0.2);
+  EXPECT_NEAR(nightly["eta_seconds"].get<double>(), 20.0, 2.0);
+  EXPECT_FALSE(nightly.contains("range"));
+  const auto& settle = jobs[1];
+  EXPECT_EQ(settle["job"], "settle");
+  EXPECT_TRUE(settle["items_per_second"].is_null()) << "a run that has done nothing has no rate";
+  EXPECT_TRUE(settle["eta_seconds"].is_null());
+  EXPECT_EQ(settle["range"], (nlohmann::json{{"segments", 2}, {"finished", 1}, {"applied", 620}}));
+
+  auto text = Run("--database-url " + Url() + " jobs");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(
+      text.out, std::regex("\nnightly +2 +8/50 +2 +[12]\\.[0-9] +[12][0-9] s  running\n")))
+      << text.out;
+  EXPECT_NE(
+      text.out.find("settle                         1                 0/0      0        -       -  "
+                    "running; range: 1/2 segments, 620 rows applied\n2 jobs\n"),
+      std::string::npos)
+      << text.out;
 }
 
 // coexist events: the audit trail, newest first, with its filters.
