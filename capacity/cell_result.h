@@ -89,6 +89,7 @@ struct CellResult {
   double batch_seconds = 0;
   double items_per_second = 0;
   int batch_processes = 1;     // runs of the job started at once
+  int cpu_nice = 0;            // pacing.cpu_priority the cell ran at (19: low)
   std::vector<RunShare> runs;  // in the order they were started
   long long items = 0;         // queued for this cell
   long long done = 0;

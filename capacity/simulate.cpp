@@ -15,6 +15,8 @@
 #include "batch/enqueue.h"
 #include "capacity/batch_runs.h"
 #include "capacity/workload.h"
+#include "common/log.h"
+#include "db/backend_priority.h"
 #include "db/connection.h"
 #include "db/target_table.h"
 #include "online-sim/simulator.h"
@@ -46,6 +48,20 @@ long long PrepareData(const std::string& conninfo, const config::ScenarioSetting
                       const config::Config& config, long long items, long long& records) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   db::InstallMigrations(*conn);
+  if (config.pacing.cpu_nice > 0) {
+    // Measured as the operator would run it: with the extension, when the
+    // server has it. Without it the cell still runs (its own threads are
+    // lowered) and the run's cpu_priority_unavailable event says so.
+    try {
+      if (!db::CreatePrioritizeIfAvailable(*conn).schema) {
+        spdlog::warn("cell runs without the prioritize extension: the server lacks it fix={}",
+                     log::Value(db::PrioritizeFix({})));
+      }
+    } catch (const pqxx::sql_error& e) {
+      spdlog::warn("prioritize extension not created error={}",
+                   log::Value(std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
+    }
+  }
   const config::Workload& workload = settings.workload;
   if (workload.UserTables()) {
     records = PrepareUserTables(*conn, workload, config);
@@ -303,6 +319,7 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.index = spec.index;
   cell.parameters = spec.parameters;
   cell.policy = config.policy.name;
+  cell.cpu_nice = config.pacing.cpu_nice;
   cell.load_level = spec.load_level;
   cell.check_of = size.check_of;
   cell.repeat = size.repeat;

@@ -322,7 +322,7 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
 int ReadCpuPriority(Section& s, const YAML::Node& value) {
   std::string text = s.ScalarText(value, "cpu_priority");
   if (text == "normal") return 0;
-  if (text == "low") return 19;
+  if (text == "low") return kLowCpuNice;
   int nice = -1;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), nice);
   if (error != std::errc() || end != text.data() + text.size() || nice < 0 || nice > 19) {

@@ -395,6 +395,9 @@ struct OnlineLatencyConfig {
   static constexpr double kMinChunkScale = 0.25;
 };
 
+// pacing.cpu_priority: low, the lowest priority (nice 19).
+inline constexpr int kLowCpuNice = 19;
+
 // `pacing:` — how hard the batch pushes while online users are there
 // (docs/pacing.md): chunk sizing to a target duration, health-based
 // throttling, and operator control (flag files, control socket).
@@ -440,7 +443,7 @@ struct PacingConfig {
   // pacing.cpu_priority as a nice value: the batch's worker threads and
   // their PostgreSQL backends (through the prioritize extension) run at it,
   // so the online sessions get the cores first. 0 (`normal`, the default):
-  // nothing is reniced; `low` is 19; or a number 0..19.
+  // nothing is reniced; `low` is kLowCpuNice; or a number 0..19.
   int cpu_nice = 0;
   // SET synchronous_commit on the batch's worker sessions; nullopt (the
   // default): the server's setting.

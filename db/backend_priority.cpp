@@ -22,6 +22,18 @@ std::string PrioritizeFix(const Prioritize& state) {
          create;
 }
 
+Prioritize CreatePrioritizeIfAvailable(pqxx::connection_base& conn) {
+  pqxx::work tx(conn);
+  auto state = ReadPrioritize(tx);
+  if (state.available && !state.schema) {
+    tx.exec("SET LOCAL client_min_messages = warning");
+    tx.exec("CREATE EXTENSION IF NOT EXISTS prioritize");
+    state = ReadPrioritize(tx);
+  }
+  tx.commit();
+  return state;
+}
+
 int LowerOwnBackendPriority(pqxx::connection_base& conn, const std::string& schema, int nice) {
   pqxx::work tx(conn);
   // The extension says NOTICE on every change and WARNING when the kernel

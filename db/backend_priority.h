@@ -31,6 +31,13 @@ Prioritize ReadPrioritize(pqxx::transaction_base& tx);
 // it, then CREATE EXTENSION.
 std::string PrioritizeFix(const Prioritize& state);
 
+// The simulator's scratch database: creates the extension when the server
+// has its files and the database lacks it, so that a cell's
+// pacing.cpu_priority is measured as it would run where the operator
+// installed it. Returns the state afterwards; a refusal (not a superuser)
+// is the caller's to report: pqxx::sql_error.
+Prioritize CreatePrioritizeIfAvailable(pqxx::connection_base& conn);
+
 // Sets the connection's own backend to nice `nice` (1..19) through the
 // extension installed in `schema`, in a transaction of its own (`conn` must
 // have none open); a backend already at `nice` or lower priority is left

@@ -106,6 +106,18 @@ TEST(Recommend, APolicyThatBreaksAnOnlineObjectiveIsNotRecommended) {
   EXPECT_NE(batch.misses[1].remedy.find("terminate_after"), std::string::npos);
 }
 
+// A paced cell over its p99 objective is told what it has not tried yet:
+// pacing.cpu_priority: low only when it did not run at it.
+TEST(Recommend, APacedCellIsToldOfCpuPriorityOnlyWhenItDidNotRunAtIt) {
+  std::vector<CellResult> cells = {Cell("skip_locked", 3, 5, 15)};
+  cells[0].latency = pacing::LatencySummary{};
+  auto remedy = [&] { return Recommend(cells, Scenario())[0].outcomes[0].misses.at(0).remedy; };
+  EXPECT_NE(remedy().find("pacing.cpu_priority: low"), std::string::npos) << remedy();
+  cells[0].cpu_nice = config::kLowCpuNice;
+  EXPECT_EQ(remedy().find("cpu_priority"), std::string::npos) << remedy();
+  EXPECT_NE(remedy().find("pacing.online_latency.objective"), std::string::npos) << remedy();
+}
+
 TEST(Recommend, ObjectivesComeFromTheScenario) {
   ScenarioSummary loose = Scenario();
   loose.objectives.max_p99_ratio = 200;
