@@ -45,6 +45,8 @@ nlohmann::json JobJson(const db::JobRow& j) {
                         {"paused", false}};
   if (auto rate = j.Rate()) row["items_per_second"] = *rate;
   if (auto eta = j.EtaSeconds()) row["eta_seconds"] = *eta;
+  row["online_latency_ratio"] = nullptr;
+  if (j.online_latency_ratio) row["online_latency_ratio"] = *j.online_latency_ratio;
   if (j.range_segments > 0) {
     row["range"] = {{"segments", j.range_segments},
                     {"finished", j.range_finished},
@@ -76,6 +78,9 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
                                               j.pause->by, j.pause->db_user, j.pause->reason)
                         : j.running_runs > 0 ? "running"
                                              : "idle";
+    if (j.online_latency_ratio) {
+      state += fmt::format(", online latency {:.2f}x its baseline", *j.online_latency_ratio);
+    }
     if (j.range_segments > 0) {
       state += fmt::format("; range: {}/{} segments, {} rows applied", j.range_finished,
                            j.range_segments, j.range_applied);

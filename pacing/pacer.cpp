@@ -634,4 +634,11 @@ std::optional<LatencySummary> Pacer::Latency() {
                         .seconds_over = std::chrono::duration<double>(over).count()};
 }
 
+std::optional<double> Pacer::OnlineLatencyRatio() {
+  std::lock_guard lock(impl_->mutex);
+  const auto& latency = impl_->latency;
+  if (!latency || latency->state() == LatencyState::kLearning) return std::nullopt;
+  return latency->ratio();
+}
+
 }  // namespace coexist::pacing

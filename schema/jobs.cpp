@@ -40,7 +40,8 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
          GROUP BY job),
       running AS (
         SELECT job, count(*) AS runs, sum(done) AS done,
-               extract(epoch FROM clock_timestamp() - min(started_at))::float8 AS seconds
+               extract(epoch FROM clock_timestamp() - min(started_at))::float8 AS seconds,
+               max((details->>'online_latency_ratio')::float8) AS latency_ratio
           FROM coexist.runs WHERE outcome = 'running' GROUP BY job),
       segments AS (
         SELECT job, count(*) AS segments, count(*) FILTER (WHERE finished) AS finished,
@@ -50,7 +51,7 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
              coalesce(i.deferred, 0)::bigint, coalesce(i.done, 0)::bigint,
              coalesce(i.dead, 0)::bigint, coalesce(ru.done, 0)::bigint,
              coalesce(ru.seconds, 0), coalesce(s.segments, 0), coalesce(s.finished, 0),
-             coalesce(s.applied, 0)::bigint,
+             coalesce(s.applied, 0)::bigint, ru.latency_ratio,
              )sql" + std::string(kJobPauseColumns) +
                                R"sql(
         FROM jobs j
@@ -70,7 +71,8 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
                    .range_segments = r[8].as<long long>(),
                    .range_finished = r[9].as<long long>(),
                    .range_applied = r[10].as<long long>(),
-                   .pause = PauseFrom(r, 11)});
+                   .pause = PauseFrom(r, 12)});
+    if (!r[11].is_null()) out.back().online_latency_ratio = r[11].as<double>();
   }
   tx.commit();
   return out;

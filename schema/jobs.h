@@ -31,6 +31,9 @@ struct JobRow {
   // seconds since the first of them started.
   long long running_done = 0;
   double running_seconds = 0;
+  // The highest online latency ratio a running run's objective measured
+  // (pacing.online_latency); nullopt when none measures one.
+  std::optional<double> online_latency_ratio;
   // A range job's segments (coexist.range_checkpoints) and the rows applied.
   long long range_segments = 0, range_finished = 0, range_applied = 0;
   std::optional<JobPause> pause;  // nullopt: not paused

@@ -198,7 +198,10 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
   // The job's pause (0032) comes back with the row: one statement a second.
   conn.prepare("heartbeat_run", R"sql(
     UPDATE coexist.runs r
-       SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5
+       SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5,
+           details = CASE WHEN $7::float8 IS NULL THEN r.details - 'online_latency_ratio'
+                          ELSE r.details || jsonb_build_object('online_latency_ratio', $7::float8)
+                     END
       FROM (SELECT 1) one LEFT JOIN coexist.job_pauses p ON p.job = $6
      WHERE r.run_id = $1
     RETURNING r.stop_requested_at IS NOT NULL, coalesce(r.stop_requested_by, 'unknown'),
@@ -303,8 +306,10 @@ std::vector<long long> QueueStore::AbandonStaleRuns(pqxx::transaction_base& tx) 
 
 QueueStore::Heartbeat QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
                                                long long claimed, long long done,
-                                               long long deferred, long long dead) {
-  auto result = tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead, job_.job);
+                                               long long deferred, long long dead,
+                                               std::optional<double> online_latency_ratio) {
+  auto result = tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead, job_.job,
+                                 online_latency_ratio);
   Heartbeat beat;
   if (result.empty()) return beat;
   const auto& r = result[0];

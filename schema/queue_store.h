@@ -122,9 +122,12 @@ class QueueStore {
     std::optional<JobPause> pause;
   };
   // Refreshes the run's heartbeat and counts, and reads its stop request and
-  // its job's pause.
+  // its job's pause. `online_latency_ratio` (pacing.online_latency's
+  // percentile over its baseline, nullopt while none is measured) is kept
+  // in the runs row's details for `coexist jobs`.
   Heartbeat HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed,
-                         long long done, long long deferred, long long dead);
+                         long long done, long long deferred, long long dead,
+                         std::optional<double> online_latency_ratio = std::nullopt);
   void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
                  long long claimed, long long done, long long deferred, long long dead,
                  const std::string& details_json);

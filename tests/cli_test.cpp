@@ -595,10 +595,12 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
       "'{NULL,NULL,NULL}', '{1,1,1}', ARRAY['{}','{}','{}']::jsonb[])");
   // Two running runs: 60 items done in the 30 s since the first started.
   QueryValue(
-      "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done) VALUES"
-      " ('nightly', 'skip_locked', 'a', 1, clock_timestamp() - interval '30 s', 40),"
-      " ('nightly', 'skip_locked', 'b', 2, clock_timestamp() - interval '10 s', 20),"
-      " ('settle', 'skip_locked', 'a', 3, now(), 0)");
+      "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done, details) VALUES"
+      " ('nightly', 'skip_locked', 'a', 1, clock_timestamp() - interval '30 s', 40,"
+      "  '{\"online_latency_ratio\": 1.31}'),"
+      " ('nightly', 'skip_locked', 'b', 2, clock_timestamp() - interval '10 s', 20,"
+      "  '{\"online_latency_ratio\": 1.12}'),"
+      " ('settle', 'skip_locked', 'a', 3, now(), 0, '{}')");
   QueryValue(
       "INSERT INTO coexist.range_checkpoints (job, segment, pass, finished, applied) VALUES"
       " ('settle', 1, 1, true, 500), ('settle', 2, 1, false, 120)");
@@ -617,16 +619,19 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_NEAR(nightly["items_per_second"].get<double>(), 2.0, 0.2);
   EXPECT_NEAR(nightly["eta_seconds"].get<double>(), 20.0, 2.0);
   EXPECT_FALSE(nightly.contains("range"));
+  EXPECT_EQ(nightly["online_latency_ratio"], 1.31) << "the highest of its running runs";
   const auto& settle = jobs[1];
   EXPECT_EQ(settle["job"], "settle");
   EXPECT_TRUE(settle["items_per_second"].is_null()) << "a run that has done nothing has no rate";
   EXPECT_TRUE(settle["eta_seconds"].is_null());
+  EXPECT_TRUE(settle["online_latency_ratio"].is_null());
   EXPECT_EQ(settle["range"], (nlohmann::json{{"segments", 2}, {"finished", 1}, {"applied", 620}}));
 
   auto text = Run("--database-url " + Url() + " jobs");
   ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_TRUE(std::regex_search(
-      text.out, std::regex("\nnightly +2 +8/50 +2 +[12]\\.[0-9] +[12][0-9] s  running\n")))
+  EXPECT_TRUE(
+      std::regex_search(text.out, std::regex("\nnightly +2 +8/50 +2 +[12]\\.[0-9] +[12][0-9] s  "
+                                             "running, online latency 1\\.31x its baseline\n")))
       << text.out;
   EXPECT_NE(
       text.out.find("settle                         1                 0/0      0        -       -  "
