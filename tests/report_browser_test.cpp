@@ -131,8 +131,11 @@ TEST(ReportInBrowser, TheDemosReportGivesARecommendationAndAProjection) {
   ASSERT_TRUE(fs::exists(kChromium))
       << "Chromium is missing: run scripts/setup.sh (Debian package chromium)";
   fs::path dir = fs::temp_directory_path() / ("coexist-demo-" + std::to_string(getpid()));
-  auto demo = RunCommand({COEXIST_BINARY, "simulate", "demo", "--set",
-                          "sweep.policy.name=[online_priority]", "--out", dir.string()});
+  // A quarter of the demo's queue: the cells grow to their minimum batch
+  // time when they need to.
+  auto demo = RunCommand(
+      {COEXIST_BINARY, "simulate", "demo", "--set", "sweep.policy.name=[online_priority]", "--set",
+       "scenario.queue_items=10000", "--set", "scenario.records=1000", "--out", dir.string()});
   ASSERT_EQ(demo.status, 0) << demo.output;
   EXPECT_NE(demo.output.find("cell 2 of 2 pacing.online_latency={objective: 1.5x}"),
             std::string::npos)
