@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "batch/budget.h"
 #include "batch/check.h"
 #include "batch/guard.h"
 #include "batch/operation.h"
@@ -165,6 +166,9 @@ long long BeginRun(Control& c, RunSummary& summary, const std::atomic<bool>* sto
                               {"chunk_size", config.batch.chunk_size},
                               {"adaptive", config.pacing.adaptive},
                               {"chunk_time_ms", config.pacing.chunk_time.count()}};
+    if (config.batch.max_duration) details["max_duration_ms"] = config.batch.max_duration->count();
+    if (config.batch.max_items) details["max_items"] = *config.batch.max_items;
+    if (config.batch.max_rate) details["max_rate"] = *config.batch.max_rate;
     summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
     // Session-level, so it outlives this transaction and lives as long as
     // the connection. Taken before the row commits: a shared sibling's
@@ -198,8 +202,9 @@ struct WorkEnd {
 
 // Step 3: the workers, each on its own thread and connection, and the
 // control loop on this one until they have all stopped: heartbeat,
-// progress and the pacer's status once a second, and the stop flag (which
-// also wakes workers held by a pause or throttle). The control connection
+// progress and the pacer's status once a second, the stop flag and
+// batch.max_duration (either also wakes workers held by a pause or
+// throttle). The control connection
 // holds the job's and the run's locks: when it fails, another run may take
 // the job, so the workers stop at once (a chunk in flight commits or rolls
 // back, none starts) and the run fails.
@@ -212,10 +217,11 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
   KeysInFlight keys;
   std::atomic<bool> workers_stop{false};
   std::mutex error_mutex;
+  RunBudget budget(config.batch, started);
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < config.batch.workers; ++i) {
     workers.push_back(std::make_unique<Worker>(i, conninfo, config, c.job->policy(), run_id,
-                                               counters, workers_stop, pacer, keys));
+                                               counters, workers_stop, pacer, keys, budget));
     workers.back()->SetRange(range);
   }
   if (range != nullptr) range->walking = config.batch.workers;
@@ -241,6 +247,12 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
       if (options.stop != nullptr && *options.stop) workers_stop = true;
       if (workers_stop && !pacer_stopped) {
         pacer.RequestStop();
+        pacer_stopped = true;
+      }
+      // The workers see the deadline before each claim; a worker held by
+      // a pause or throttle is woken by the pacer's stop.
+      if (!pacer_stopped && budget.OutOfTime(Clock::now())) {
+        pacer.RequestStop(StopReason::kMaxDuration);
         pacer_stopped = true;
       }
       if (Clock::now() >= next && !end.control_lost) {
@@ -401,6 +413,11 @@ RunSummary RunOpenJob(Control& control, const std::string& conninfo, const RunOp
   }
   summary.counts = std::move(end.counts);
   summary.stop_reason = end.stop_reason;
+  if (end.stop_reason == StopReason::kMaxDuration || end.stop_reason == StopReason::kMaxItems) {
+    spdlog::info("run budget spent, claiming stopped run_id={} job={} reason={} claimed={}",
+                 summary.run_id, config.batch.job, ToString(end.stop_reason),
+                 summary.counts.claimed);
+  }
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   summary.items_per_second = summary.seconds > 0 ? summary.counts.done / summary.seconds : 0;
   summary.latency = pacer.Latency();
@@ -426,7 +443,8 @@ ExitCode ExitCodeOf(const RunSummary& summary) {
   if (summary.counts.dead > 0) return ExitCode::kItemsDead;
   if (summary.counts.deferred > 0) return ExitCode::kItemsDeferred;
   // Claiming stopped early (window closed, drain margin, signal, ctl stop,
-  // ctl --job stop, stop file, critical load) with items still queued: not a full success.
+  // ctl --job stop, stop file, critical load, a run budget spent) with items
+  // still queued: not a full success.
   if (summary.stop_reason != StopReason::kDrained && summary.queued_left > 0) {
     return ExitCode::kItemsDeferred;
   }

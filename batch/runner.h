@@ -130,8 +130,8 @@ SweepResult SweepDeadRuns(const std::string& conninfo, const config::Config& con
 // 0 when every settled item is done and the queue was drained;
 // kItemsDeferred when some were deferred, or when claiming stopped early
 // (outside_window, drain_margin, stopped, operator, job_stop, stop_file,
-// critical_load) with items still queued; kItemsDead when some died (it
-// wins over deferred). docs/batch.md.
+// critical_load, max_duration, max_items) with items still queued;
+// kItemsDead when some died (it wins over deferred). docs/batch.md.
 ExitCode ExitCodeOf(const RunSummary& summary);
 
 // The --json document: run_id, job, policy, outcome, done, deferred, dead,

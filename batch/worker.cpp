@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "batch/budget.h"
 #include "batch/operation.h"
 #include "batch/range_walk.h"
 #include "batch/record_sql.h"
@@ -174,7 +175,8 @@ struct Worker::Db {
 
 Worker::Worker(int index, std::string conninfo, const config::Config& config,
                const policies::Policy& policy, long long run_id, Counters& counters,
-               const std::atomic<bool>& stop, pacing::Pacer& pacer, KeysInFlight& keys)
+               const std::atomic<bool>& stop, pacing::Pacer& pacer, KeysInFlight& keys,
+               RunBudget& budget)
     : index_(index),
       conninfo_(std::move(conninfo)),
       config_(config),
@@ -183,7 +185,8 @@ Worker::Worker(int index, std::string conninfo, const config::Config& config,
       counters_(counters),
       stop_(stop),
       pacer_(pacer),
-      keys_(keys) {}
+      keys_(keys),
+      budget_(budget) {}
 
 Worker::~Worker() = default;
 
@@ -222,23 +225,40 @@ void Worker::Run() {
 }
 
 std::optional<int> Worker::NextChunkSize() {
-  if (stop_) {
-    stop_reason_ = StopReason::kStopped;
-    return std::nullopt;
+  while (true) {
+    if (stop_) {
+      stop_reason_ = StopReason::kStopped;
+      return std::nullopt;
+    }
+    if (TooManyFailuresInARow()) {
+      stop_reason_ = StopReason::kFailuresInARow;
+      return std::nullopt;
+    }
+    if (budget_.OutOfTime(steady_clock::now())) {
+      stop_reason_ = StopReason::kMaxDuration;
+      return std::nullopt;
+    }
+    auto gate = policy_.MayClaim(std::chrono::system_clock::now());
+    if (!gate.allowed) {
+      stop_reason_ = gate.reason;
+      return std::nullopt;
+    }
+    // Blocks while the run is paused or throttled; nullopt: pacing says stop.
+    auto size = pacer_.BeforeChunk();
+    if (!size) {
+      stop_reason_ = stop_ ? StopReason::kStopped : pacer_.WhyStopped();
+      return std::nullopt;
+    }
+    auto allowed = budget_.Allow(*size, steady_clock::now());
+    if (allowed.stop) {
+      stop_reason_ = allowed.stop;
+      return std::nullopt;
+    }
+    if (allowed.size > 0) return allowed.size;
+    // Held back by max_rate, or max_items in a sibling's hands: a short
+    // wait, then every check again (a stop is seen within it).
+    budget_.WaitForSettle(std::min<steady_clock::duration>(allowed.wait, milliseconds(200)));
   }
-  if (TooManyFailuresInARow()) {
-    stop_reason_ = StopReason::kFailuresInARow;
-    return std::nullopt;
-  }
-  auto gate = policy_.MayClaim(std::chrono::system_clock::now());
-  if (!gate.allowed) {
-    stop_reason_ = gate.reason;
-    return std::nullopt;
-  }
-  // Blocks while the run is paused or throttled; nullopt: pacing says stop.
-  auto size = pacer_.BeforeChunk();
-  if (!size) stop_reason_ = stop_ ? StopReason::kStopped : pacer_.WhyStopped();
-  return size;
 }
 
 bool Worker::WalkRange() {
@@ -261,6 +281,7 @@ bool Worker::WalkRange() {
     while (true) {
       auto size = NextChunkSize();
       if (!size) return false;
+      ChunkAllowance allowance(budget_, *size);
       auto started = steady_clock::now();
       RangeChunkResult chunk;
       {
@@ -270,6 +291,7 @@ bool Worker::WalkRange() {
         tx.commit();
       }
       if (chunk.walked) break;
+      allowance.Used(chunk.applied);
       counters_.claimed += chunk.applied;
       counters_.done += chunk.applied;
       if (chunk.applied > 0) counters_.failures_in_a_row = 0;
@@ -302,6 +324,7 @@ bool Worker::RunChunk(long long& after, int size) {
     int worker;
     ~ReleaseKeys() { keys.Release(worker); }
   } release{keys_, index_};
+  ChunkAllowance allowance(budget_, size);
   Outcome out;
   auto now = steady_clock::now();
   auto started = now;
@@ -368,6 +391,7 @@ bool Worker::RunChunk(long long& after, int size) {
     tx.commit();
   }
   Publish(out);
+  allowance.Used(out.settled());
   int settled = static_cast<int>(out.settled());
   auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
   spdlog::debug("chunk finished worker={} size={} settled={} took_ms={} lock_wait_ms={}", index_,

@@ -44,6 +44,7 @@ using db::Item;
 struct EditLock;
 struct Blocker;
 struct RangeWalk;
+class RunBudget;
 
 // Shared by the workers of a run; the control thread reads a snapshot.
 struct Counters {
@@ -128,10 +129,12 @@ ChunkCommit ReadChunkCommit(db::QueueStore& queue, pqxx::transaction_base& tx, l
 class Worker {
  public:
   // `pacer` sizes each chunk and holds the worker while the run is paused
-  // or throttled (pacing/pacer.h); it is shared by the run's workers.
+  // or throttled (pacing/pacer.h); `budget` holds claims to the run's
+  // budgets (batch/budget.h). Both are shared by the run's workers.
   Worker(int index, std::string conninfo, const config::Config& config,
          const policies::Policy& policy, long long run_id, Counters& counters,
-         const std::atomic<bool>& stop, pacing::Pacer& pacer, KeysInFlight& keys);
+         const std::atomic<bool>& stop, pacing::Pacer& pacer, KeysInFlight& keys,
+         RunBudget& budget);
   ~Worker();
 
   // Runs until nothing is claimable, the policy stops claiming or `stop` is
@@ -139,8 +142,8 @@ class Worker {
   // whatever else it cannot handle; the chunk in flight then rolls back.
   void Run();
   // Why the worker stopped claiming: nullopt when the queue drained, else
-  // kStopped (signal), kFailuresInARow, the policy's gate reason or
-  // pacing's (common/stop_reason.h).
+  // kStopped (signal), kFailuresInARow, the policy's gate reason, pacing's
+  // or a budget's (common/stop_reason.h).
   std::optional<StopReason> stop_reason() const { return stop_reason_; }
   // A range job's run: the worker first walks its share of `range`'s
   // segments, then, once every worker has, retries the exceptions through
@@ -155,7 +158,9 @@ class Worker {
   struct Outcome;  // what one chunk decided; worker.cpp
 
   // The next chunk's size, or nullopt with stop_reason_ set: stopped,
-  // failing, refused by the policy's gate, or stopped by pacing.
+  // failing, refused by the policy's gate, stopped by pacing, or a budget
+  // spent. Blocks while pacing or batch.max_rate holds claims back. A size
+  // is the budget's: the chunk settles it (ChunkAllowance).
   std::optional<int> NextChunkSize();
   // The walk of range_'s segments; false when the run stops claiming.
   bool WalkRange();
@@ -237,6 +242,7 @@ class Worker {
   const std::atomic<bool>& stop_;
   pacing::Pacer& pacer_;
   KeysInFlight& keys_;
+  RunBudget& budget_;
   RangeWalk* range_ = nullptr;
   std::optional<StopReason> stop_reason_;
 

@@ -38,6 +38,10 @@ void PrintSummary(std::ostream& out, const batch::RunSummary& s) {
   if (s.stop_reason != StopReason::kDrained) {
     out << "  claiming stopped: " << ToString(s.stop_reason) << "\n";
   }
+  if (s.stop_reason == StopReason::kMaxDuration || s.stop_reason == StopReason::kMaxItems) {
+    out << "  the run's budget (batch." << ToString(s.stop_reason)
+        << ") is spent; the next run goes on with what is left\n";
+  }
   if (s.stop_reason == StopReason::kFailuresInARow) {
     out << "  items failed in a row and none was done (batch.max_consecutive_failures): the "
            "operation or the payloads fail for every item; `coexist queue status` shows the "

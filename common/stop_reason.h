@@ -19,12 +19,15 @@ enum class StopReason {
   kJobStop,         // `coexist ctl --job J stop`, through the database
   kStopFile,        // pacing.stop_file exists
   kCriticalLoad,    // pacing.critical_load tripped with critical_action: stop
+  kMaxDuration,     // the run has claimed for batch.max_duration
+  kMaxItems,        // the run has taken batch.max_items items in hand
 };
 
 inline constexpr StopReason kEveryStopReason[] = {
     StopReason::kDrained,       StopReason::kStopped,     StopReason::kFailuresInARow,
     StopReason::kOutsideWindow, StopReason::kDrainMargin, StopReason::kOperator,
-    StopReason::kJobStop,       StopReason::kStopFile,    StopReason::kCriticalLoad};
+    StopReason::kJobStop,       StopReason::kStopFile,    StopReason::kCriticalLoad,
+    StopReason::kMaxDuration,   StopReason::kMaxItems};
 
 // The name the runs row, the JSON summaries and the docs use.
 constexpr std::string_view ToString(StopReason reason) {
@@ -47,6 +50,10 @@ constexpr std::string_view ToString(StopReason reason) {
       return "stop_file";
     case StopReason::kCriticalLoad:
       return "critical_load";
+    case StopReason::kMaxDuration:
+      return "max_duration";
+    case StopReason::kMaxItems:
+      return "max_items";
   }
   return "unknown";
 }

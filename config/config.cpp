@@ -100,6 +100,22 @@ void ReadMoreTargets(Section& top, const YAML::Node& list, const std::string& fi
   }
 }
 
+// batch.max_duration, max_items and max_rate: none unless written (each
+// getter leaves its 0 alone when the key is absent, and asks for it always,
+// so that a misspelt key's hint names them); a budget of nothing (0) is out
+// of range like any other bound.
+void ReadBudgets(Section& s, BatchConfig& out) {
+  milliseconds limit{0};
+  s.Duration("max_duration", limit, std::chrono::seconds(1), hours(24 * 30));
+  if (limit > milliseconds(0)) out.max_duration = limit;
+  long long items = 0;
+  s.Int64("max_items", items, 1, 1'000'000'000'000LL);
+  if (items > 0) out.max_items = items;
+  double rate = 0;
+  s.PositiveDouble("max_rate", rate, 1e6);
+  if (rate > 0) out.max_rate = rate;
+}
+
 void ReadBatch(Section& s, BatchConfig& out) {
   s.String("job", out.job);
   out.job_given = s.node()["job"].IsDefined();
@@ -114,6 +130,7 @@ void ReadBatch(Section& s, BatchConfig& out) {
   s.Enum(
       "missing_rows", out.missing_rows,
       {{"apply", MissingRows::kApply}, {"skip", MissingRows::kSkip}, {"fail", MissingRows::kFail}});
+  ReadBudgets(s, out);
   if (auto range = s.Map("range")) {
     BatchConfig::Range r;
     const YAML::Node& node = range->node();

@@ -132,6 +132,20 @@ struct BatchConfig {
   // item is done without running the operation; fail: the item is dead at
   // once with the error "no row" (docs/batch.md, "Keys with no row").
   MissingRows missing_rows = MissingRows::kApply;
+  // Run budgets (docs/batch.md, "Run budgets"); nullopt: none. Each run has
+  // its own (a shared run, a shard's run, each of a daemon's runs).
+  // max_duration: the run claims no chunk once it has run this long (from
+  // its start), finishes the chunks in hand and stops (stop_reason
+  // max_duration). 1s..30d.
+  std::optional<milliseconds> max_duration;
+  // max_items: the run takes at most this many items in hand over all its
+  // workers (a range job: rows applied by the walk, then exceptions settled),
+  // then stops (stop_reason max_items); a claim never asks for more than
+  // is left. 1..1000000000000.
+  std::optional<long long> max_items;
+  // max_rate: items per second the run's workers take in hand at most,
+  // together; it caps, it never stops the run. More than 0, at most 1000000.
+  std::optional<double> max_rate;
   // `batch.range:` — a range job: its items are the target's rows that
   // match `where`, walked in key order with a checkpoint, instead of queue
   // items (docs/batch.md, "Range jobs"). nullopt: a queued job.

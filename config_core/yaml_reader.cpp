@@ -59,6 +59,13 @@ std::string Shown(const std::string& text) {
   return "'" + text.substr(0, kShown) + "...' (" + std::to_string(text.size()) + " characters)";
 }
 
+// A bound as a hint writes it: 1000000, 0.5 (not 1000000.000000).
+std::string FormatNumber(double value) {
+  char text[64];
+  auto [end, ec] = std::to_chars(text, text + sizeof(text), value, std::chars_format::fixed);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(value);
+}
+
 bool IsIdentifier(std::string_view s) {
   if (s.empty() || s.size() > 63 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -263,6 +270,25 @@ void Section::Double(std::string_view key, double& out, double min, double max) 
     Fail(entry->value, key, Shown(text) + " is not a number", range);
   }
   if (overflow || value < min || value > max) {
+    Fail(entry->value, key, Shown(text) + " is out of range", range);
+  }
+  out = value;
+}
+
+void Section::PositiveDouble(std::string_view key, double& out, double max) {
+  const Entry* entry = Find(key);
+  if (entry == nullptr) return;
+  std::string text = ScalarText(entry->value, key);
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  bool overflow = errno == ERANGE && std::isinf(value);
+  auto range = "allowed range is more than 0, at most " + FormatNumber(max) + ".";
+  if (text.empty() || end != text.c_str() + text.size() || (!std::isfinite(value) && !overflow)) {
+    Fail(entry->value, key, Shown(text) + " is not a number", range);
+  }
+  // A value too small for a double (1e-400) reads as 0: out of range too.
+  if (overflow || !(value > 0) || value > max) {
     Fail(entry->value, key, Shown(text) + " is out of range", range);
   }
   out = value;

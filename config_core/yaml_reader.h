@@ -37,6 +37,8 @@ class Section {
   void Int(std::string_view key, int& out, int min, int max);
   void Int64(std::string_view key, long long& out, long long min, long long max);
   void Double(std::string_view key, double& out, double min, double max);
+  // A number more than 0 and at most `max` (a rate: 0 would be none at all).
+  void PositiveDouble(std::string_view key, double& out, double max);
   // A share written with its percent sign ("99%", "0.5 %"), 0% to 100%;
   // `out` is the number of percent (99, 0.5). A bare number is refused, so
   // that 0.01 is never read as either 1% or 0.01%.

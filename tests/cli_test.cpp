@@ -90,8 +90,8 @@ TEST_F(CliTest, ConfigCheckNamesFileLineColumnAndExits78) {
             "config error: " + file.string() +
                 ":3:3: batch.chunk_sise: unknown key\n"
                 "HINT: did you mean 'chunk_size'? known keys here: busy_timeout, chunk_size, job, "
-                "max_attempts, max_consecutive_failures, max_timeouts, missing_rows, range, runs, "
-                "workers.\n");
+                "max_attempts, max_consecutive_failures, max_duration, max_items, max_rate, "
+                "max_timeouts, missing_rows, range, runs, workers.\n");
 }
 
 // The shipped scenarios are scenario files, and config check says so.

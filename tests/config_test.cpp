@@ -63,6 +63,25 @@ TEST(Config, EmptyFileGivesDefaults) {
   EXPECT_FALSE(config.target.owner_column.has_value());
 }
 
+// Run budgets: none unless written; each as written, a fractional rate too;
+// a range job takes them as a queued job does.
+TEST(Config, RunBudgetsAreNoneUnlessWritten) {
+  Config none = LoadString("batch: {job: j}\n", "none.yaml");
+  EXPECT_FALSE(none.batch.max_duration.has_value());
+  EXPECT_FALSE(none.batch.max_items.has_value());
+  EXPECT_FALSE(none.batch.max_rate.has_value());
+  Config set =
+      LoadString("batch: {job: j, max_duration: 2h, max_items: 25, max_rate: 0.5}\n", "set.yaml");
+  EXPECT_EQ(set.batch.max_duration, std::chrono::hours(2));
+  EXPECT_EQ(set.batch.max_items, 25);
+  EXPECT_EQ(set.batch.max_rate, 0.5);
+  Config range = LoadString(
+      "batch: {job: r, max_items: 10, max_rate: 100, max_duration: 1s, range: {where: \"true\"}}\n",
+      "range.yaml");
+  EXPECT_EQ(range.batch.max_items, 10);
+  EXPECT_TRUE(range.batch.range.has_value());
+}
+
 TEST(Config, StatusPartitionTakesTheOwnerColumnItIsGiven) {
   Config config =
       LoadString("target: {owner_column: holder}\npolicy: {name: status_partition}\n", "ok.yaml");
@@ -239,6 +258,44 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "use one of: apply, skip, fail."},
   BadInput{"missing_rows_not_a_scalar", "batch:\n  missing_rows: [skip]\n",
            "bad.yaml:2:17: batch.missing_rows: expected a single value, got a list", ""},
+  // Run budgets: a budget of nothing, a negative or non-numeric value and a
+  // duration that does not parse, each at its value with the allowed range.
+  BadInput{"max_items_zero", "batch:\n  max_items: 0\n",
+           "bad.yaml:2:14: batch.max_items: '0' is out of range",
+           "allowed range is 1 to 1000000000000 inclusive."},
+  BadInput{"max_items_negative", "batch:\n  max_items: -25\n",
+           "bad.yaml:2:14: batch.max_items: '-25' is out of range",
+           "allowed range is 1 to 1000000000000 inclusive."},
+  BadInput{"max_items_not_a_number", "batch:\n  max_items: lots\n",
+           "bad.yaml:2:14: batch.max_items: 'lots' is not a whole number",
+           "allowed range is 1 to 1000000000000 inclusive."},
+  BadInput{"max_duration_zero", "batch:\n  max_duration: 0s\n",
+           "bad.yaml:2:17: batch.max_duration: '0s' is out of range",
+           "allowed range is 1s to 720h."},
+  BadInput{"max_duration_not_a_duration", "batch:\n  max_duration: two hours\n",
+           "bad.yaml:2:17: batch.max_duration: 'two hours' is not a duration",
+           "write a number with a unit (us, ms, s, m, h, d), e.g. 250ms, 30s, 1m30s."},
+  BadInput{"max_duration_without_unit", "batch:\n  max_duration: 7200\n",
+           "bad.yaml:2:17: batch.max_duration: '7200' is not a duration",
+           "add a unit: '7200ms', '7200s' or '7200m'."},
+  BadInput{"max_duration_negative", "batch:\n  max_duration: -2h\n",
+           "bad.yaml:2:17: batch.max_duration: '-2h' is not a duration",
+           "write a number with a unit (us, ms, s, m, h, d), e.g. 250ms, 30s, 1m30s."},
+  BadInput{"max_rate_zero", "batch:\n  max_rate: 0\n",
+           "bad.yaml:2:13: batch.max_rate: '0' is out of range",
+           "allowed range is more than 0, at most 1000000."},
+  BadInput{"max_rate_negative", "batch:\n  max_rate: -0.5\n",
+           "bad.yaml:2:13: batch.max_rate: '-0.5' is out of range",
+           "allowed range is more than 0, at most 1000000."},
+  BadInput{"max_rate_not_a_number", "batch:\n  max_rate: fast\n",
+           "bad.yaml:2:13: batch.max_rate: 'fast' is not a number",
+           "allowed range is more than 0, at most 1000000."},
+  BadInput{"max_rate_with_a_unit", "batch:\n  max_rate: 100/s\n",
+           "bad.yaml:2:13: batch.max_rate: '100/s' is not a number",
+           "allowed range is more than 0, at most 1000000."},
+  BadInput{"max_rate_too_high", "batch:\n  max_rate: 2e6\n",
+           "bad.yaml:2:13: batch.max_rate: '2e6' is out of range",
+           "allowed range is more than 0, at most 1000000."},
   BadInput{"identifier_with_sql", "target:\n  key_column: \"id; DROP TABLE x\"\n",
            "bad.yaml:2:15: target.key_column: 'id; DROP TABLE x' is not a valid SQL name",
            "letters, digits"},
