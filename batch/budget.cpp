@@ -17,7 +17,10 @@ constexpr double kTokenSlack = 1e-9;
 }  // namespace
 
 TokenBucket::TokenBucket(double rate, Clock::time_point now)
-    : rate_(rate), burst_(std::max(1.0, std::floor(rate * kBurstSeconds))), tokens_(burst_), at_(now) {}
+    : rate_(rate),
+      burst_(std::max(1.0, std::floor(rate * kBurstSeconds))),
+      tokens_(burst_),
+      at_(now) {}
 
 int TokenBucket::Cap(int want) const {
   return std::max(1, std::min(want, static_cast<int>(burst_)));

@@ -126,8 +126,9 @@ TEST_F(BatchBudgetTest, MaxItemsUnderStatusPartitionHandsEveryRecordBack) {
 // A budget larger than the queue: the run drains it and says so.
 TEST_F(BatchBudgetTest, MaxItemsBeyondTheQueueDrainsIt) {
   Enqueue(30);
-  auto summary = batch::Run(
-      conninfo(), config::LoadString(Yaml("workers: 2, chunk_size: 10, max_items: 1000"), "b.yaml"));
+  auto summary =
+      batch::Run(conninfo(),
+                 config::LoadString(Yaml("workers: 2, chunk_size: 10, max_items: 1000"), "b.yaml"));
   EXPECT_EQ(summary.stop_reason, StopReason::kDrained);
   EXPECT_EQ(summary.counts.done, 30);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kOk);
@@ -137,8 +138,9 @@ TEST_F(BatchBudgetTest, MaxItemsBeyondTheQueueDrainsIt) {
 // stops where the budget ran out and the next run resumes it.
 TEST_F(BatchBudgetTest, MaxItemsCountsARangeJobsRowsAndTheNextRunResumes) {
   QueryValue("ALTER TABLE products ADD COLUMN status text NOT NULL DEFAULT 'new'");
-  QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(1, 1000) g "
-             "ON CONFLICT (id) DO NOTHING");
+  QueryValue(
+      "INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(1, 1000) g "
+      "ON CONFLICT (id) DO NOTHING");
   QueryValue("UPDATE products SET status = 'to_settle' WHERE id % 3 = 0");
   auto job = [](const std::string& budget) {
     return "batch: {job: settle, workers: 2, chunk_size: 7, " + budget +
@@ -174,8 +176,8 @@ TEST_F(BatchBudgetTest, MaxItemsCountsARangeJobsRowsAndTheNextRunResumes) {
 // that ignored the deadline would take 25 s at least.
 TEST_F(BatchBudgetTest, MaxDurationStopsClaimingAndLeavesNothingOwned) {
   Enqueue(1000);
-  auto config = config::LoadString(
-      Yaml("workers: 2, chunk_size: 1, max_duration: 1s", "", 0.05), "budget.yaml");
+  auto config = config::LoadString(Yaml("workers: 2, chunk_size: 1, max_duration: 1s", "", 0.05),
+                                   "budget.yaml");
   auto started = std::chrono::steady_clock::now();
   auto summary = batch::Run(conninfo(), config);
   auto took = std::chrono::steady_clock::now() - started;
@@ -231,8 +233,8 @@ TEST_F(BatchBudgetTest, MaxRateCapsTheRunsPaceAcrossItsWorkers) {
   EXPECT_EQ(summary.counts.done, 200);
   EXPECT_EQ(ExitCodeOf(summary), ExitCode::kOk);
   ExpectExactlyAppliedAndNothingOwned(200, 200, summary);
-  double span = std::stod(
-      QueryValue("SELECT extract(epoch FROM max(at) - min(at))::float8 FROM ledger"));
+  double span =
+      std::stod(QueryValue("SELECT extract(epoch FROM max(at) - min(at))::float8 FROM ledger"));
   EXPECT_GE(span, 1.5);
   EXPECT_LE(Count("SELECT max(n) FROM (SELECT count(*) AS n FROM ledger GROUP BY at) c"), 10)
       << "no chunk holds more than the bucket's burst";

@@ -2,10 +2,9 @@
 // batch.max_rate driven by made-up times, the share of batch.max_items
 // among chunks in flight, and batch.max_duration's deadline.
 
-#include "batch/budget.h"
-
 #include <gtest/gtest.h>
 
+#include "batch/budget.h"
 #include "config/config.h"
 
 namespace coexist::batch {
