@@ -257,20 +257,27 @@ void Section::Int(std::string_view key, int& out, int min, int max) {
   out = static_cast<int>(value);
 }
 
+double Section::NumberOf(const YAML::Node& value, std::string_view key,
+                         const std::string& range) const {
+  std::string text = ScalarText(value, key);
+  char* end = nullptr;
+  errno = 0;
+  double number = std::strtod(text.c_str(), &end);
+  bool overflow = errno == ERANGE && std::isinf(number);
+  // "inf" and "nan" are words, not numbers; 1e999 is a number out of range.
+  if (text.empty() || end != text.c_str() + text.size() || (!std::isfinite(number) && !overflow)) {
+    Fail(value, key, Shown(text) + " is not a number", range);
+  }
+  return number;
+}
+
 void Section::Double(std::string_view key, double& out, double min, double max) {
   const Entry* entry = Find(key);
   if (entry == nullptr) return;
-  std::string text = ScalarText(entry->value, key);
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  bool overflow = errno == ERANGE && std::isinf(value);
   auto range = "allowed range is " + std::to_string(min) + " to " + std::to_string(max) + ".";
-  if (text.empty() || end != text.c_str() + text.size() || (!std::isfinite(value) && !overflow)) {
-    Fail(entry->value, key, Shown(text) + " is not a number", range);
-  }
-  if (overflow || value < min || value > max) {
-    Fail(entry->value, key, Shown(text) + " is out of range", range);
+  double value = NumberOf(entry->value, key, range);
+  if (std::isinf(value) || value < min || value > max) {
+    Fail(entry->value, key, Shown(ScalarText(entry->value, key)) + " is out of range", range);
   }
   out = value;
 }
@@ -278,18 +285,11 @@ void Section::Double(std::string_view key, double& out, double min, double max) 
 void Section::PositiveDouble(std::string_view key, double& out, double max) {
   const Entry* entry = Find(key);
   if (entry == nullptr) return;
-  std::string text = ScalarText(entry->value, key);
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  bool overflow = errno == ERANGE && std::isinf(value);
   auto range = "allowed range is more than 0, at most " + FormatNumber(max) + ".";
-  if (text.empty() || end != text.c_str() + text.size() || (!std::isfinite(value) && !overflow)) {
-    Fail(entry->value, key, Shown(text) + " is not a number", range);
-  }
+  double value = NumberOf(entry->value, key, range);
   // A value too small for a double (1e-400) reads as 0: out of range too.
-  if (overflow || !(value > 0) || value > max) {
-    Fail(entry->value, key, Shown(text) + " is out of range", range);
+  if (std::isinf(value) || !(value > 0) || value > max) {
+    Fail(entry->value, key, Shown(ScalarText(entry->value, key)) + " is out of range", range);
   }
   out = value;
 }

@@ -87,6 +87,9 @@ class Section {
     YAML::Node value;
   };
   const Entry* Find(std::string_view key);
+  // The scalar `value` read as a number, or a "not a number" failure with
+  // `range` as its hint; a number too large for a double is +-infinity.
+  double NumberOf(const YAML::Node& value, std::string_view key, const std::string& range) const;
 
   YAML::Node node_;
   std::string path_;
