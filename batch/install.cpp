@@ -293,6 +293,12 @@ InstallPlan Uninstall(pqxx::connection_base& conn, const config::Config& config,
     db::WithLockAttempts(
         conn, "remove coexist's triggers from " + facts.qualified, facts.qualified, options.locks,
         [&](pqxx::transaction_base& tx) {
+          // DROP TRIGGER on a partitioned table locks the partitions' clones
+          // before the parent, the reverse of an UPDATE's order (parent, then
+          // the partition it plans for): an online write between the two
+          // deadlocked with it. Locking the table first (parent, then its
+          // partitions) keeps the application's order.
+          tx.exec("LOCK TABLE " + facts.qualified + " IN ACCESS EXCLUSIVE MODE");
           auto names = tx.exec_params1(
               "SELECT coexist.trigger_function_name('guard', $1::regclass),"
               " coexist.trigger_function_name('bump_version', $1::regclass)",

@@ -12,7 +12,8 @@
 //      TRIGGER, DROP TRIGGER) waits for that lock at most
 //      LockAttempts::lock_timeout at a time and tries again after a
 //      backoff (db::WithLockAttempts), so online writes queue behind it for
-//      at most that long.
+//      at most that long. It locks a partitioned table parent first, as an
+//      online UPDATE does, so the two never deadlock.
 //   3. PlanInstall lists those statements and the lock each takes, and runs
 //      none (`db install --plan`).
 //

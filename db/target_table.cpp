@@ -136,22 +136,26 @@ void WithLockAttempts(pqxx::connection_base& conn, const std::string& what,
       return;
     } catch (const pqxx::sql_error& e) {
       if (SqlStateOf(e) != sqlstate::kLockNotAvailable) throw;
-      if (attempt >= how.attempts) {
-        throw TempFailError(
-            "could not " + what + ": another session holds a lock on " + table + " (" +
-                std::to_string(attempt) + " attempts, lock_timeout " +
-                config::FormatDuration(how.lock_timeout) + " each)",
-            "nothing was changed by this step. A long transaction on the table blocks it; run "
-            "it again when the table is quiet, or find the holder: SELECT pid, usename, "
-            "application_name, state, xact_start FROM pg_stat_activity WHERE pid IN (SELECT pid "
-            "FROM pg_locks WHERE relation = '" +
-                table + "'::regclass AND granted);");
-      }
-      spdlog::warn("table locked, trying again step={} table={} attempt={} retry_in={}",
-                   log::Value(what), table, attempt, config::FormatDuration(backoff));
-      std::this_thread::sleep_for(backoff);
-      backoff *= 2;
+    } catch (const pqxx::deadlock_detected&) {
+      // A deadlock's victim had its transaction rolled back whole, like a
+      // lock_timeout's: nothing changed, and the next attempt may pass.
+      // (libpqxx 6.4's deadlock_detected is no sql_error.)
     }
+    if (attempt >= how.attempts) {
+      throw TempFailError(
+          "could not " + what + ": another session holds a lock on " + table + " (" +
+              std::to_string(attempt) + " attempts, lock_timeout " +
+              config::FormatDuration(how.lock_timeout) + " each)",
+          "nothing was changed by this step. A long transaction on the table blocks it; run "
+          "it again when the table is quiet, or find the holder: SELECT pid, usename, "
+          "application_name, state, xact_start FROM pg_stat_activity WHERE pid IN (SELECT pid "
+          "FROM pg_locks WHERE relation = '" +
+              table + "'::regclass AND granted);");
+    }
+    spdlog::warn("table locked, trying again step={} table={} attempt={} retry_in={}",
+                 log::Value(what), table, attempt, config::FormatDuration(backoff));
+    std::this_thread::sleep_for(backoff);
+    backoff *= 2;
   }
 }
 

@@ -82,7 +82,8 @@ struct LockAttempts {
 using AddColumnAttempts = LockAttempts;
 
 // Runs `statements` in a transaction of its own under `how.lock_timeout`,
-// again after a backoff while it fails on a lock (55P03). Throws
+// again after a backoff while it fails on a lock (55P03) or is a deadlock's
+// victim (40P01). Throws
 // TempFailError (75) after the last attempt, naming `what` and `table` and
 // how to find the holder, with nothing changed; other errors as they come.
 // `conn` must have no transaction open.

@@ -405,6 +405,58 @@ TEST_F(RolloutTest, OnlineWritesWaitAtMostAboutTheLockTimeoutBehindAnInstall) {
             "2");
 }
 
+// An UPDATE of a partitioned table locks the parent, then the partition it
+// plans for. Each DDL step of an install and an uninstall must take its
+// locks in that order too: DROP TRIGGER alone locked the partitions first,
+// and an online write arriving between its two locks deadlocked with it.
+// Here the application holds the parent (as an UPDATE does before it
+// plans) while the step waits, then writes a partition: no deadlock, so
+// the step gets its lock at the first attempt once the write commits.
+TEST_F(RolloutTest, InstallAndUninstallTakeAPartitionedTablesLocksInTheApplicationsOrder) {
+  auto rental = Write(
+      "target: {table: shop.rental, key_column: rental_id, known_triggers: [last_updated]}\n"
+      "batch: {job: rentals}\n"
+      "policy: {name: skip_locked}\n"
+      "operation:\n"
+      "  chunk_sql: UPDATE shop.rental SET returned = returned + 1000"
+      " WHERE rental_id = ANY ($1::bigint[])\n",
+      "rental.yaml");
+  auto step_beside_a_write = [&](const std::vector<std::string>& args) {
+    auto app = ConnectApp("app-online");
+    pqxx::work tx(*app);
+    tx.exec("SET LOCAL lock_timeout = '20s'");
+    tx.exec("LOCK TABLE ONLY shop.rental IN ROW EXCLUSIVE MODE");
+    CommandResult step;
+    std::jthread ddl([&] { step = Coexist(args); });
+    // Until the step waits for the parent (holding what it took before).
+    bool waiting = false;
+    for (int i = 0; i < 200 && !waiting; ++i) {
+      waiting = QueryValue(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation ="
+                    " 'shop.rental'::regclass") != "0";
+      if (!waiting) std::this_thread::sleep_for(25ms);
+    }
+    EXPECT_TRUE(waiting) << "the step never waited for the table";
+    try {
+      tx.exec("UPDATE shop.rental SET returned = returned + 1 WHERE rental_id = 5");
+      tx.commit();
+    } catch (const pqxx::sql_error& e) {
+      ADD_FAILURE() << "the online write failed: " << e.what();
+    }
+    ddl.join();
+    return step;
+  };
+  auto install = step_beside_a_write({"--config", rental, "db", "install", "--add-version-column"});
+  EXPECT_EQ(install.status, 0) << install.output;
+  EXPECT_EQ(install.output.find("trying again"), std::string::npos) << install.output;
+  auto uninstall =
+      step_beside_a_write({"--config", rental, "db", "uninstall", "--drop-version-column"});
+  EXPECT_EQ(uninstall.status, 0) << uninstall.output;
+  EXPECT_EQ(uninstall.output.find("trying again"), std::string::npos) << uninstall.output;
+  EXPECT_EQ(QueryValue("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'coexist%'"), "0");
+  EXPECT_EQ(QueryValue("SELECT returned FROM shop.rental WHERE rental_id = 5"), "2");
+}
+
 // The application's shapes coexist cannot key, and a view: refused with
 // exit 78 at the key before any DDL, nothing changed; `--plan` of a fit one
 // lists the statements and the locks, and changes nothing either.
