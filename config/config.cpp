@@ -316,6 +316,7 @@ void ReadOnlineLatency(Section& s, const YAML::Node& node, OnlineLatencyConfig& 
          {{"sessions", LatencySignal::kSessions}, {"probe", LatencySignal::kProbe}});
   s.Enum("probe", out.probe,
          {{"lock", LatencyProbeKind::kLock}, {"read", LatencyProbeKind::kRead}});
+  s.Enum("start", out.start, {{"slow", LatencyStart::kSlow}, {"full", LatencyStart::kFull}});
   s.Duration("probe_interval", out.probe_interval, milliseconds(5), milliseconds(10'000));
   s.Duration("window", out.window, milliseconds(100), std::chrono::minutes(1));
   s.Duration("learn_time", out.learn_time, milliseconds(100), std::chrono::minutes(10));

@@ -359,6 +359,11 @@ enum class LatencyProbeKind { kLock, kRead };
 // online-shaped statement, timed.
 enum class LatencySignal { kSessions, kProbe };
 
+// How the batch begins once the baseline is known. slow: at a quarter of
+// the duty and the shortest chunks, given back x2 per decision with
+// headroom (about 2 s to full speed); full: at full speed at once.
+enum class LatencyStart { kSlow, kFull };
+
 // `pacing.online_latency:` — the online side's latency objective
 // (docs/pacing.md "Latency objective"): coexist probes the target like an
 // online transaction and slows the batch while the probe's percentile is
@@ -407,6 +412,10 @@ struct OnlineLatencyConfig {
   // chunk_time: the knob is off. 1ms..pacing.chunk_time
   std::optional<milliseconds> min_chunk_time;
   static constexpr double kMinChunkScale = 0.25;
+  // Measured in the demo: a batch that began at full speed put its first
+  // second's chunks, unjudged, into online's p99 (14-53x the baseline); one
+  // that begins slow is judged before it gets there.
+  LatencyStart start = LatencyStart::kSlow;
 };
 
 // pacing.cpu_priority: low, the lowest priority (nice 19).

@@ -26,7 +26,17 @@ LatencyObjective::LatencyObjective(const LatencyObjectiveOptions& options, Clock
       state_(options.baseline ? LatencyState::kWithin : LatencyState::kLearning),
       start_(start),
       baseline_(options.baseline),
-      last_change_(start) {}
+      last_change_(start) {
+  if (baseline_) Begin(start);
+}
+
+void LatencyObjective::Begin(Clock::time_point now) {
+  state_ = LatencyState::kWithin;
+  last_change_ = now;
+  if (!options_.slow_start) return;
+  duty_ = std::max(options_.min_duty, std::min(1.0, kSlowStartDuty));
+  chunk_scale_ = options_.min_chunk_scale;
+}
 
 double LatencyObjective::ratio() const {
   if (!baseline_ || baseline_->count() <= 0) return 0;
@@ -160,9 +170,9 @@ void LatencyObjective::LearnIfDue(Clock::time_point now, std::vector<LatencyEven
   baseline_ = *learned;
   baseline_at_ = now;
   latency_ = *baseline_;
-  state_ = LatencyState::kWithin;
-  last_change_ = now;
-  events.push_back({EventKind::kLatencyBaseline, "learned", *baseline_, latency_, duty_});
+  Begin(now);
+  events.push_back(
+      {EventKind::kLatencyBaseline, "learned", *baseline_, latency_, duty_, chunk_scale_});
 }
 
 std::vector<LatencyEvent> LatencyObjective::Quiet(Clock::time_point now) {

@@ -40,6 +40,9 @@ struct LatencyObjectiveOptions {
   // The second knob: the share of chunk_time the chunks may be cut to
   // (chunk_scale), before the duty is cut. 1: the knob is off.
   double min_chunk_scale = 1.0;
+  // Once the baseline is known, begin at kSlowStartDuty and min_chunk_scale
+  // and let the decisions raise them, instead of at full speed.
+  bool slow_start = false;
 };
 
 // A change the caller logs and records in coexist.events.
@@ -65,6 +68,8 @@ struct LatencyEvent {
 // clang-format off
 //   learning --learn_time over, >= kMinSamples samples--> within  (baseline learned;
 //                                                                   skipped when configured)
+//     entering within: slow_start: duty := max(min_duty, kSlowStartDuty),
+//                                  chunk_scale := min_chunk_scale; else both 1
 //   each decision: p = the percentile of the samples since max(now - window, last change),
 //     once there are >= kMinSamples of them and decision_time passed since the last change;
 //     limit(r) = max(r x baseline, baseline + tolerance); headroom = 1 + (objective - 1) / 2
@@ -102,6 +107,12 @@ struct LatencyEvent {
 //
 // Counting only the samples after the last change means each step is judged
 // on what the previous one did.
+//
+// A slow start is judged the same way from its first step: at a quarter of
+// the duty and the shortest chunks, four decisions with headroom take it to
+// full speed (x2 on the duty twice, then on the chunks twice). Starting at
+// full speed, the first decision judged chunks that had already run: in a
+// demo batch of 4-7 s, that first second was online's p99.
 class LatencyObjective {
  public:
   using Clock = std::chrono::steady_clock;
@@ -113,6 +124,8 @@ class LatencyObjective {
   static constexpr double kCreep = 0.05;
   // The longest rest after one chunk, however low the duty cycle.
   static constexpr std::chrono::milliseconds kMaxRest{30'000};
+  // The duty a slow start begins at (never below min_duty).
+  static constexpr double kSlowStartDuty = 0.25;
 
   LatencyObjective(const LatencyObjectiveOptions& options, Clock::time_point start);
 
@@ -171,6 +184,9 @@ class LatencyObjective {
   void Decide(Clock::time_point now, std::vector<LatencyEvent>& events);
   // The raise (and the return to within) of a decision that found room.
   void Raise(Clock::time_point now, bool headroom, std::vector<LatencyEvent>& events);
+  // Enters within with the baseline known: the knobs where options_ says
+  // the batch begins.
+  void Begin(Clock::time_point now);
 
   LatencyObjectiveOptions options_;
   LatencyState state_;

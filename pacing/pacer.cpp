@@ -45,7 +45,8 @@ LatencyObjectiveOptions LatencyOptionsFrom(const config::OnlineLatencyConfig& c,
       .min_duty = c.min_duty,
       .relearn_every = c.relearn_every,
       .tolerance = c.tolerance.value_or(sessions ? microseconds(0) : c.kProbeTolerance),
-      .min_chunk_scale = min_chunk_scale};
+      .min_chunk_scale = min_chunk_scale,
+      .slow_start = c.start == config::LatencyStart::kSlow};
 }
 
 // The sessions signal: a decision takes the samples of kSessionsDecision,

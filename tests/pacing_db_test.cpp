@@ -532,6 +532,14 @@ TEST_F(LatencyObjectiveTest, SlowsTheBatchWhileOnlineWaitsAndSpeedsUpAfter) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms) << "no chunk before the baseline";
   ASSERT_EQ(Latency(pacer)["state"], "within") << pacer.StatusJson();
   EXPECT_GT(Latency(pacer)["baseline_ms"].get<double>(), 0);
+  // The slow start's ramp first (ASlowStart... in pacing_latency_test).
+  ChunksUntil(
+      pacer,
+      [&] {
+        auto l = Latency(pacer);
+        return l["duty"].get<double>() >= 1.0 && l["chunk_scale"].get<double>() >= 1.0;
+      },
+      5s);
   // Shares of time in chunks, compared with each other: on a 2-core machine
   // busy compiling, even a worker that never rests spends a share of its
   // time outside its 20 ms sleeps.
@@ -814,8 +822,16 @@ TEST_F(LatencyObjectiveTest, TheSessionsSignalSlowsTheBatchWhileOnlineStatements
   Pacer pacer(std::move(options));
   EXPECT_EQ(pacer.BeforeChunk(), 100);
   ASSERT_EQ(Latency(pacer)["signal"], "sessions") << pacer.StatusJson();
-  RunChunks(pacer, 500ms);
-  EXPECT_EQ(Latency(pacer)["duty"].get<double>(), 1.0);
+  // start: slow (the default): a quarter of the duty and the shortest
+  // chunks, raised to full speed while online stays fast.
+  EXPECT_EQ(Latency(pacer)["duty"].get<double>(), 0.25) << pacer.StatusJson();
+  EXPECT_EQ(Latency(pacer)["chunk_scale"].get<double>(), 0.25) << pacer.StatusJson();
+  auto full_speed = [&] {
+    auto l = Latency(pacer);
+    return l["duty"].get<double>() >= 1.0 && l["chunk_scale"].get<double>() >= 1.0;
+  };
+  ChunksUntil(pacer, full_speed, 15s);
+  ASSERT_TRUE(full_speed()) << pacer.StatusJson();
 
   // How fast it reacts is pacing_bench's to measure (a shared machine's
   // noise is not the controller's); here: that it does, within a bound far
@@ -829,12 +845,8 @@ TEST_F(LatencyObjectiveTest, TheSessionsSignalSlowsTheBatchWhileOnlineStatements
   EXPECT_EQ(Latency(pacer)["state"], "over");
 
   statement_seconds = 0.002;
-  auto recovered = [&] {
-    auto l = Latency(pacer);
-    return l["duty"].get<double>() >= 1.0 && l["chunk_scale"].get<double>() >= 1.0;
-  };
-  ChunksUntil(pacer, recovered, 15s);
-  EXPECT_TRUE(recovered()) << pacer.StatusJson();
+  ChunksUntil(pacer, full_speed, 15s);
+  EXPECT_TRUE(full_speed()) << pacer.StatusJson();
   EXPECT_EQ(json::parse(pacer.StatusJson())["chunk_time_ms"], 200);
   auto events = Events();
   auto has = [&](const std::string& e) {

@@ -58,6 +58,56 @@ TEST(LatencyObjective, LearnsTheBaselineBeforeTheFirstChunk) {
   EXPECT_EQ(c.RestAfter(200ms), 0ms);
 }
 
+// pacing.online_latency.start: slow. The batch begins at a quarter of the
+// duty and the shortest chunks; four decisions with headroom give it full
+// speed, the duty first, then the chunks.
+TEST(LatencyObjective, ASlowStartBeginsAtAQuarterAndShortChunksAndRampsUpWithHeadroom) {
+  Clock::time_point t{};
+  auto options = Measured();
+  options.min_chunk_scale = 0.25;
+  options.slow_start = true;
+  LatencyObjective c(options, t);
+  EXPECT_EQ(Feed(c, t, 1000ms, 1000us), std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.state(), LatencyState::kWithin);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+  EXPECT_EQ(c.RestAfter(100ms), 300ms) << "a quarter of the time in chunks";
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.5);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_DOUBLE_EQ(c.duty(), 1.0);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25) << "the duty first";
+  EXPECT_EQ(Feed(c, t, kDecision, 1000us), std::vector<std::string>{"latency_chunk_time"});
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.5);
+  Feed(c, t, kDecision, 1000us);
+  EXPECT_TRUE(c.FullSpeed()) << "full speed after four decisions, 2 s";
+}
+
+// A start that finds online over the objective never reaches the full
+// speed that would have hurt it: the first decision cuts from the quarter.
+TEST(LatencyObjective, ASlowStartOverTheObjectiveCutsFromWhereItBegan) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.min_chunk_scale = 0.25;
+  options.slow_start = true;
+  LatencyObjective c(options, t);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.25) << "a configured baseline starts slow too";
+  EXPECT_EQ(Feed(c, t, kDecision, 4000us), std::vector<std::string>{"latency_slowdown"});
+  EXPECT_DOUBLE_EQ(c.duty(), 0.125);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 0.25);
+}
+
+// Never below min_duty, even when the quarter is.
+TEST(LatencyObjective, ASlowStartNeverBeginsBelowMinDuty) {
+  Clock::time_point t{};
+  auto options = Configured(1000us);
+  options.min_duty = 0.4;
+  options.slow_start = true;
+  LatencyObjective c(options, t);
+  EXPECT_DOUBLE_EQ(c.duty(), 0.4);
+  EXPECT_DOUBLE_EQ(c.chunk_scale(), 1.0) << "no second knob: the chunks keep their length";
+}
+
 TEST(LatencyObjective, TheBaselineIsAPercentileNotTheMean) {
   Clock::time_point t{};
   LatencyObjective c(Measured(), t);

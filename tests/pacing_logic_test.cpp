@@ -351,6 +351,7 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
     min_duty: 0.1
     tolerance: 200us
     min_chunk_time: 5ms
+    start: full
 )",
                       "p.yaml")
                .pacing.online_latency;
@@ -366,6 +367,8 @@ TEST(PacingConfig, TheOnlineLatencyObjective) {
   EXPECT_EQ(c->min_duty, 0.1);
   EXPECT_EQ(c->tolerance, std::chrono::microseconds(200));
   EXPECT_EQ(c->min_chunk_time, 5ms);
+  EXPECT_EQ(c->start, config::LatencyStart::kFull);
+  EXPECT_EQ(defaults->start, config::LatencyStart::kSlow);
   EXPECT_FALSE(defaults->min_chunk_time) << "chunks keep chunk_time";
   EXPECT_FALSE(defaults->percentile) << "the signal's";
   EXPECT_FALSE(defaults->tolerance) << "the signal's";
