@@ -137,8 +137,9 @@ TEST(ReportInBrowser, TheDemosReportGivesARecommendationAndAProjection) {
       {COEXIST_BINARY, "simulate", "demo", "--set", "sweep.policy.name=[online_priority]", "--set",
        "scenario.queue_items=10000", "--set", "scenario.records=1000", "--out", dir.string()});
   ASSERT_EQ(demo.status, 0) << demo.output;
-  EXPECT_NE(demo.output.find("cell 2 of 2 pacing.online_latency={objective: 1.5x}"),
-            std::string::npos)
+  EXPECT_NE(
+      demo.output.find("cell 2 of 2 pacing.online_latency={objective: 1.5x, min_chunk_time: 10ms}"),
+      std::string::npos)
       << demo.output;
 
   auto dump = Chromium(dir);
