@@ -12,6 +12,8 @@
 #include "cli/context.h"
 #include "common/error.h"
 #include "db/connection.h"
+#include "metrics/job_metrics.h"
+#include "metrics/textfile.h"
 #include "schema/job_pauses.h"
 #include "schema/jobs.h"
 
@@ -102,13 +104,34 @@ void AddJobsCommand(CLI::App& app, Context& context, int& exit_code) {
       "together, a range job's segments, and the pause; pause or resume every run of a job, on "
       "every host, through the database");
   static bool json = false;
+  static bool prometheus = false;
+  static std::string textfile;
   static std::string job;
   static std::string reason;
-  jobs->add_flag("--json", json, "print JSON");
+  auto* json_flag = jobs->add_flag("--json", json, "print JSON");
+  auto* prometheus_flag =
+      jobs->add_flag("--prometheus", prometheus,
+                     "print the same as Prometheus metrics (coexist_job_*; docs/operations.md)");
+  jobs->add_option("--textfile", textfile,
+                   "write the metrics to this file in one step, for node_exporter's textfile "
+                   "collector (deploy/systemd/coexist-jobs-metrics.timer)")
+      ->excludes(json_flag)
+      ->excludes(prometheus_flag);
+  json_flag->excludes(prometheus_flag);
   jobs->callback([&context, &exit_code, jobs] {
     if (!jobs->get_subcommands().empty()) return;
     auto conn = db::Connect(context.Server(), "coexist-admin");
-    PrintJobs(db::ListJobs(*conn), json);
+    auto rows = db::ListJobs(*conn);
+    if (prometheus || !textfile.empty()) {
+      auto text = metrics::JobsExposition(rows, std::chrono::system_clock::now());
+      if (textfile.empty()) {
+        std::cout << text;
+      } else {
+        metrics::ReplaceFile(textfile, text);
+      }
+    } else {
+      PrintJobs(rows, json);
+    }
     exit_code = 0;
   });
 

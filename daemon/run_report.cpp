@@ -15,6 +15,7 @@ metrics::RunMetrics MetricsOf(const batch::RunSummary& summary) {
   run.seconds = summary.seconds;
   run.counts = summary.counts;
   run.queued_left = summary.queued_left;
+  run.stop_reason = summary.stop_reason;
   run.latency = summary.latency;
   run.together = summary.together;
   // The database's clock orders the ends of a job's shared runs on every

@@ -6,19 +6,15 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
 
-#include "common/error.h"
+#include "metrics/textfile.h"
 
 namespace coexist::metrics {
 namespace {
@@ -158,6 +154,14 @@ std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_po
         .Add(job_only)
         .Set(t.seconds);
   }
+  if (run.stop_reason) {
+    // One series, the reason as a label: a budget that ran out before the
+    // queue did (max_duration, max_items) is what an alert looks for.
+    gauge("coexist_batch_last_run_stop_reason",
+          "1 for the reason the last run stopped claiming (drained, max_duration, ...).")
+        .Add({{"job", run.job}, {"reason", std::string(ToString(*run.stop_reason))}})
+        .Set(1);
+  }
   gauge("coexist_batch_queued_items", "Items of the job still queued when the last run ended.")
       .Add({{"job", run.job}})
       .Set(static_cast<double>(run.queued_left));
@@ -176,50 +180,7 @@ bool WriteTextfile(const std::filesystem::path& path, const RunMetrics& run) {
           ? run.finished_at
           : TimeOf(PreviousValue(path, "coexist_batch_last_success_timestamp_seconds", run.job)
                        .value_or(0));
-  std::string text = Exposition(run, last_success);
-  auto fail = [&](const std::string& what, int error) {
-    throw Error(
-        ExitCode::kCantCreate,
-        "cannot write metrics to " + path.string() + ": " + what + ": " + std::strerror(error),
-        "check that the folder exists and that this user may create files in it.");
-  };
-  // A fresh, unpredictable name in the target's folder (mkstemp: O_CREAT |
-  // O_EXCL, so a symlink planted there is never followed), made durable
-  // (fsync) before the rename replaces the old file in one step.
-  std::string temp = (folder / ("." + path.filename().string() + ".XXXXXX")).string();
-  int fd = mkstemp(temp.data());
-  if (fd < 0) fail("cannot create a temporary file in " + folder.string(), errno);
-  auto discard = [&](const std::string& what) {
-    int error = errno;
-    close(fd);
-    unlink(temp.c_str());
-    fail(what, error);
-  };
-  // mkstemp makes it 0600; node_exporter reads it as another user.
-  if (fchmod(fd, 0644) != 0) discard("chmod");
-  for (size_t written = 0; written < text.size();) {
-    ssize_t n = write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) discard("write");
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) discard("fsync");
-  if (close(fd) != 0) {
-    int error = errno;
-    unlink(temp.c_str());
-    fail("close", error);
-  }
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    unlink(temp.c_str());
-    fail("rename", error);
-  }
-  // The rename itself survives a crash once the folder is synced.
-  int dir = open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    fsync(dir);
-    close(dir);
-  }
+  ReplaceFile(path, Exposition(run, last_success));
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "batch/run_counts.h"
+#include "common/stop_reason.h"
 #include "pacing/latency_summary.h"
 #include "schema/runs_together.h"
 
@@ -21,6 +22,9 @@ struct RunMetrics {
   double seconds = 0;
   batch::RunCounts counts;
   long long queued_left = 0;
+  // Why the run stopped claiming; absent when it failed or is not one run
+  // (a sharded run's shards each have theirs).
+  std::optional<StopReason> stop_reason;
   // pacing.online_latency; absent when it is not configured.
   std::optional<pacing::LatencySummary> latency;
   // The job's runs that worked alongside this one (shared runs); absent when
@@ -33,10 +37,8 @@ struct RunMetrics {
 // which a failed run carries over from the previous file.
 std::string Exposition(const RunMetrics& run, std::chrono::system_clock::time_point last_success);
 
-// Writes the run's metrics for node_exporter's textfile collector: to a
-// new temporary file of an unpredictable name in the same folder (mkstemp,
-// which never follows a symlink planted there), synced, then renamed over
-// `path` (mode 0644), so the collector never reads half a file. When this run failed, the
+// Writes the run's metrics for node_exporter's textfile collector, in one
+// step (metrics/textfile.h: ReplaceFile). When this run failed, the
 // last-success timestamp of the previous file is kept. Processes on one host that write one
 // file (shared runs of a job) take turns (flock on the folder), and a file whose run ended later
 // is left alone: returns false then, true when written. Throws coexist::Error (EX_CANTCREAT) when

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "tests/support/database_test.h"
 #include "tests/support/shell_command.h"
 
@@ -638,6 +640,61 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
                     "running; range: 1/2 segments, 620 rows applied\n2 jobs\n"),
       std::string::npos)
       << text.out;
+
+  // The same as Prometheus metrics, printed and written as a textfile that
+  // promtool's linter accepts.
+  auto metrics = Run("--database-url " + Url() + " jobs --prometheus");
+  ASSERT_EQ(metrics.status, 0) << metrics.err;
+  auto value = [&](const std::string& series) -> std::optional<double> {
+    std::smatch match;
+    std::regex line("\n" + std::regex_replace(series, std::regex(R"([{}])"), R"(\$&)") +
+                    " ([0-9.e+-]+)\n");
+    if (!std::regex_search(metrics.out, match, line)) return std::nullopt;
+    return std::stod(match[1]);
+  };
+  EXPECT_EQ(value("coexist_job_items{job=\"nightly\",state=\"queued\"}"), 30) << metrics.out;
+  EXPECT_EQ(value("coexist_job_items{job=\"nightly\",state=\"deferred\"}"), 10);
+  EXPECT_EQ(value("coexist_job_items{job=\"nightly\",state=\"done\"}"), 8);
+  EXPECT_EQ(value("coexist_job_items{job=\"nightly\",state=\"dead\"}"), 2);
+  EXPECT_EQ(value("coexist_job_running_runs{job=\"nightly\"}"), 2);
+  EXPECT_EQ(value("coexist_job_paused{job=\"nightly\"}"), 0);
+  EXPECT_NEAR(value("coexist_job_items_per_second{job=\"nightly\"}").value_or(0), 2.0, 0.2);
+  EXPECT_NEAR(value("coexist_job_eta_seconds{job=\"nightly\"}").value_or(0), 20.0, 2.0);
+  EXPECT_EQ(value("coexist_job_online_latency_ratio{job=\"nightly\"}"), 1.31);
+  EXPECT_EQ(value("coexist_job_items_per_second{job=\"settle\"}"), std::nullopt)
+      << "no rate: no series";
+  EXPECT_EQ(value("coexist_job_range_segments{job=\"settle\",state=\"finished\"}"), 1);
+  EXPECT_EQ(value("coexist_job_range_segments{job=\"settle\",state=\"all\"}"), 2);
+  EXPECT_EQ(value("coexist_job_range_rows_applied{job=\"settle\"}"), 620);
+  EXPECT_NEAR(
+      value("coexist_jobs_read_timestamp_seconds").value_or(0),
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+      60);
+  const auto& dir = scratch_;
+  auto written =
+      Run("--database-url " + Url() + " jobs --textfile " + (dir / "jobs.prom").string());
+  ASSERT_EQ(written.status, 0) << written.err;
+  EXPECT_EQ(fs::status(dir / "jobs.prom").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                fs::perms::others_read);
+  auto lint = RunCommand(
+      {"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + (dir / "jobs.prom").string()});
+  EXPECT_EQ(lint.status, 0) << lint.output;
+  EXPECT_EQ(Run("--database-url " + Url() + " jobs --json --prometheus").status, 64)
+      << "one output at a time";
+
+  // As the watching role of docs/operations.md ("Database roles"): SELECT
+  // only, and the same figures.
+  QueryValue(
+      "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_monitor')"
+      " THEN CREATE ROLE coexist_monitor LOGIN; END IF; END$$;"
+      " GRANT USAGE ON SCHEMA coexist TO coexist_monitor;"
+      " GRANT SELECT ON ALL TABLES IN SCHEMA coexist TO coexist_monitor; SELECT 1");
+  auto watched = Run("--database-url '" + conninfo() + " user=coexist_monitor' jobs --prometheus");
+  ASSERT_EQ(watched.status, 0) << watched.err;
+  EXPECT_NE(watched.out.find("coexist_job_items{job=\"nightly\",state=\"queued\"} 30\n"),
+            std::string::npos)
+      << watched.out;
 }
 
 // coexist events: the audit trail, newest first, with its filters.

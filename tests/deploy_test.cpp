@@ -47,8 +47,9 @@ CommandResult Verify(const fs::path& dir) {
   return RunCommand(argv);
 }
 
-const char* kUnits[] = {"coexist-batch@.service", "coexist-batch@.timer", "coexist-daemon@.service",
-                        "enqueue.conf"};
+const char* kUnits[] = {"coexist-batch@.service",      "coexist-batch@.timer",
+                        "coexist-daemon@.service",     "coexist-jobs-metrics@.service",
+                        "coexist-jobs-metrics@.timer", "enqueue.conf"};
 
 // Settings of a unit file (or drop-in): name -> every value, in order.
 std::multimap<std::string, std::string> Settings(const std::string& name) {
@@ -71,7 +72,8 @@ class Units : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("coexist-units-" + std::to_string(getpid()));
     fs::create_directories(dir_);
     for (const char* unit :
-         {"coexist-batch@.service", "coexist-batch@.timer", "coexist-daemon@.service"}) {
+         {"coexist-batch@.service", "coexist-batch@.timer", "coexist-daemon@.service",
+          "coexist-jobs-metrics@.service", "coexist-jobs-metrics@.timer"}) {
       Instantiate(unit, dir_);
     }
     // The drop-in of docs/getting-started.md, beside its instance.
@@ -126,7 +128,8 @@ TEST(UnitFiles, EveryPathTheHostMayLackHasTheDashPrefix) {
 // ProtectHome=yes hides ~/.pgpass: a unit that sets it hands libpq the
 // password file as a credential (an empty one when the file is absent).
 TEST(UnitFiles, ThePasswordFileIsACredential) {
-  for (const char* unit : {"coexist-batch@.service", "coexist-daemon@.service"}) {
+  for (const char* unit :
+       {"coexist-batch@.service", "coexist-daemon@.service", "coexist-jobs-metrics@.service"}) {
     auto settings = Settings(unit);
     auto has = [&](const std::string& name, const std::string& value) {
       auto [first, last] = settings.equal_range(name);

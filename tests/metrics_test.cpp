@@ -48,6 +48,21 @@ TEST(Metrics, ExpositionParsesAndCarriesTheRun) {
       12.5);
 }
 
+// A budget that ran out before the queue did is what CoexistRunOverBudget
+// looks for: the reason as a label, on a run that has one.
+TEST(Metrics, TheStopReasonIsALabelOfARunThatHasOne) {
+  auto time = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
+  auto run = SampleRun(true, 1000);
+  auto without = testing::ParseExposition(Exposition(run, time));
+  for (const auto& [series, value] : without) {
+    EXPECT_FALSE(series.starts_with("coexist_batch_last_run_stop_reason")) << series;
+  }
+  run.stop_reason = StopReason::kMaxDuration;
+  auto with = testing::ParseExposition(Exposition(run, time));
+  EXPECT_EQ(with.at(R"(coexist_batch_last_run_stop_reason{job="nightly",reason="max_duration"})"),
+            1);
+}
+
 TEST(Metrics, TheLatencyObjectiveShowsOnlyWhenConfigured) {
   auto time = std::chrono::system_clock::time_point(std::chrono::seconds(1000));
   auto run = SampleRun(true, 1000);

@@ -3,7 +3,7 @@
 // series that should fire it and stays quiet beside a healthy job (promtool
 // test rules, deploy/prometheus/coexist-alerts.test.yml), and every
 // coexist_* metric the rules and the dashboard name is one that
-// metrics/run_metrics.cpp or daemon/daemon_metrics.cpp registers, so a
+// metrics/run_metrics.cpp, metrics/job_metrics.cpp or daemon/daemon_metrics.cpp registers, so a
 // renamed metric cannot leave an alert that never fires.
 
 #include <gtest/gtest.h>
@@ -44,7 +44,8 @@ std::set<std::string> Names(const std::string& text, const std::regex& pattern) 
 // What coexist registers: the quoted names in its two exporters.
 std::set<std::string> Exported() {
   std::set<std::string> out;
-  for (const char* file : {"metrics/run_metrics.cpp", "daemon/daemon_metrics.cpp"}) {
+  for (const char* file :
+       {"metrics/run_metrics.cpp", "metrics/job_metrics.cpp", "daemon/daemon_metrics.cpp"}) {
     auto names = Names(Read(Source(file)), std::regex("\"(coexist_[a-z_]+)\""));
     out.insert(names.begin(), names.end());
   }
@@ -58,7 +59,7 @@ TEST(Monitoring, TheAlertRulesParseAndFireWhenTheyShould) {
   auto check =
       RunCommand({kPromtool, "check", "rules", Source("deploy/prometheus/coexist-alerts.yml")});
   EXPECT_EQ(check.status, 0) << check.output;
-  EXPECT_NE(check.output.find("SUCCESS: 7 rules found"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("SUCCESS: 11 rules found"), std::string::npos) << check.output;
   auto test =
       RunCommand({kPromtool, "test", "rules", Source("deploy/prometheus/coexist-alerts.test.yml")});
   EXPECT_EQ(test.status, 0) << test.output;
@@ -69,7 +70,7 @@ TEST(Monitoring, EveryAlertIsUnitTested) {
                       std::regex("- alert: ([A-Za-z]+)"));
   auto tested = Names(Read(Source("deploy/prometheus/coexist-alerts.test.yml")),
                       std::regex("alertname: ([A-Za-z]+)"));
-  EXPECT_EQ(alerts.size(), 7u);
+  EXPECT_EQ(alerts.size(), 11u);
   EXPECT_EQ(alerts, tested);
 }
 
