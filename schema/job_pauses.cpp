@@ -6,12 +6,14 @@ namespace coexist::db {
 
 namespace {
 
-// A job is known when anything of coexist names it; pausing a misspelt job
-// would hold nothing and leave a row no run ever reads.
+// A job is known when anything of coexist names it (the tables ListJobs
+// lists jobs from, schema/jobs.cpp); pausing a misspelt job would hold
+// nothing and leave a row no run ever reads.
 bool JobKnown(pqxx::transaction_base& tx, const std::string& job) {
   return tx
       .exec_params1(
           "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1)"
+          "    OR EXISTS (SELECT 1 FROM coexist.done_chunks WHERE job = $1)"
           "    OR EXISTS (SELECT 1 FROM coexist.runs WHERE job = $1)"
           "    OR EXISTS (SELECT 1 FROM coexist.range_checkpoints WHERE job = $1)"
           "    OR EXISTS (SELECT 1 FROM coexist.job_pauses WHERE job = $1)",

@@ -598,6 +598,16 @@ TEST_F(SharedRunsTest, PausingAnUnknownJobExits65AndWritesNothing) {
   EXPECT_EQ(no_reason.status, 64) << no_reason.output;
   EXPECT_NE(no_reason.output.find("--reason is required"), std::string::npos) << no_reason.output;
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.job_pauses"), 0);
+  // A job whose items are all done (they left the queue for their chunk's
+  // row) and whose runs were purged is one `coexist jobs` lists: it can be
+  // paused before its next enqueue.
+  QueryValue(
+      "INSERT INTO coexist.done_chunks (job, done_at, item_ids, record_keys, item_keys, "
+      "attempts, payloads) VALUES ('finished', now(), '{1}', '{1}', '{NULL}', '{1}',"
+      " ARRAY['{}']::jsonb[])");
+  auto finished = Jobs(conninfo(), {"pause", "finished", "--reason", "hold the next run"});
+  EXPECT_EQ(finished.status, 0) << finished.output;
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.job_pauses WHERE job = 'finished'"), 1);
 }
 
 }  // namespace
