@@ -240,6 +240,46 @@ TEST_F(BatchBudgetTest, MaxRateCapsTheRunsPaceAcrossItsWorkers) {
       << "no chunk holds more than the bucket's burst";
 }
 
+// Keys that repeat (three items per product) and a run killed -9 in the
+// middle of its budget: the chunk in hand rolls back with its completion,
+// the next runs take the dead run's items back, each run applies at most
+// its budget, and every item is applied once (three ledger rows a key).
+TEST_F(BatchBudgetTest, KeysThatRepeatAndAKillNineMidBudgetApplyEveryItemOnce) {
+  QueryValue(
+      "INSERT INTO products (id, stock) SELECT g, 1000 FROM generate_series(1, 20) g"
+      " ON CONFLICT (id) DO NOTHING");
+  std::vector<EnqueueItem> items;
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 1; k <= 20; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});
+  }
+  EnqueueItems(conninfo(), "j", items);
+  auto yaml = Yaml("workers: 2, chunk_size: 4, max_items: 30", "", 0.2);
+  auto file = scratch_ / "budget.yaml";
+  std::ofstream(file) << yaml;
+  pid_t pid = testing::StartBatchRun(conninfo(), file.string(), (scratch_ / "run.log").string());
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 4; }));
+  testing::KillNine(pid);
+  long long after_kill = Count("SELECT count(*) FROM ledger");
+  EXPECT_LT(after_kill, 30) << "killed before its budget was spent";
+
+  auto config = config::LoadString(yaml, "budget.yaml");
+  for (int run = 0;
+       run < 10 && Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'") > 0; ++run) {
+    long long before = Count("SELECT count(*) FROM ledger");
+    auto summary = batch::Run(conninfo(), config);
+    EXPECT_LE(summary.counts.done, 30) << "run " << run;
+    EXPECT_EQ(Count("SELECT count(*) FROM ledger") - before, summary.counts.done) << "run " << run;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 60);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT key FROM ledger GROUP BY key"
+                  " HAVING count(*) <> 3) k"),
+            0);
+  EXPECT_EQ(Count("SELECT sum(stock) FROM products WHERE id <= 20"), 20 * 1000 + 60);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner <> 'online'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+}
+
 // `batch run` as an operator sees it: exit status 2 (claiming stopped
 // early with items still queued) and the reason in its summary.
 TEST_F(BatchBudgetTest, BatchRunExitsTwoAndNamesTheBudget) {
