@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "config_core/duration.h"
+#include "dashboard/state.h"
 #include "db/connection.h"
 #include "schema/events.h"
 #include "schema/queue_store_ops.h"
@@ -231,14 +232,6 @@ void AddQueue(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
   purge->callback([&] { exit_code = Purge(context, f); });
 }
 
-nlohmann::json RunJson(const db::RunRow& r) {
-  return {{"run_id", r.run_id},     {"job", r.job},           {"policy", r.policy},
-          {"host", r.host},         {"pid", r.pid},           {"started_at", r.started_at},
-          {"ended_at", r.ended_at}, {"outcome", r.outcome},   {"claimed", r.claimed},
-          {"done", r.done},         {"deferred", r.deferred}, {"dead", r.dead},
-          {"seconds", r.seconds}};
-}
-
 // runs.details holds the settings a run started with, merged with its
 // summary (`batch run --json`'s object) once it finished.
 constexpr const char* kRunSettings[] = {"workers", "chunk_size", "adaptive", "chunk_time_ms"};
@@ -254,7 +247,7 @@ void PrintRun(const db::RunDetail& detail, bool json) {
   if (!details.contains("outcome")) summary = nullptr;  // still running, or never finished
   const auto& r = detail.run;
   if (json) {
-    nlohmann::json out = RunJson(r);
+    nlohmann::json out = dashboard::RunJson(r);
     out["settings"] = settings;
     out["summary"] = summary;
     out["details"] = details;
@@ -299,7 +292,7 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
     auto rows = db::ListRuns(*conn, f.job, f.limit);
     if (f.json) {
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& r : rows) out.push_back(RunJson(r));
+      for (const auto& r : rows) out.push_back(dashboard::RunJson(r));
       std::cout << out.dump(2) << '\n';
     } else {
       // host:pid tells a job's shared runs (batch.runs: shared) apart.
@@ -352,24 +345,6 @@ void AddRuns(CLI::App& app, Context& context, int& exit_code, AdminFlags& f) {
     PrintRun(*detail, f.json);
     exit_code = 0;
   });
-}
-
-nlohmann::json EventJson(const db::EventRow& e) {
-  auto optional = [](const std::optional<long long>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json();
-  };
-  auto text = [](const std::string& v) { return v.empty() ? nlohmann::json() : nlohmann::json(v); };
-  return {{"event_id", e.event_id},
-          {"at", e.at},
-          {"kind", e.kind},
-          {"job", text(e.job)},
-          {"run_id", optional(e.run_id)},
-          {"item_id", optional(e.item_id)},
-          {"target", text(e.target)},
-          {"record_key", text(e.record_key)},
-          {"actor", text(e.actor)},
-          {"subject", text(e.subject)},
-          {"details", nlohmann::json::parse(e.details_json)}};
 }
 
 // One line per event: when, what, then only the fields it has.
@@ -427,7 +402,7 @@ int ListEvents(Context& context, const AdminFlags& f, bool record_given) {
   }
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& e : rows) out.push_back(EventJson(e));
+    for (const auto& e : rows) out.push_back(dashboard::EventJson(e));
     std::cout << out.dump(2) << '\n';
   } else {
     for (const auto& e : rows) std::cout << EventLine(e) << '\n';

@@ -11,6 +11,7 @@
 #include "admin/edit_locks.h"
 #include "cli/context.h"
 #include "common/error.h"
+#include "dashboard/state.h"
 #include "db/connection.h"
 #include "metrics/job_metrics.h"
 #include "metrics/textfile.h"
@@ -35,39 +36,10 @@ std::string Duration(double seconds) {
   return fmt::format("{:.1f} h", seconds / 3600);
 }
 
-nlohmann::json JobJson(const db::JobRow& j) {
-  nlohmann::json row = {{"job", j.job},
-                        {"running_runs", j.running_runs},
-                        {"queued", j.queued},
-                        {"deferred", j.deferred},
-                        {"done", j.done},
-                        {"dead", j.dead},
-                        {"items_per_second", nullptr},
-                        {"eta_seconds", nullptr},
-                        {"paused", false}};
-  if (auto rate = j.Rate()) row["items_per_second"] = *rate;
-  if (auto eta = j.EtaSeconds()) row["eta_seconds"] = *eta;
-  row["online_latency_ratio"] = nullptr;
-  if (j.online_latency_ratio) row["online_latency_ratio"] = *j.online_latency_ratio;
-  if (j.range_segments > 0) {
-    row["range"] = {{"segments", j.range_segments},
-                    {"finished", j.range_finished},
-                    {"applied", j.range_applied}};
-  }
-  if (j.pause) {
-    row["paused"] = true;
-    row["paused_at"] = j.pause->since;
-    row["paused_by"] = j.pause->by;
-    row["db_user"] = j.pause->db_user;
-    row["reason"] = j.pause->reason;
-  }
-  return row;
-}
-
 void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& j : jobs) out.push_back(JobJson(j));
+    for (const auto& j : jobs) out.push_back(dashboard::JobJson(j));
     std::cout << out.dump(2) << '\n';
     return;
   }

@@ -1,8 +1,5 @@
 #include "config/config.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +7,7 @@
 #include "config/custom_kinds.h"
 #include "config/shards.h"
 #include "config_core/duration.h"
+#include "config_core/listen_address.h"
 #include "config_core/yaml_reader.h"
 #include "policies/policy.h"
 #include "policies/registry.h"
@@ -447,36 +445,6 @@ void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
     }
   }
   s.Finish();
-}
-
-// "127.0.0.1:9187" or "[::1]:9187" -> host and port; false when malformed.
-bool SplitHostPort(const std::string& text, std::string& host, int& port) {
-  std::string port_text;
-  if (text.starts_with("[")) {
-    auto close = text.find("]:");
-    if (close == std::string::npos) return false;
-    host = text.substr(1, close - 1);
-    port_text = text.substr(close + 2);
-  } else {
-    auto colon = text.rfind(':');
-    if (colon == std::string::npos || text.find(':') != colon) return false;
-    host = text.substr(0, colon);
-    port_text = text.substr(colon + 1);
-  }
-  if (host.empty() || port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  port = std::stoi(port_text);
-  return port <= 65535;
-}
-
-bool IsLoopback(const std::string& host) {
-  in_addr v4{};
-  in6_addr v6{};
-  if (host == "localhost") return true;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 void ReadMetrics(Section& s, const YAML::Node& node, MetricsConfig& out) {

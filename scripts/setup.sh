@@ -9,9 +9,9 @@ packages=(
   libpqxx-dev libpq-dev postgresql-15 postgresql-client-15
   libboost-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libcli11-dev nlohmann-json3-dev libsystemd-dev
-  libhowardhinnant-date-dev tzdata prometheus-cpp-dev systemd
+  libhowardhinnant-date-dev tzdata prometheus-cpp-dev libcivetweb-dev systemd
   googletest libgtest-dev libgmock-dev
-  util-linux procps stress-ng
+  util-linux procps stress-ng curl
   postgresql-15-prioritize
   chromium
   prometheus

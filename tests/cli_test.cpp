@@ -683,14 +683,14 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_EQ(Run("--database-url " + Url() + " jobs --json --prometheus").status, 64)
       << "one output at a time";
 
-  // As the watching role of docs/operations.md ("Database roles"): SELECT
+  // As the watching role of docs/operations.md ("Database roles", there coexist_monitor): SELECT
   // only, and the same figures.
   QueryValue(
-      "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_monitor')"
-      " THEN CREATE ROLE coexist_monitor LOGIN; END IF; END$$;"
-      " GRANT USAGE ON SCHEMA coexist TO coexist_monitor;"
-      " GRANT SELECT ON ALL TABLES IN SCHEMA coexist TO coexist_monitor; SELECT 1");
-  auto watched = Run("--database-url '" + conninfo() + " user=coexist_monitor' jobs --prometheus");
+      "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'jobs_watcher')"
+      " THEN CREATE ROLE jobs_watcher LOGIN; END IF; END$$;"
+      " GRANT USAGE ON SCHEMA coexist TO jobs_watcher;"
+      " GRANT SELECT ON ALL TABLES IN SCHEMA coexist TO jobs_watcher; SELECT 1");
+  auto watched = Run("--database-url '" + conninfo() + " user=jobs_watcher' jobs --prometheus");
   ASSERT_EQ(watched.status, 0) << watched.err;
   EXPECT_NE(watched.out.find("coexist_job_items{job=\"nightly\",state=\"queued\"} 30\n"),
             std::string::npos)

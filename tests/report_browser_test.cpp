@@ -10,12 +10,15 @@
 
 #include "capacity/report.h"
 #include "common/subprocess.h"
+#include "tests/support/chromium.h"
 
 namespace coexist::capacity {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kChromium = "/usr/bin/chromium";
+using testing::kChromium;
+
+std::vector<std::string> Chromium(const fs::path& dir) { return testing::ChromiumCommand(dir); }
 
 std::vector<CellResult> SampleCells() {
   std::vector<CellResult> cells;
@@ -50,20 +53,6 @@ std::vector<CellResult> SampleCells() {
     cells.push_back(c);
   }
   return cells;
-}
-
-// Headless Chromium's command line, with its profile in `dir`.
-std::vector<std::string> Chromium(const fs::path& dir) {
-  return {kChromium,
-          "--headless",
-          "--no-sandbox",
-          "--disable-gpu",
-          "--disable-quic",
-          "--no-first-run",
-          "--disable-background-networking",
-          "--disable-component-update",
-          "--disable-sync",
-          "--user-data-dir=" + (dir / "profile").string()};
 }
 
 long Count(const std::string& text, const std::regex& pattern) {

@@ -1,0 +1,189 @@
+#include "dashboard/server.h"
+
+#include <CivetServer.h>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <string_view>
+#include <vector>
+
+#include "common/embedded_file.h"
+#include "common/error.h"
+#include "dashboard/state.h"
+#include "db/connection.h"
+#include "schema/job_pauses.h"
+
+namespace coexist::dashboard {
+namespace page_html {
+const std::vector<EmbeddedFile>& EmbeddedFiles();
+}
+
+namespace {
+
+void Reply(mg_connection* conn, int status, std::string_view type, std::string_view body) {
+  const char* reason = status == 200   ? "OK"
+                       : status == 400 ? "Bad Request"
+                       : status == 403 ? "Forbidden"
+                       : status == 404 ? "Not Found"
+                                       : "Service Unavailable";
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+            "Connection: close\r\n\r\n",
+            status, reason, static_cast<int>(type.size()), type.data(), body.size());
+  mg_write(conn, body.data(), body.size());
+}
+
+void ReplyJson(mg_connection* conn, int status, const nlohmann::json& body) {
+  Reply(conn, status, "application/json", body.dump());
+}
+
+std::string_view Page() {
+  for (const auto& file : page_html::EmbeddedFiles()) {
+    if (file.name == "page.html") return file.text;
+  }
+  return "";
+}
+
+// Whether `a` equals `b`, taking as long whatever prefix they share.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return differ == 0;
+}
+
+std::string RequestBody(mg_connection* conn) {
+  const auto* info = mg_get_request_info(conn);
+  long long length = info->content_length;
+  if (length <= 0 || length > 64 * 1024) return "";
+  std::string body(static_cast<size_t>(length), '\0');
+  size_t got = 0;
+  while (got < body.size()) {
+    int n = mg_read(conn, body.data() + got, body.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  body.resize(got);
+  return body;
+}
+
+class PageHandler : public CivetHandler {
+ public:
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    Reply(conn, 200, "text/html; charset=utf-8", Page());
+    return true;
+  }
+};
+
+class StateHandler : public CivetHandler {
+ public:
+  StateHandler(std::string conninfo, bool controls)
+      : conninfo_(std::move(conninfo)), controls_(controls) {}
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    try {
+      auto db = db::Connect(conninfo_, "coexist-dashboard");
+      auto state = DashboardState(*db);
+      state["controls"] = controls_;
+      ReplyJson(conn, 200, state);
+    } catch (const std::exception& e) {
+      // libpq's messages name the server, never the password.
+      ReplyJson(conn, 503, {{"error", e.what()}});
+    }
+    return true;
+  }
+
+ private:
+  std::string conninfo_;
+  bool controls_;
+};
+
+class PauseHandler : public CivetHandler {
+ public:
+  PauseHandler(std::string conninfo, std::optional<std::string> token, bool pause)
+      : conninfo_(std::move(conninfo)), token_(std::move(token)), pause_(pause) {}
+  bool handlePost(CivetServer*, mg_connection* conn) override {
+    if (!token_) {
+      ReplyJson(conn, 404, {{"error", "the dashboard was started without a control token"}});
+      return true;
+    }
+    const char* given = CivetServer::getHeader(conn, "X-Coexist-Token");
+    std::string_view offered = given != nullptr ? given : "";
+    if (!SameSecret(offered, *token_)) {
+      ReplyJson(conn, 403, {{"error", "wrong or missing control token: nothing was changed"}});
+      return true;
+    }
+    auto body = nlohmann::json::parse(RequestBody(conn), nullptr, false);
+    if (!body.is_object() || !body["job"].is_string() ||
+        (pause_ &&
+         (!body["reason"].is_string() ||
+          body["reason"].get<std::string>().find_first_not_of(" \t") == std::string::npos))) {
+      ReplyJson(conn, 400,
+                {{"error", pause_ ? "send {\"job\": ..., \"reason\": ...}: a pause says why"
+                                  : "send {\"job\": ...}"}});
+      return true;
+    }
+    std::string job = body["job"];
+    std::string actor = std::string("dashboard@") + mg_get_request_info(conn)->remote_addr;
+    try {
+      auto db = db::Connect(conninfo_, "coexist-dashboard");
+      auto change = pause_ ? db::PauseJob(*db, job, actor, body["reason"].get<std::string>())
+                           : db::ResumeJob(*db, job, actor);
+      if (change == db::PauseChange::kUnknownJob) {
+        ReplyJson(conn, 404, {{"error", "job '" + job + "' is unknown here: nothing was changed"}});
+      } else {
+        ReplyJson(conn, 200, {{"job", job}, {"changed", change == db::PauseChange::kChanged}});
+      }
+    } catch (const std::exception& e) {
+      ReplyJson(conn, 503, {{"error", e.what()}});
+    }
+    return true;
+  }
+
+ private:
+  std::string conninfo_;
+  std::optional<std::string> token_;
+  bool pause_;
+};
+
+}  // namespace
+
+struct DashboardServer::Impl {
+  PageHandler page;
+  StateHandler state;
+  PauseHandler pause, resume;
+  std::unique_ptr<CivetServer> server;
+
+  explicit Impl(const DashboardOptions& o)
+      : state(o.conninfo, o.control_token.has_value()),
+        pause(o.conninfo, o.control_token, true),
+        resume(o.conninfo, o.control_token, false) {}
+};
+
+DashboardServer::DashboardServer(const DashboardOptions& options)
+    : impl_(std::make_unique<Impl>(options)) {
+  try {
+    impl_->server = std::make_unique<CivetServer>(std::vector<std::string>{
+        "listening_ports", options.listen, "num_threads", "4", "request_timeout_ms", "10000"});
+  } catch (const std::exception& e) {
+    throw UnavailableError("cannot serve the dashboard on " + options.listen + ": " + e.what(),
+                           "is the port taken? choose another with --listen.");
+  }
+  impl_->server->addHandler("/api/state", impl_->state);
+  impl_->server->addHandler("/api/pause", impl_->pause);
+  impl_->server->addHandler("/api/resume", impl_->resume);
+  impl_->server->addHandler("/", impl_->page);
+}
+
+DashboardServer::~DashboardServer() {
+  if (impl_->server) impl_->server->close();
+}
+
+int DashboardServer::port() const {
+  auto ports = impl_->server->getListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+}  // namespace coexist::dashboard
