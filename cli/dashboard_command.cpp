@@ -4,10 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <condition_variable>
-#include <fstream>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 
 #include "cli/context.h"
 #include "common/error.h"
@@ -16,31 +14,6 @@
 #include "dashboard/server.h"
 
 namespace coexist::cli {
-
-namespace {
-
-// The token is a secret: read from a file (never the command line, which
-// `ps` shows), its trailing newline dropped, never printed.
-std::string ReadToken(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw UsageError("cannot read the control token file " + path,
-                     "write a long random token into it (e.g. `openssl rand -hex 32 > FILE`, "
-                     "mode 0600).");
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.size() < 16) {
-    throw UsageError("the control token in " + path + " is shorter than 16 characters",
-                     "a token guards pause and resume of every job: use a long random one, "
-                     "e.g. `openssl rand -hex 32 > FILE`.");
-  }
-  return token;
-}
-
-}  // namespace
 
 void AddDashboardCommand(CLI::App& app, Context& context, int& exit_code) {
   auto* command = app.add_subcommand(
@@ -72,7 +45,9 @@ void AddDashboardCommand(CLI::App& app, Context& context, int& exit_code) {
     dashboard::DashboardOptions options;
     options.listen = listen;
     options.conninfo = context.Server().conninfo();
-    if (!token_file.empty()) options.control_token = ReadToken(token_file);
+    // The token is a secret: read from a file (never the command line,
+    // which `ps` shows), never printed.
+    if (!token_file.empty()) options.control_token = dashboard::ReadControlToken(token_file);
     std::mutex mutex;
     std::condition_variable stopped;
     bool stop = false;

@@ -451,7 +451,17 @@ void ReadMetrics(Section& s, const YAML::Node& node, MetricsConfig& out) {
   s.String("textfile", out.textfile);
   s.String("listen", out.listen);
   s.Bool("allow_remote", out.allow_remote);
+  s.Bool("dashboard", out.dashboard);
+  s.String("dashboard_token_file", out.dashboard_token_file);
   s.Finish();
+  if (!out.dashboard_token_file.empty() && !out.dashboard) {
+    s.Fail(node["dashboard_token_file"], "dashboard_token_file", "the dashboard is off",
+           "set metrics.dashboard: true, or remove the token file.");
+  }
+  if (out.dashboard && out.listen.empty()) {
+    s.Fail(node["dashboard"], "dashboard", "the dashboard needs metrics.listen",
+           "set metrics.listen (e.g. 127.0.0.1:9187): the page is served beside /metrics.");
+  }
   if (out.listen.empty()) return;
   std::string host;
   int port = 0;

@@ -485,6 +485,13 @@ struct MetricsConfig {
   std::string listen;
   // Accept a non-loopback listen host (the endpoint has no authentication).
   bool allow_remote = false;
+  // The daemon's listen port also serves the live dashboard (GET /, the
+  // page of `coexist dashboard`, and /api/state) beside /metrics. Needs
+  // listen.
+  bool dashboard = false;
+  // A file holding the token the dashboard's pause and resume buttons need
+  // (dashboard/server.h); empty: the page is read-only. Needs dashboard.
+  std::string dashboard_token_file;
 };
 
 // `daemon:` — `coexist batch daemon` (docs/operations.md).

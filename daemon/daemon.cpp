@@ -56,7 +56,7 @@ class Daemon {
         policy_(policies::Create(config_.policy)),
         install_pending_(settings.install),
         backoff_(config_.daemon.reconnect_initial),
-        metrics_(config_.batch.job, config_.metrics.listen) {}
+        metrics_(config_.batch.job, config_.metrics, settings.conninfo) {}
 
   int Run();
 
@@ -102,8 +102,11 @@ class Daemon {
 int Daemon::Run() {
   signals::Handler handler([this](int signo) { OnSignal(signo); });
   if (metrics_.port() > 0) {
-    spdlog::info("metrics endpoint listening address={} port={}", config_.metrics.listen,
-                 metrics_.port());
+    spdlog::info("metrics endpoint listening address={} port={} dashboard={}",
+                 config_.metrics.listen, metrics_.port(),
+                 !config_.metrics.dashboard                     ? "off"
+                 : config_.metrics.dashboard_token_file.empty() ? "read-only"
+                                                                : "with pause and resume");
   }
   spdlog::info("daemon started job={} policy={} poll_interval={} pid={}", config_.batch.job,
                policy_->Name(), config::FormatDuration(config_.daemon.poll_interval), getpid());

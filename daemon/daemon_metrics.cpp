@@ -4,10 +4,12 @@
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <chrono>
 
 #include "common/error.h"
+#include "dashboard/server.h"
 
 namespace coexist::daemon {
 
@@ -85,11 +87,28 @@ struct DaemonMetrics::Impl {
   prometheus::Gauge& connected;
   prometheus::Gauge& queued;
   std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<dashboard::DashboardServer> dashboard;
 };
 
-DaemonMetrics::DaemonMetrics(const std::string& job, const std::string& listen)
+DaemonMetrics::DaemonMetrics(const std::string& job, const config::MetricsConfig& metrics,
+                             const std::string& conninfo)
     : impl_(std::make_unique<Impl>(job)) {
+  const std::string& listen = metrics.listen;
   if (listen.empty()) return;
+  if (metrics.dashboard) {
+    // One server for both: the page and /metrics on the one port.
+    dashboard::DashboardOptions options;
+    options.listen = listen;
+    options.conninfo = conninfo;
+    if (!metrics.dashboard_token_file.empty()) {
+      options.control_token = dashboard::ReadControlToken(metrics.dashboard_token_file);
+    }
+    options.metrics = [registry = impl_->registry] {
+      return prometheus::TextSerializer().Serialize(registry->Collect());
+    };
+    impl_->dashboard = std::make_unique<dashboard::DashboardServer>(options);
+    return;
+  }
   try {
     impl_->exposer = std::make_unique<prometheus::Exposer>(listen, 2);
   } catch (const std::exception& e) {
@@ -102,6 +121,7 @@ DaemonMetrics::DaemonMetrics(const std::string& job, const std::string& listen)
 DaemonMetrics::~DaemonMetrics() = default;
 
 int DaemonMetrics::port() const {
+  if (impl_->dashboard) return impl_->dashboard->port();
   if (!impl_->exposer) return 0;
   auto ports = impl_->exposer->GetListeningPorts();
   return ports.empty() ? 0 : ports.front();

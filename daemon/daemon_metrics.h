@@ -11,15 +11,20 @@
 #include <string>
 
 #include "batch/runner.h"
+#include "config/config.h"
 
 namespace coexist::daemon {
 
 class DaemonMetrics {
  public:
-  // Starts serving /metrics on `listen` (host:port, validated by config/)
-  // when it is not empty. Throws coexist::Error (EX_UNAVAILABLE) when the
-  // address cannot be bound.
-  DaemonMetrics(const std::string& job, const std::string& listen);
+  // Starts serving /metrics on `metrics.listen` (host:port, validated by
+  // config/) when it is not empty; with metrics.dashboard, the live
+  // dashboard of the database at `conninfo` on the same port
+  // (dashboard/server.h). Throws coexist::Error (EX_UNAVAILABLE) when the
+  // address cannot be bound, ConfigurationError (78) when the dashboard's
+  // token file cannot be read.
+  DaemonMetrics(const std::string& job, const config::MetricsConfig& metrics,
+                const std::string& conninfo);
   ~DaemonMetrics();
   DaemonMetrics(const DaemonMetrics&) = delete;
   DaemonMetrics& operator=(const DaemonMetrics&) = delete;

@@ -2,8 +2,10 @@
 
 #include <CivetServer.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -76,6 +78,18 @@ class PageHandler : public CivetHandler {
     Reply(conn, 200, "text/html; charset=utf-8", Page());
     return true;
   }
+};
+
+class MetricsHandler : public CivetHandler {
+ public:
+  explicit MetricsHandler(std::function<std::string()> metrics) : metrics_(std::move(metrics)) {}
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    Reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_());
+    return true;
+  }
+
+ private:
+  std::function<std::string()> metrics_;
 };
 
 class StateHandler : public CivetHandler {
@@ -154,13 +168,35 @@ struct DashboardServer::Impl {
   PageHandler page;
   StateHandler state;
   PauseHandler pause, resume;
+  MetricsHandler metrics;
   std::unique_ptr<CivetServer> server;
 
   explicit Impl(const DashboardOptions& o)
       : state(o.conninfo, o.control_token.has_value()),
         pause(o.conninfo, o.control_token, true),
-        resume(o.conninfo, o.control_token, false) {}
+        resume(o.conninfo, o.control_token, false),
+        metrics(o.metrics) {}
 };
+
+std::string ReadControlToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigurationError("cannot read the dashboard's control token file " + path,
+                             "write a long random token into it (e.g. `openssl rand -hex 32 > "
+                             "FILE`, mode 0600, readable by coexist's user).");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.size() < 16) {
+    throw ConfigurationError(
+        "the control token in " + path + " is shorter than 16 characters",
+        "a token guards pause and resume of every job: use a long random one, e.g. "
+        "`openssl rand -hex 32 > FILE`.");
+  }
+  return token;
+}
 
 DashboardServer::DashboardServer(const DashboardOptions& options)
     : impl_(std::make_unique<Impl>(options)) {
@@ -174,6 +210,7 @@ DashboardServer::DashboardServer(const DashboardOptions& options)
   impl_->server->addHandler("/api/state", impl_->state);
   impl_->server->addHandler("/api/pause", impl_->pause);
   impl_->server->addHandler("/api/resume", impl_->resume);
+  if (options.metrics) impl_->server->addHandler("/metrics", impl_->metrics);
   impl_->server->addHandler("/", impl_->page);
 }
 

@@ -5,6 +5,7 @@
 // online latency of the paced runs over time, refreshed every 2 s.
 //
 //   GET  /            the page (page.html, compiled in)
+//   GET  /metrics     DashboardOptions::metrics' text, when it is set
 //   GET  /api/state   dashboard::DashboardState as JSON; 503 {"error"} when
 //                     the database cannot be read
 //   POST /api/pause   {"job", "reason"}  only with a control token: the
@@ -22,6 +23,7 @@
 // Thread safety: CivetWeb serves requests on its own threads; the object
 // itself is used by one thread.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,7 +34,15 @@ struct DashboardOptions {
   std::string listen = "127.0.0.1:9190";     // host:port; port 0: any free one
   std::string conninfo;                      // the database it reads
   std::optional<std::string> control_token;  // the buttons' token; nullopt: read-only
+  // When set, GET /metrics answers its text (the daemon's Prometheus
+  // exposition), so the daemon serves both on its one port.
+  std::function<std::string()> metrics;
 };
+
+// The token in `path`, its trailing newline dropped. Throws
+// ConfigurationError (78) when the file cannot be read or the token is
+// shorter than 16 characters; the message never holds the token.
+std::string ReadControlToken(const std::string& path);
 
 class DashboardServer {
  public:

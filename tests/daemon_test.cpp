@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
@@ -378,6 +379,45 @@ TEST_F(DaemonTest, ServesCumulativeMetricsOnLoopback) {
   EXPECT_EQ(samples.at(R"(coexist_daemon_items_total{job="d",outcome="deferred"})"), 1);
   EXPECT_EQ(samples.at(R"(coexist_daemon_database_connected{job="d"})"), 1);
   EXPECT_GT(samples.at(R"(coexist_daemon_last_success_timestamp_seconds{job="d"})"), 0);
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
+// metrics.dashboard: the daemon's one port serves the live dashboard (the
+// page and /api/state, docs/operations.md "The dashboard") beside /metrics.
+TEST_F(DaemonTest, ServesTheDashboardBesideMetricsOnItsPort) {
+  WriteConfig(
+      Config("daemon: {poll_interval: 60s}\n"
+             "metrics: {listen: \"127.0.0.1:0\", dashboard: true}\n",
+             testing::LedgerOperation("0", "a")));
+  Start();
+  ASSERT_TRUE(WaitForLog("metrics endpoint listening")) << Log();
+  std::smatch match;
+  std::string log = Log();
+  ASSERT_TRUE(std::regex_search(
+      log, match, std::regex("metrics endpoint listening .*port=([0-9]+) dashboard=read-only")))
+      << log;
+  int port = std::stoi(match[1]);
+  Enqueue(1, 5);
+  ASSERT_TRUE(WaitFor([&] { return Done() == 5; }, 20s)) << Log();
+  auto page = HttpGet(port, "/");
+  EXPECT_NE(page.find(" 200 "), std::string::npos) << page;
+  EXPECT_NE(page.find("<title>coexist dashboard</title>"), std::string::npos) << page;
+  auto state = HttpGet(port, "/api/state");
+  auto body = state.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << state;
+  auto json = nlohmann::json::parse(state.substr(body + 4));
+  EXPECT_EQ(json["controls"], false);
+  ASSERT_EQ(json["jobs"].size(), 1u) << json.dump();
+  EXPECT_EQ(json["jobs"][0]["job"], "d");
+  EXPECT_EQ(json["jobs"][0]["done"], 5);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return HttpGet(port, "/metrics")
+                   .find("coexist_daemon_items_total{job=\"d\",outcome=\"done\"} 5") !=
+               std::string::npos;
+      },
+      10s))
+      << HttpGet(port, "/metrics");
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
