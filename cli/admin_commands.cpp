@@ -144,6 +144,8 @@ void PrintQueueStatus(const db::QueueStatus& s, bool json) {
     std::cout << fmt::format("job {}: queued {}, deferred {}, done {}, dead {}", j.job,
                              j.by_state.at("queued"), j.by_state.at("deferred"),
                              j.by_state.at("done"), j.by_state.at("dead"));
+    if (j.by_state.at("cancelled") > 0)
+      std::cout << fmt::format(", cancelled {}", j.by_state.at("cancelled"));
     if (j.oldest_queued_seconds)
       std::cout << fmt::format(", oldest waiting {:.0f}s", *j.oldest_queued_seconds);
     std::cout << '\n';

@@ -83,6 +83,7 @@ void AddDemoCommand(CLI::App& app, Context& context, int& exit_code);
 void AddCtlCommand(CLI::App& app, Context& context, int& exit_code);
 void AddJobsCommand(CLI::App& app, Context& context, int& exit_code);
 void AddDashboardCommand(CLI::App& app, Context& context, int& exit_code);
+void AddItemsCommand(CLI::App& app, Context& context, int& exit_code);
 void AddOnlineSimCommand(CLI::App& app, Context& context, int& exit_code);
 void AddBatchCommand(CLI::App& app, Context& context, int& exit_code);
 void AddEnqueueCommand(CLI::App& app, Context& context, int& exit_code);

@@ -55,6 +55,7 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
     if (j.online_latency_ratio) {
       state += fmt::format(", online latency {:.2f}x its baseline", *j.online_latency_ratio);
     }
+    if (j.cancelled > 0) state += fmt::format("; {} cancelled", j.cancelled);
     if (j.range_segments > 0) {
       state += fmt::format("; range: {}/{} segments, {} rows applied", j.range_finished,
                            j.range_segments, j.range_applied);

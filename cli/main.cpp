@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   coexist::cli::AddCtlCommand(app, context, exit_code);
   coexist::cli::AddJobsCommand(app, context, exit_code);
   coexist::cli::AddDashboardCommand(app, context, exit_code);
+  coexist::cli::AddItemsCommand(app, context, exit_code);
   coexist::cli::AddOnlineSimCommand(app, context, exit_code);
   coexist::cli::AddBatchCommand(app, context, exit_code);
   coexist::cli::AddEnqueueCommand(app, context, exit_code);

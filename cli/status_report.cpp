@@ -34,7 +34,9 @@ void PrintStatus(std::ostream& out, const db::Status& s, const db::Server& serve
   if (s.installed_version == 0) return;
   auto count = [&](const char* state) { return s.queue_by_state.at(state); };
   line("queue", fmt::format("queued {}, deferred {}, done {}, dead {}", count("queued"),
-                            count("deferred"), count("done"), count("dead")));
+                            count("deferred"), count("done"), count("dead")) +
+                    (count("cancelled") > 0 ? fmt::format(", cancelled {}", count("cancelled"))
+                                            : std::string()));
   line("edit locks", fmt::format("{} live, {} expired", s.live_edit_locks, s.expired_edit_locks));
   line("runs", std::to_string(s.runs));
 }

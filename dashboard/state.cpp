@@ -11,6 +11,7 @@ nlohmann::json JobJson(const db::JobRow& j) {
                         {"deferred", j.deferred},
                         {"done", j.done},
                         {"dead", j.dead},
+                        {"cancelled", j.cancelled},
                         {"items_per_second", nullptr},
                         {"eta_seconds", nullptr},
                         {"paused", false}};

@@ -16,8 +16,8 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
                    const std::string& help) -> prometheus::Family<prometheus::Gauge>& {
     return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
   };
-  auto& items = gauge("coexist_job_items",
-                      "The job's items in the queue by state (done items leave after retention).");
+  auto& items =
+      gauge("coexist_job_items", "The job's items by state (done items leave after retention).");
   auto& running = gauge("coexist_job_running_runs", "The job's runs working now, on any host.");
   auto& paused = gauge("coexist_job_paused", "1 while the job is paused (coexist jobs pause).");
   auto& rate =
@@ -34,7 +34,8 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
     for (const auto& [state, count] : {std::pair{"queued", j.queued},
                                        {"deferred", j.deferred},
                                        {"done", j.done},
-                                       {"dead", j.dead}}) {
+                                       {"dead", j.dead},
+                                       {"cancelled", j.cancelled}}) {
       items.Add({{"job", j.job}, {"state", state}}).Set(static_cast<double>(count));
     }
     running.Add(job).Set(static_cast<double>(j.running_runs));

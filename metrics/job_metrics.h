@@ -16,7 +16,7 @@ namespace coexist::metrics {
 
 // The exposition text (Prometheus text format 0.0.4) for `jobs`, read at
 // `read_at`:
-//   coexist_job_items{job,state}            queued, deferred, done, dead
+//   coexist_job_items{job,state}            queued, deferred, done, dead, cancelled
 //   coexist_job_running_runs{job}
 //   coexist_job_paused{job}                 1 while `coexist jobs pause` holds it
 //   coexist_job_items_per_second{job}       the running runs together; absent without a rate

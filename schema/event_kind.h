@@ -33,6 +33,9 @@ enum class EventKind {
   kJobStopRequested,
   kJobPaused,
   kJobResumed,
+  kItemsCancelled,
+  kItemsSkipped,
+  kItemsRescheduled,
   // pacing's
   kThrottleStart,
   kThrottleStop,
@@ -65,6 +68,9 @@ inline constexpr EventKind kEveryEventKind[] = {EventKind::kItemDeferred,
                                                 EventKind::kJobStopRequested,
                                                 EventKind::kJobPaused,
                                                 EventKind::kJobResumed,
+                                                EventKind::kItemsCancelled,
+                                                EventKind::kItemsSkipped,
+                                                EventKind::kItemsRescheduled,
                                                 EventKind::kThrottleStart,
                                                 EventKind::kThrottleStop,
                                                 EventKind::kHibernate,
@@ -117,6 +123,12 @@ constexpr std::string_view ToString(EventKind kind) {
       return "job_paused";
     case EventKind::kJobResumed:
       return "job_resumed";
+    case EventKind::kItemsCancelled:
+      return "items_cancelled";
+    case EventKind::kItemsSkipped:
+      return "items_skipped";
+    case EventKind::kItemsRescheduled:
+      return "items_rescheduled";
     case EventKind::kThrottleStart:
       return "throttle_start";
     case EventKind::kThrottleStop:

@@ -28,14 +28,15 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
       -- A done item leaves the queue for its chunk's row (0029).
       items AS (
         SELECT job, sum(queued) AS queued, sum(deferred) AS deferred, sum(done) AS done,
-               sum(dead) AS dead
+               sum(dead) AS dead, sum(cancelled) AS cancelled
           FROM (SELECT job, count(*) FILTER (WHERE state = 'queued') AS queued,
                        count(*) FILTER (WHERE state = 'deferred') AS deferred,
                        count(*) FILTER (WHERE state = 'done') AS done,
-                       count(*) FILTER (WHERE state = 'dead') AS dead
+                       count(*) FILTER (WHERE state = 'dead') AS dead,
+                       count(*) FILTER (WHERE state = 'cancelled') AS cancelled
                   FROM coexist.queue GROUP BY job
                 UNION ALL
-                SELECT job, 0, 0, sum(cardinality(item_ids)), 0
+                SELECT job, 0, 0, sum(cardinality(item_ids)), 0, 0
                   FROM coexist.done_chunks GROUP BY job) counts
          GROUP BY job),
       running AS (
@@ -51,7 +52,7 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
              coalesce(i.deferred, 0)::bigint, coalesce(i.done, 0)::bigint,
              coalesce(i.dead, 0)::bigint, coalesce(ru.done, 0)::bigint,
              coalesce(ru.seconds, 0), coalesce(s.segments, 0), coalesce(s.finished, 0),
-             coalesce(s.applied, 0)::bigint, ru.latency_ratio,
+             coalesce(s.applied, 0)::bigint, ru.latency_ratio, coalesce(i.cancelled, 0)::bigint,
              )sql" + std::string(kJobPauseColumns) +
                                R"sql(
         FROM jobs j
@@ -71,7 +72,8 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
                    .range_segments = r[8].as<long long>(),
                    .range_finished = r[9].as<long long>(),
                    .range_applied = r[10].as<long long>(),
-                   .pause = PauseFrom(r, 12)});
+                   .pause = PauseFrom(r, 13)});
+    out.back().cancelled = r[12].as<long long>();
     if (!r[11].is_null()) out.back().online_latency_ratio = r[11].as<double>();
   }
   tx.commit();

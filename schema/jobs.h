@@ -27,6 +27,9 @@ struct JobRow {
   // The job's items in coexist.queue by state (a range job's are its
   // exceptions). Done items leave after retention (docs/operations.md).
   long long queued = 0, deferred = 0, done = 0, dead = 0;
+  // Cancelled by an operator (`coexist items cancel`): never run, not done,
+  // and not among the items a job's progress counts.
+  long long cancelled = 0;
   // The running runs together: items done since each started, and the
   // seconds since the first of them started.
   long long running_done = 0;

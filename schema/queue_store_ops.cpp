@@ -110,6 +110,7 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
       "                  count(*) FILTER (WHERE state = 'deferred') AS deferred,"
       "                  count(*) FILTER (WHERE state = 'done') AS done,"
       "                  count(*) FILTER (WHERE state = 'dead') AS dead,"
+      "                  count(*) FILTER (WHERE state = 'cancelled') AS cancelled,"
       "                  min(enqueued_at) FILTER (WHERE state IN ('queued', 'deferred'))"
       "                    AS oldest"
       "             FROM coexist.queue WHERE $1 = '' OR job = $1 GROUP BY job),"
@@ -117,7 +118,7 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
       "            WHERE $1 = '' OR job = $1 GROUP BY job)"
       " SELECT job, coalesce(q.queued, 0), coalesce(q.deferred, 0),"
       "        coalesce(q.done, 0) + coalesce(c.done, 0), coalesce(q.dead, 0),"
-      "        extract(epoch FROM now() - q.oldest)::float8"
+      "        extract(epoch FROM now() - q.oldest)::float8, coalesce(q.cancelled, 0)"
       "   FROM q FULL JOIN c USING (job) ORDER BY job",
       job);
   for (const auto& row : jobs) {
@@ -126,7 +127,8 @@ QueueStatus ReadQueueStatus(pqxx::connection_base& conn, const std::string& job)
     j.by_state = {{"queued", row[1].as<long long>()},
                   {"deferred", row[2].as<long long>()},
                   {"done", row[3].as<long long>()},
-                  {"dead", row[4].as<long long>()}};
+                  {"dead", row[4].as<long long>()},
+                  {"cancelled", row[6].as<long long>()}};
     if (!row[5].is_null()) j.oldest_queued_seconds = row[5].as<double>();
     for (const auto& reason :
          tx.exec_params("SELECT coalesce(defer_reason, '(none)'), count(*) FROM coexist.queue"
@@ -214,7 +216,7 @@ QueueTotals ReadQueueTotals(pqxx::transaction_base& tx) {
   for (const auto& row : tx.exec("SELECT state::text, count(*) FROM coexist.queue GROUP BY 1")) {
     totals.by_state[row[0].as<std::string>()] = row[1].as<long long>();
   }
-  for (const char* state : {"queued", "deferred", "done", "dead"}) {
+  for (const char* state : {"queued", "deferred", "done", "dead", "cancelled"}) {
     totals.by_state.try_emplace(state, 0);
   }
   totals.runs = tx.exec("SELECT count(*) FROM coexist.runs")[0][0].as<long long>();
@@ -246,11 +248,12 @@ JobCounts CountJobItems(pqxx::transaction_base& tx, const std::string& job) {
       "       + (SELECT coalesce(sum(cardinality(item_ids)), 0) FROM coexist.done_chunks"
       "           WHERE job = $1),"
       " count(*) FILTER (WHERE state = 'deferred'),"
-      " count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'queued')"
+      " count(*) FILTER (WHERE state = 'dead'), count(*) FILTER (WHERE state = 'queued'),"
+      " count(*) FILTER (WHERE state = 'cancelled')"
       " FROM coexist.queue WHERE job = $1",
       job);
   return {row[0].as<long long>(), row[1].as<long long>(), row[2].as<long long>(),
-          row[3].as<long long>()};
+          row[3].as<long long>(), row[4].as<long long>()};
 }
 
 long long LedgerMismatch(pqxx::transaction_base& tx, const std::string& job,

@@ -38,7 +38,8 @@ namespace coexist::db {
 // One job's queue, as `coexist queue status` shows it.
 struct JobQueueStatus {
   std::string job;
-  std::map<std::string, long long> by_state;  // queued, deferred, done, dead (zeros included)
+  // queued, deferred, done, dead, cancelled (zeros included)
+  std::map<std::string, long long> by_state;
   // Seconds since the oldest queued or deferred item was enqueued;
   // nullopt when the job has none.
   std::optional<double> oldest_queued_seconds;
@@ -162,8 +163,8 @@ struct RunDetail {
 // is no such run (never started, or purged by retention).
 std::optional<RunDetail> ShowRun(pqxx::connection_base& conn, long long run_id);
 
-// Every job's items by state (queued, deferred, done, dead; zeros
-// included) and the number of runs recorded, for `db status`. Reads in `tx`.
+// Every job's items by state (queued, deferred, done, dead, cancelled;
+// zeros included) and the number of runs recorded, for `db status`. Reads in `tx`.
 struct QueueTotals {
   std::map<std::string, long long> by_state;
   long long runs = 0;
@@ -201,6 +202,7 @@ void EmptyCoexistTables(pqxx::transaction_base& tx);
 // `job`'s items by state, read in `tx`.
 struct JobCounts {
   long long done = 0, deferred = 0, dead = 0, queued = 0;
+  long long cancelled = 0;  // `coexist items cancel`: never run, not done
 };
 JobCounts CountJobItems(pqxx::transaction_base& tx, const std::string& job);
 

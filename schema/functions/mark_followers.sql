@@ -2,7 +2,7 @@
 -- frozen copies; the newest copy must equal this file, comments aside
 -- (tests/schema_functions_test.cpp; CONTRIBUTING.md, "Changing a SQL function").
 
--- mark_followers(), defined by migrations 0015, 0019 and 0027 (newest).
+-- mark_followers(), defined by migrations 0015, 0019, 0027 and 0034 (newest).
 -- 0015:
 -- After each INSERT statement: it sees every row the statement inserted, so
 -- repeated keys within one enqueue are marked too.
@@ -25,6 +25,8 @@
 -- follows_pending = true only asks the claim to check (follows_pending_item),
 -- so an item marked by the INSERT that follows nothing is merely checked;
 -- an item the INSERT left unmarked is judged here exactly as before.
+-- 0034:
+-- A cancelled item (0033) is not pending (follows_pending_item's GIN test).
 CREATE OR REPLACE FUNCTION coexist.mark_followers() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -53,7 +55,8 @@ BEGIN
                                            LIMIT 1) AS found)
           OR EXISTS (SELECT 1 FROM coexist.queue e
                       WHERE e.record_keys && coalesce(n.record_keys, ARRAY[n.record_key])
-                        AND e.state <> 'done' AND e.state <> 'dead' AND e.record_keys IS NOT NULL
+                        AND e.state <> 'done' AND e.state <> 'dead' AND e.state <> 'cancelled'
+                        AND e.record_keys IS NOT NULL
                         AND e.job || '' = n.job AND e.item_id + 0 < n.item_id));
   RETURN NULL;
 END
