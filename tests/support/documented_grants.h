@@ -1,7 +1,8 @@
 #pragma once
 
 // The GRANTs of docs/operations.md ("Database roles (least privilege)"), as
-// written there (the indented SQL of that section), with the roles renamed:
+// written there (the indented SQL of that section), with the roles renamed
+// (the watching role coexist_monitor to BATCH_ROLE_monitor):
 // tests and the chaos suite run the documented roles, not a copy of them.
 
 #include <filesystem>
@@ -21,8 +22,10 @@ inline std::string DocumentedGrants(const std::filesystem::path& source_dir,
     if (line.starts_with("## ")) in_section = line == "## Database roles (least privilege)";
     if (in_section && line.starts_with("    ")) sql += line.substr(4) + "\n";
   }
+  // The watching role is named after the batch role, so each test's is its own.
   for (auto [from, to] : {std::pair{std::string("app_online"), online_role},
-                          std::pair{std::string("coexist_batch"), batch_role}}) {
+                          std::pair{std::string("coexist_batch"), batch_role},
+                          std::pair{std::string("coexist_monitor"), batch_role + "_monitor"}}) {
     for (size_t at; (at = sql.find(from)) != std::string::npos;) sql.replace(at, from.size(), to);
   }
   return sql;
