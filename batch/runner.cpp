@@ -169,6 +169,10 @@ long long BeginRun(Control& c, RunSummary& summary, const std::atomic<bool>* sto
     if (config.batch.max_duration) details["max_duration_ms"] = config.batch.max_duration->count();
     if (config.batch.max_items) details["max_items"] = *config.batch.max_items;
     if (config.batch.max_rate) details["max_rate"] = *config.batch.max_rate;
+    // What `coexist jobs` and the dashboard hold the measured ratio against.
+    if (config.pacing.online_latency) {
+      details["online_latency_objective"] = config.pacing.online_latency->objective;
+    }
     summary.run_id = c.queue->StartRun(tx, policy.Name(), details.dump());
     // Session-level, so it outlives this transaction and lives as long as
     // the connection. Taken before the row commits: a shared sibling's

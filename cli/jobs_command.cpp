@@ -54,6 +54,9 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
                                              : "idle";
     if (j.online_latency_ratio) {
       state += fmt::format(", online latency {:.2f}x its baseline", *j.online_latency_ratio);
+      if (j.online_latency_objective) {
+        state += fmt::format(" (objective {:.2f}x)", *j.online_latency_objective);
+      }
     }
     if (j.cancelled > 0) state += fmt::format("; {} cancelled", j.cancelled);
     if (j.range_segments > 0) {

@@ -19,6 +19,8 @@ nlohmann::json JobJson(const db::JobRow& j) {
   if (auto eta = j.EtaSeconds()) row["eta_seconds"] = *eta;
   row["online_latency_ratio"] = nullptr;
   if (j.online_latency_ratio) row["online_latency_ratio"] = *j.online_latency_ratio;
+  row["online_latency_objective"] = nullptr;
+  if (j.online_latency_objective) row["online_latency_objective"] = *j.online_latency_objective;
   if (j.range_segments > 0) {
     row["range"] = {{"segments", j.range_segments},
                     {"finished", j.range_finished},

@@ -27,6 +27,8 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
   auto& latency = gauge("coexist_job_online_latency_ratio",
                         "The highest online latency a running run's objective measured, over its "
                         "baseline.");
+  auto& objective = gauge("coexist_job_online_latency_objective",
+                          "The strictest online latency objective of the job's running runs.");
   auto& segments = gauge("coexist_job_range_segments", "A range job's key-range segments.");
   auto& applied = gauge("coexist_job_range_rows_applied", "Rows a range job has applied.");
   for (const auto& j : jobs) {
@@ -43,6 +45,7 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
     if (auto r = j.Rate()) rate.Add(job).Set(*r);
     if (auto e = j.EtaSeconds()) eta.Add(job).Set(*e);
     if (j.online_latency_ratio) latency.Add(job).Set(*j.online_latency_ratio);
+    if (j.online_latency_objective) objective.Add(job).Set(*j.online_latency_objective);
     if (j.range_segments > 0) {
       segments.Add({{"job", j.job}, {"state", "finished"}})
           .Set(static_cast<double>(j.range_finished));

@@ -42,7 +42,8 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
       running AS (
         SELECT job, count(*) AS runs, sum(done) AS done,
                extract(epoch FROM clock_timestamp() - min(started_at))::float8 AS seconds,
-               max((details->>'online_latency_ratio')::float8) AS latency_ratio
+               max((details->>'online_latency_ratio')::float8) AS latency_ratio,
+               min((details->>'online_latency_objective')::float8) AS latency_objective
           FROM coexist.runs WHERE outcome = 'running' GROUP BY job),
       segments AS (
         SELECT job, count(*) AS segments, count(*) FILTER (WHERE finished) AS finished,
@@ -53,6 +54,7 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
              coalesce(i.dead, 0)::bigint, coalesce(ru.done, 0)::bigint,
              coalesce(ru.seconds, 0), coalesce(s.segments, 0), coalesce(s.finished, 0),
              coalesce(s.applied, 0)::bigint, ru.latency_ratio, coalesce(i.cancelled, 0)::bigint,
+             ru.latency_objective,
              )sql" + std::string(kJobPauseColumns) +
                                R"sql(
         FROM jobs j
@@ -72,9 +74,10 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
                    .range_segments = r[8].as<long long>(),
                    .range_finished = r[9].as<long long>(),
                    .range_applied = r[10].as<long long>(),
-                   .pause = PauseFrom(r, 13)});
+                   .pause = PauseFrom(r, 14)});
     out.back().cancelled = r[12].as<long long>();
     if (!r[11].is_null()) out.back().online_latency_ratio = r[11].as<double>();
+    if (!r[13].is_null()) out.back().online_latency_objective = r[13].as<double>();
   }
   tx.commit();
   return out;

@@ -37,6 +37,9 @@ struct JobRow {
   // The highest online latency ratio a running run's objective measured
   // (pacing.online_latency); nullopt when none measures one.
   std::optional<double> online_latency_ratio;
+  // The strictest pacing.online_latency.objective of the running runs;
+  // nullopt when none has one.
+  std::optional<double> online_latency_objective;
   // A range job's segments (coexist.range_checkpoints) and the rows applied.
   long long range_segments = 0, range_finished = 0, range_applied = 0;
   std::optional<JobPause> pause;  // nullopt: not paused

@@ -599,7 +599,7 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   QueryValue(
       "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done, details) VALUES"
       " ('nightly', 'skip_locked', 'a', 1, clock_timestamp() - interval '30 s', 40,"
-      "  '{\"online_latency_ratio\": 1.31}'),"
+      "  '{\"online_latency_ratio\": 1.31, \"online_latency_objective\": 1.5}'),"
       " ('nightly', 'skip_locked', 'b', 2, clock_timestamp() - interval '10 s', 20,"
       "  '{\"online_latency_ratio\": 1.12}'),"
       " ('settle', 'skip_locked', 'a', 3, now(), 0, '{}')");
@@ -622,6 +622,7 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_NEAR(nightly["eta_seconds"].get<double>(), 20.0, 2.0);
   EXPECT_FALSE(nightly.contains("range"));
   EXPECT_EQ(nightly["online_latency_ratio"], 1.31) << "the highest of its running runs";
+  EXPECT_EQ(nightly["online_latency_objective"], 1.5);
   const auto& settle = jobs[1];
   EXPECT_EQ(settle["job"], "settle");
   EXPECT_TRUE(settle["items_per_second"].is_null()) << "a run that has done nothing has no rate";
@@ -631,9 +632,10 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
 
   auto text = Run("--database-url " + Url() + " jobs");
   ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_TRUE(
-      std::regex_search(text.out, std::regex("\nnightly +2 +8/50 +2 +[12]\\.[0-9] +[12][0-9] s  "
-                                             "running, online latency 1\\.31x its baseline\n")))
+  EXPECT_TRUE(std::regex_search(
+      text.out, std::regex("\nnightly +2 +8/50 +2 +[12]\\.[0-9] +[12][0-9] s  "
+                           "running, online latency 1\\.31x its baseline \\(objective "
+                           "1\\.50x\\)\n")))
       << text.out;
   EXPECT_NE(
       text.out.find("settle                         1                 0/0      0        -       -  "
@@ -661,6 +663,7 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_NEAR(value("coexist_job_items_per_second{job=\"nightly\"}").value_or(0), 2.0, 0.2);
   EXPECT_NEAR(value("coexist_job_eta_seconds{job=\"nightly\"}").value_or(0), 20.0, 2.0);
   EXPECT_EQ(value("coexist_job_online_latency_ratio{job=\"nightly\"}"), 1.31);
+  EXPECT_EQ(value("coexist_job_online_latency_objective{job=\"nightly\"}"), 1.5);
   EXPECT_EQ(value("coexist_job_items_per_second{job=\"settle\"}"), std::nullopt)
       << "no rate: no series";
   EXPECT_EQ(value("coexist_job_range_segments{job=\"settle\",state=\"finished\"}"), 1);

@@ -53,7 +53,7 @@ class DashboardTest : public testing::DatabaseTest {
     QueryValue(
         "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done, details) VALUES"
         " ('nightly', 'skip_locked', 'db-host-a', 4242, clock_timestamp() - interval '30 s', 60,"
-        "  '{\"online_latency_ratio\": 1.31}')");
+        "  '{\"online_latency_ratio\": 1.31, \"online_latency_objective\": 1.5}')");
   }
   void TearDown() override {
     if (pid_ > 0) {
@@ -137,11 +137,13 @@ TEST_F(DashboardTest, ThePageShowsTheDatabasesFiguresAndAScreenshotIsKept) {
       << jobs_row;
   EXPECT_TRUE(std::regex_search(jobs_row, std::regex("<td class=\"n eta\">[0-9]+ s</td>")))
       << jobs_row;
-  EXPECT_NE(jobs_row.find("<td class=\"n latency\">1.31x</td>"), std::string::npos) << jobs_row;
+  EXPECT_NE(jobs_row.find("<td class=\"n latency\">1.31x of 1.50x</td>"), std::string::npos)
+      << jobs_row;
   EXPECT_NE(jobs_row.find("running (1)"), std::string::npos) << jobs_row;
   EXPECT_EQ(jobs_row.find("<button"), std::string::npos) << "read-only: no buttons";
   EXPECT_NE(page.find("db-host-a:4242"), std::string::npos) << "the runs table";
   EXPECT_NE(page.find("polyline"), std::string::npos) << "the latency chart";
+  EXPECT_NE(page.find("stroke=\"#c33\""), std::string::npos) << "its objective line";
 
   // The screenshot, kept for a person to look at.
   fs::create_directories("artifacts");
