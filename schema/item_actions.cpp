@@ -9,6 +9,7 @@
 #include "db/sql_values.h"
 #include "schema/event_kind.h"
 #include "schema/events.h"
+#include "schema/jobs.h"
 
 namespace coexist::db {
 namespace {
@@ -246,13 +247,7 @@ ItemActionResult ActOnItems(pqxx::connection_base& conn, const ItemActionRequest
     result.not_before = *not_before;
   }
 
-  result.job_known = tx.exec_params1(
-                           "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1)"
-                           " OR EXISTS (SELECT 1 FROM coexist.done_chunks WHERE job = $1)"
-                           " OR EXISTS (SELECT 1 FROM coexist.runs WHERE job = $1)"
-                           " OR EXISTS (SELECT 1 FROM coexist.range_checkpoints WHERE job = $1)",
-                           f.job)[0]
-                         .as<bool>();
+  result.job_known = JobKnown(tx, f.job);
   if (!result.job_known) return result;
   for (const auto& row : tx.exec_params(std::string("SELECT q.state::text, count(*)"
                                                     " FROM coexist.queue q WHERE") +

@@ -2,26 +2,9 @@
 
 #include <pqxx/pqxx>
 
+#include "schema/jobs.h"
+
 namespace coexist::db {
-
-namespace {
-
-// A job is known when anything of coexist names it (the tables ListJobs
-// lists jobs from, schema/jobs.cpp); pausing a misspelt job would hold
-// nothing and leave a row no run ever reads.
-bool JobKnown(pqxx::transaction_base& tx, const std::string& job) {
-  return tx
-      .exec_params1(
-          "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1)"
-          "    OR EXISTS (SELECT 1 FROM coexist.done_chunks WHERE job = $1)"
-          "    OR EXISTS (SELECT 1 FROM coexist.runs WHERE job = $1)"
-          "    OR EXISTS (SELECT 1 FROM coexist.range_checkpoints WHERE job = $1)"
-          "    OR EXISTS (SELECT 1 FROM coexist.job_pauses WHERE job = $1)",
-          job)[0]
-      .as<bool>();
-}
-
-}  // namespace
 
 PauseChange PauseJob(pqxx::connection_base& conn, const std::string& job, const std::string& actor,
                      const std::string& reason) {

@@ -15,6 +15,18 @@ std::optional<double> JobRow::EtaSeconds() const {
   return static_cast<double>(queued + deferred) / *rate;
 }
 
+bool JobKnown(pqxx::transaction_base& tx, const std::string& job) {
+  return tx
+      .exec_params1(
+          "SELECT EXISTS (SELECT 1 FROM coexist.queue WHERE job = $1)"
+          "    OR EXISTS (SELECT 1 FROM coexist.done_chunks WHERE job = $1)"
+          "    OR EXISTS (SELECT 1 FROM coexist.runs WHERE job = $1)"
+          "    OR EXISTS (SELECT 1 FROM coexist.range_checkpoints WHERE job = $1)"
+          "    OR EXISTS (SELECT 1 FROM coexist.job_pauses WHERE job = $1)",
+          job)[0]
+      .as<bool>();
+}
+
 std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
   pqxx::read_transaction tx(conn);
   std::vector<JobRow> out;

@@ -16,6 +16,7 @@
 
 namespace pqxx {
 class connection_base;
+class transaction_base;
 }  // namespace pqxx
 
 namespace coexist::db {
@@ -56,5 +57,10 @@ struct JobRow {
 // or a pause,
 // by name, in one read-only transaction.
 std::vector<JobRow> ListJobs(pqxx::connection_base& conn);
+
+// Whether anything of coexist names `job` (the tables ListJobs lists jobs
+// from): pausing or acting on a misspelt job would change nothing and, for
+// a pause, leave a row no run ever reads.
+bool JobKnown(pqxx::transaction_base& tx, const std::string& job);
 
 }  // namespace coexist::db
