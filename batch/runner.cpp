@@ -267,8 +267,9 @@ WorkEnd Work(Control& c, const std::string& conninfo, long long run_id, long lon
         if (options.on_progress) options.on_progress({run_id, now, queued, rate});
         try {
           pqxx::work tx(*c.conn);
-          auto beat = c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred,
-                                            now.dead, pacer.OnlineLatencyRatio());
+          auto beat =
+              c.queue->HeartbeatRun(tx, run_id, now.claimed, now.done, now.deferred, now.dead,
+                                    pacer.OnlineLatencyRatio(), pacer.PacingJson());
           // A shared run rescues a sibling that died (its run lock is free)
           // while it works: its items and takeovers do not wait for the
           // next run of the job.

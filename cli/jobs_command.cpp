@@ -52,6 +52,15 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
                                               j.pause->by, j.pause->db_user, j.pause->reason)
                         : j.running_runs > 0 ? "running"
                                              : "idle";
+    // Runs their pacers hold (throttled by the load, hibernating, ...); a
+    // job's pause says why its runs are held already.
+    std::string held;
+    for (const auto& [pacing, runs] : j.runs_by_pacing_state) {
+      if (pacing == "running" || pacing == "starting") continue;
+      held += fmt::format("{}{} {}", held.empty() ? "" : ", ", runs, pacing);
+    }
+    if (!held.empty() && !j.pause) state += " (" + held + ")";
+    if (j.pacing_duty && *j.pacing_duty < 1) state += fmt::format(", duty {:.2f}", *j.pacing_duty);
     if (j.online_latency_ratio) {
       state += fmt::format(", online latency {:.2f}x its baseline", *j.online_latency_ratio);
       if (j.online_latency_objective) {

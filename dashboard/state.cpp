@@ -21,6 +21,9 @@ nlohmann::json JobJson(const db::JobRow& j) {
   if (j.online_latency_ratio) row["online_latency_ratio"] = *j.online_latency_ratio;
   row["online_latency_objective"] = nullptr;
   if (j.online_latency_objective) row["online_latency_objective"] = *j.online_latency_objective;
+  row["runs_by_pacing_state"] = j.runs_by_pacing_state;
+  row["pacing_duty"] = nullptr;
+  if (j.pacing_duty) row["pacing_duty"] = *j.pacing_duty;
   if (j.range_segments > 0) {
     row["range"] = {{"segments", j.range_segments},
                     {"finished", j.range_finished},
@@ -37,11 +40,13 @@ nlohmann::json JobJson(const db::JobRow& j) {
 }
 
 nlohmann::json RunJson(const db::RunRow& r) {
-  return {{"run_id", r.run_id},     {"job", r.job},           {"policy", r.policy},
-          {"host", r.host},         {"pid", r.pid},           {"started_at", r.started_at},
-          {"ended_at", r.ended_at}, {"outcome", r.outcome},   {"claimed", r.claimed},
-          {"done", r.done},         {"deferred", r.deferred}, {"dead", r.dead},
-          {"seconds", r.seconds}};
+  return {{"run_id", r.run_id},     {"job", r.job},
+          {"policy", r.policy},     {"host", r.host},
+          {"pid", r.pid},           {"started_at", r.started_at},
+          {"ended_at", r.ended_at}, {"outcome", r.outcome},
+          {"claimed", r.claimed},   {"done", r.done},
+          {"deferred", r.deferred}, {"dead", r.dead},
+          {"seconds", r.seconds},   {"pacing", nlohmann::json::parse(r.pacing_json)}};
 }
 
 nlohmann::json EventJson(const db::EventRow& e) {

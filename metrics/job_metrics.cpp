@@ -29,6 +29,12 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
                         "baseline.");
   auto& objective = gauge("coexist_job_online_latency_objective",
                           "The strictest online latency objective of the job's running runs.");
+  auto& pacing = gauge("coexist_job_runs_by_pacing_state",
+                       "The job's running runs by their pacer's state (running, throttled, "
+                       "paused, hibernating, ...), as their heartbeats wrote it.");
+  auto& duty = gauge("coexist_job_pacing_duty",
+                     "The lowest duty cycle a running run's latency objective has set (1: full "
+                     "speed).");
   auto& segments = gauge("coexist_job_range_segments", "A range job's key-range segments.");
   auto& applied = gauge("coexist_job_range_rows_applied", "Rows a range job has applied.");
   for (const auto& j : jobs) {
@@ -46,6 +52,10 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
     if (auto e = j.EtaSeconds()) eta.Add(job).Set(*e);
     if (j.online_latency_ratio) latency.Add(job).Set(*j.online_latency_ratio);
     if (j.online_latency_objective) objective.Add(job).Set(*j.online_latency_objective);
+    for (const auto& [state, runs] : j.runs_by_pacing_state) {
+      pacing.Add({{"job", j.job}, {"state", state}}).Set(static_cast<double>(runs));
+    }
+    if (j.pacing_duty) duty.Add(job).Set(*j.pacing_duty);
     if (j.range_segments > 0) {
       segments.Add({{"job", j.job}, {"state", "finished"}})
           .Set(static_cast<double>(j.range_finished));

@@ -23,6 +23,8 @@ namespace coexist::metrics {
 //   coexist_job_eta_seconds{job}            queued and deferred at that rate; absent without
 //   coexist_job_online_latency_ratio{job}   a paced running run's, absent when none measures
 //   coexist_job_online_latency_objective{job}  the strictest objective of the running runs
+//   coexist_job_runs_by_pacing_state{job,state}  running runs by their pacer's state
+//   coexist_job_pacing_duty{job}            the lowest duty a latency objective set; absent unpaced
 //   coexist_job_range_segments{job,state}   a range job's: finished, all
 //   coexist_job_range_rows_applied{job}
 //   coexist_jobs_read_timestamp_seconds     when the database was read

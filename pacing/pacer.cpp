@@ -642,4 +642,20 @@ std::optional<double> Pacer::OnlineLatencyRatio() {
   return latency->ratio();
 }
 
+std::string Pacer::PacingJson() {
+  const json status = json::parse(StatusJson());
+  json pacing = json::object();
+  for (const char* key : {"state", "reason", "chunk_size", "chunk_time_ms", "adaptive"}) {
+    pacing[key] = status.at(key);
+  }
+  if (status.contains("online_latency")) {
+    json latency = json::object();
+    for (const char* key : {"state", "duty", "chunk_scale", "ratio", "objective"}) {
+      if (status["online_latency"].contains(key)) latency[key] = status["online_latency"][key];
+    }
+    pacing["online_latency"] = latency;
+  }
+  return pacing.dump();
+}
+
 }  // namespace coexist::pacing

@@ -131,6 +131,13 @@ class Pacer {
   // statements over the baseline (1.3: 30 % slower than without the
   // batch); nullopt without the objective or while it learns.
   std::optional<double> OnlineLatencyRatio();
+  // The pacer's state for those who watch the job from elsewhere (the
+  // heartbeat keeps it in the runs row's details.pacing): one JSON object,
+  // `status` without progress, signals and thresholds: state and reason
+  // (running, throttled: lock_waiters, paused: job_paused, ...), chunk_size,
+  // chunk_time_ms, adaptive, and online_latency's state, duty, chunk_scale,
+  // ratio and objective when pacing.online_latency is set.
+  std::string PacingJson();
   ControlState& control();
 
  private:

@@ -55,7 +55,8 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
         SELECT job, count(*) AS runs, sum(done) AS done,
                extract(epoch FROM clock_timestamp() - min(started_at))::float8 AS seconds,
                max((details->>'online_latency_ratio')::float8) AS latency_ratio,
-               min((details->>'online_latency_objective')::float8) AS latency_objective
+               min((details->>'online_latency_objective')::float8) AS latency_objective,
+               min((details->'pacing'->'online_latency'->>'duty')::float8) AS duty
           FROM coexist.runs WHERE outcome = 'running' GROUP BY job),
       segments AS (
         SELECT job, count(*) AS segments, count(*) FILTER (WHERE finished) AS finished,
@@ -66,7 +67,7 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
              coalesce(i.dead, 0)::bigint, coalesce(ru.done, 0)::bigint,
              coalesce(ru.seconds, 0), coalesce(s.segments, 0), coalesce(s.finished, 0),
              coalesce(s.applied, 0)::bigint, ru.latency_ratio, coalesce(i.cancelled, 0)::bigint,
-             ru.latency_objective,
+             ru.latency_objective, ru.duty,
              )sql" + std::string(kJobPauseColumns) +
                                R"sql(
         FROM jobs j
@@ -86,10 +87,21 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
                    .range_segments = r[8].as<long long>(),
                    .range_finished = r[9].as<long long>(),
                    .range_applied = r[10].as<long long>(),
-                   .pause = PauseFrom(r, 14)});
+                   .pause = PauseFrom(r, 15)});
     out.back().cancelled = r[12].as<long long>();
     if (!r[11].is_null()) out.back().online_latency_ratio = r[11].as<double>();
     if (!r[13].is_null()) out.back().online_latency_objective = r[13].as<double>();
+    if (!r[14].is_null()) out.back().pacing_duty = r[14].as<double>();
+  }
+  // The running runs by their pacers' states (the heartbeat's details.pacing).
+  for (const auto& r : tx.exec(R"sql(
+      SELECT job, coalesce(details->'pacing'->>'state', 'starting'), count(*)
+        FROM coexist.runs WHERE outcome = 'running' GROUP BY 1, 2)sql")) {
+    for (auto& job : out) {
+      if (job.job == r[0].as<std::string>()) {
+        job.runs_by_pacing_state[r[1].as<std::string>()] = r[2].as<long long>();
+      }
+    }
   }
   tx.commit();
   return out;

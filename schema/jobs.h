@@ -8,6 +8,7 @@
 // than 0032, 42501 without SELECT on coexist's tables). Thread safety: a
 // plain function; a connection is used by one thread at a time.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,13 @@ struct JobRow {
   // The strictest pacing.online_latency.objective of the running runs;
   // nullopt when none has one.
   std::optional<double> online_latency_objective;
+  // The running runs by their pacer's state as their heartbeats wrote it
+  // (Pacer::PacingJson: running, throttled, paused, hibernating,
+  // critical_pending, stopping; "starting" before the first heartbeat).
+  std::map<std::string, long long> runs_by_pacing_state;
+  // The lowest duty cycle a running run's latency objective has set
+  // (1: full speed); nullopt when none runs paced.
+  std::optional<double> pacing_duty;
   // A range job's segments (coexist.range_checkpoints) and the rows applied.
   long long range_segments = 0, range_finished = 0, range_applied = 0;
   std::optional<JobPause> pause;  // nullopt: not paused

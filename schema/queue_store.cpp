@@ -199,9 +199,11 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
   conn.prepare("heartbeat_run", R"sql(
     UPDATE coexist.runs r
        SET heartbeat_at = now(), claimed = $2, done = $3, deferred = $4, dead = $5,
-           details = CASE WHEN $7::float8 IS NULL THEN r.details - 'online_latency_ratio'
-                          ELSE r.details || jsonb_build_object('online_latency_ratio', $7::float8)
-                     END
+           details = (CASE WHEN $7::float8 IS NULL THEN r.details - 'online_latency_ratio'
+                           ELSE r.details || jsonb_build_object('online_latency_ratio', $7::float8)
+                      END - 'pacing')
+                     || CASE WHEN $8 = '' THEN '{}'::jsonb
+                             ELSE jsonb_build_object('pacing', $8::jsonb) END
       FROM (SELECT 1) one LEFT JOIN coexist.job_pauses p ON p.job = $6
      WHERE r.run_id = $1
     RETURNING r.stop_requested_at IS NOT NULL, coalesce(r.stop_requested_by, 'unknown'),
@@ -210,7 +212,7 @@ QueueStore::QueueStore(pqxx::connection_base& conn, QueueJob job) : job_(std::mo
   conn.prepare("finish_run", R"sql(
     UPDATE coexist.runs
        SET heartbeat_at = now(), ended_at = now(), outcome = $2, claimed = $3, done = $4,
-           deferred = $5, dead = $6, details = details || $7::jsonb
+           deferred = $5, dead = $6, details = (details - 'pacing') || $7::jsonb
      WHERE run_id = $1)sql");
   // A running run's span lasts until now; an abandoned one's ended at its
   // last heartbeat (ended_at is when another run noticed).
@@ -307,9 +309,10 @@ std::vector<long long> QueueStore::AbandonStaleRuns(pqxx::transaction_base& tx) 
 QueueStore::Heartbeat QueueStore::HeartbeatRun(pqxx::transaction_base& tx, long long run_id,
                                                long long claimed, long long done,
                                                long long deferred, long long dead,
-                                               std::optional<double> online_latency_ratio) {
+                                               std::optional<double> online_latency_ratio,
+                                               const std::string& pacing_json) {
   auto result = tx.exec_prepared("heartbeat_run", run_id, claimed, done, deferred, dead, job_.job,
-                                 online_latency_ratio);
+                                 online_latency_ratio, pacing_json);
   Heartbeat beat;
   if (result.empty()) return beat;
   const auto& r = result[0];

@@ -123,11 +123,14 @@ class QueueStore {
   };
   // Refreshes the run's heartbeat and counts, and reads its stop request and
   // its job's pause. `online_latency_ratio` (pacing.online_latency's
-  // percentile over its baseline, nullopt while none is measured) is kept
-  // in the runs row's details for `coexist jobs`.
+  // percentile over its baseline, nullopt while none is measured) and
+  // `pacing_json` (Pacer::PacingJson; "" for none) are kept in the runs
+  // row's details for `coexist jobs` and the dashboard; FinishRun drops the
+  // pacing state, which describes a live run only.
   Heartbeat HeartbeatRun(pqxx::transaction_base& tx, long long run_id, long long claimed,
                          long long done, long long deferred, long long dead,
-                         std::optional<double> online_latency_ratio = std::nullopt);
+                         std::optional<double> online_latency_ratio = std::nullopt,
+                         const std::string& pacing_json = "");
   void FinishRun(pqxx::transaction_base& tx, long long run_id, const std::string& outcome,
                  long long claimed, long long done, long long deferred, long long dead,
                  const std::string& details_json);

@@ -13,14 +13,15 @@ namespace {
 constexpr const char* kRunColumns =
     "run_id, job, policy, host, pid, to_char(started_at, 'YYYY-MM-DD HH24:MI:SSOF'),"
     " coalesce(to_char(ended_at, 'YYYY-MM-DD HH24:MI:SSOF'), ''), outcome, claimed, done, deferred,"
-    " dead, extract(epoch FROM coalesce(ended_at, now()) - started_at)::float8";
+    " dead, extract(epoch FROM coalesce(ended_at, now()) - started_at)::float8,"
+    " coalesce(CASE outcome WHEN 'running' THEN details->'pacing' END, 'null')::text";
 
 RunRow RunOf(const pqxx::row& r) {
   return {r[0].as<long long>(),   r[1].as<std::string>(), r[2].as<std::string>(),
           r[3].as<std::string>(), r[4].as<int>(),         r[5].as<std::string>(),
           r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<long long>(),
           r[9].as<long long>(),   r[10].as<long long>(),  r[11].as<long long>(),
-          r[12].as<double>()};
+          r[12].as<double>(),     r[13].as<std::string>()};
 }
 
 // Each deletes at most $2 rows older than $1, locked so that a row another
@@ -202,7 +203,7 @@ std::optional<RunDetail> ShowRun(pqxx::connection_base& conn, long long run_id) 
       std::string("SELECT ") + kRunColumns + ", details::text FROM coexist.runs WHERE run_id = $1",
       run_id);
   if (rows.empty()) return std::nullopt;
-  RunDetail detail{RunOf(rows[0]), rows[0][13].as<std::string>(), {}};
+  RunDetail detail{RunOf(rows[0]), rows[0][14].as<std::string>(), {}};
   for (const auto& row : tx.exec_params("SELECT kind, count(*) FROM coexist.events WHERE run_id = "
                                         "$1 GROUP BY kind ORDER BY kind",
                                         run_id)) {

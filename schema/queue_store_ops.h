@@ -141,6 +141,10 @@ struct RunRow {
   std::string outcome;  // running, succeeded, incomplete, failed, abandoned
   long long claimed = 0, done = 0, deferred = 0, dead = 0;
   double seconds = 0;  // ended_at (or now, while running) - started_at
+  // A running run's pacer state as its last heartbeat wrote it
+  // (Pacer::PacingJson); "null" when there is none (a run that ended or
+  // died, or one before its first heartbeat).
+  std::string pacing_json = "null";
 };
 
 // `coexist runs list`: the `limit` newest runs of `job` (every job when

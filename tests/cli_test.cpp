@@ -599,9 +599,12 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   QueryValue(
       "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done, details) VALUES"
       " ('nightly', 'skip_locked', 'a', 1, clock_timestamp() - interval '30 s', 40,"
-      "  '{\"online_latency_ratio\": 1.31, \"online_latency_objective\": 1.5}'),"
+      "  '{\"online_latency_ratio\": 1.31, \"online_latency_objective\": 1.5,"
+      "    \"pacing\": {\"state\": \"throttled\", \"reason\": \"lock_waiters\","
+      "                 \"online_latency\": {\"state\": \"over\", \"duty\": 0.4}}}'),"
       " ('nightly', 'skip_locked', 'b', 2, clock_timestamp() - interval '10 s', 20,"
-      "  '{\"online_latency_ratio\": 1.12}'),"
+      "  '{\"online_latency_ratio\": 1.12, \"pacing\": {\"state\": \"running\","
+      "    \"online_latency\": {\"state\": \"within\", \"duty\": 0.8}}}'),"
       " ('settle', 'skip_locked', 'a', 3, now(), 0, '{}')");
   QueryValue(
       "INSERT INTO coexist.range_checkpoints (job, segment, pass, finished, applied) VALUES"
@@ -623,18 +626,25 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_FALSE(nightly.contains("range"));
   EXPECT_EQ(nightly["online_latency_ratio"], 1.31) << "the highest of its running runs";
   EXPECT_EQ(nightly["online_latency_objective"], 1.5);
+  // Each run's pacer, as its heartbeat wrote it: one held, the lowest duty.
+  EXPECT_EQ(nightly["runs_by_pacing_state"], (nlohmann::json{{"running", 1}, {"throttled", 1}}));
+  EXPECT_EQ(nightly["pacing_duty"], 0.4);
   const auto& settle = jobs[1];
   EXPECT_EQ(settle["job"], "settle");
   EXPECT_TRUE(settle["items_per_second"].is_null()) << "a run that has done nothing has no rate";
   EXPECT_TRUE(settle["eta_seconds"].is_null());
   EXPECT_TRUE(settle["online_latency_ratio"].is_null());
+  EXPECT_EQ(settle["runs_by_pacing_state"], (nlohmann::json{{"starting", 1}}))
+      << "no heartbeat yet";
+  EXPECT_TRUE(settle["pacing_duty"].is_null());
   EXPECT_EQ(settle["range"], (nlohmann::json{{"segments", 2}, {"finished", 1}, {"applied", 620}}));
 
   auto text = Run("--database-url " + Url() + " jobs");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_TRUE(std::regex_search(
       text.out, std::regex("\nnightly +2 +8/50 +2 +[12]\\.[0-9] +[12][0-9] s  "
-                           "running, online latency 1\\.31x its baseline \\(objective "
+                           "running \\(1 throttled\\), duty 0\\.40, online latency 1\\.31x "
+                           "its baseline \\(objective "
                            "1\\.50x\\)\n")))
       << text.out;
   EXPECT_NE(
@@ -664,6 +674,10 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_NEAR(value("coexist_job_eta_seconds{job=\"nightly\"}").value_or(0), 20.0, 2.0);
   EXPECT_EQ(value("coexist_job_online_latency_ratio{job=\"nightly\"}"), 1.31);
   EXPECT_EQ(value("coexist_job_online_latency_objective{job=\"nightly\"}"), 1.5);
+  EXPECT_EQ(value("coexist_job_runs_by_pacing_state{job=\"nightly\",state=\"throttled\"}"), 1);
+  EXPECT_EQ(value("coexist_job_runs_by_pacing_state{job=\"nightly\",state=\"running\"}"), 1);
+  EXPECT_EQ(value("coexist_job_pacing_duty{job=\"nightly\"}"), 0.4);
+  EXPECT_EQ(value("coexist_job_pacing_duty{job=\"settle\"}"), std::nullopt);
   EXPECT_EQ(value("coexist_job_items_per_second{job=\"settle\"}"), std::nullopt)
       << "no rate: no series";
   EXPECT_EQ(value("coexist_job_range_segments{job=\"settle\",state=\"finished\"}"), 1);

@@ -53,7 +53,11 @@ class DashboardTest : public testing::DatabaseTest {
     QueryValue(
         "INSERT INTO coexist.runs (job, policy, host, pid, started_at, done, details) VALUES"
         " ('nightly', 'skip_locked', 'db-host-a', 4242, clock_timestamp() - interval '30 s', 60,"
-        "  '{\"online_latency_ratio\": 1.31, \"online_latency_objective\": 1.5}')");
+        "  '{\"online_latency_ratio\": 1.31, \"online_latency_objective\": 1.5,"
+        "    \"pacing\": {\"state\": \"throttled\", \"reason\": \"lock_waiters\","
+        "      \"chunk_size\": 120, \"chunk_time_ms\": 250, \"adaptive\": true,"
+        "      \"online_latency\": {\"state\": \"over\", \"duty\": 0.4,"
+        "        \"chunk_scale\": 0.5, \"ratio\": 1.31, \"objective\": 1.5}}}')");
   }
   void TearDown() override {
     if (pid_ > 0) {
@@ -139,9 +143,13 @@ TEST_F(DashboardTest, ThePageShowsTheDatabasesFiguresAndAScreenshotIsKept) {
       << jobs_row;
   EXPECT_NE(jobs_row.find("<td class=\"n latency\">1.31x of 1.50x</td>"), std::string::npos)
       << jobs_row;
-  EXPECT_NE(jobs_row.find("running (1)"), std::string::npos) << jobs_row;
+  EXPECT_NE(jobs_row.find("running (1), 1 throttled, duty 0.40"), std::string::npos) << jobs_row;
   EXPECT_EQ(jobs_row.find("<button"), std::string::npos) << "read-only: no buttons";
   EXPECT_NE(page.find("db-host-a:4242"), std::string::npos) << "the runs table";
+  EXPECT_NE(page.find("<td class=\"pacing\">throttled: lock_waiters; chunks of 120 (250 ms); "
+                      "latency over, duty 0.40, chunks x0.50</td>"),
+            std::string::npos)
+      << "the run's pacer, as its heartbeat wrote it";
   EXPECT_NE(page.find("polyline"), std::string::npos) << "the latency chart";
   EXPECT_NE(page.find("stroke=\"#c33\""), std::string::npos) << "its objective line";
 

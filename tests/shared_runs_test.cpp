@@ -522,6 +522,11 @@ TEST_F(SharedRunsTest, JobsPauseHoldsEveryRunOfTheJobAndResumeLetsThemFinishEach
   wait_two_heartbeats();
   EXPECT_EQ(Count("SELECT sum(claimed) FROM coexist.runs WHERE " + late_ones), 0);
   EXPECT_EQ(ledger(), done);
+  // Each run's heartbeat tells the watchers its pacer holds it, and why.
+  EXPECT_EQ(QueryValue("SELECT string_agg(DISTINCT (details->'pacing'->>'state') || ': ' ||"
+                       " (details->'pacing'->>'reason'), ', ') FROM coexist.runs"
+                       " WHERE outcome = 'running'"),
+            "paused: job_paused");
   auto list = Jobs(conninfo(), {});
   EXPECT_EQ(list.status, 0) << list.output;
   EXPECT_TRUE(
@@ -558,6 +563,8 @@ TEST_F(SharedRunsTest, JobsPauseHoldsEveryRunOfTheJobAndResumeLetsThemFinishEach
                   "2) k"),
             0)
       << "each key's two items applied once each";
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE details ? 'pacing'"), 0)
+      << "a finished run's row keeps no pacer state";
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE state <> 'done'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.events WHERE kind = 'throttle_stop' AND "
                   "details->>'reason' = 'job_paused'"),
