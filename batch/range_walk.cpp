@@ -75,14 +75,18 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
     if (queued.count(key)) continue;
     (locked.count(key) ? apply : missed).push_back(key);
   }
-  // skip_locked leaves live edit locks alone, as it does row locks.
+  // The walk takes only what is free now, under every policy: a row with a
+  // live edit lock, or one a run owns (status_partition's takeover of a
+  // queued item), is the queue path's, which decides it as the policy says
+  // (wait, revoke, cancel the blocker, defer), as it does row-locked rows.
   std::vector<RecordKey> exceptions;
   if (!apply.empty()) {
-    std::set<RecordKey> edit_locked;
-    for (const auto& lock : parts.sql.LiveEditLocks(tx, apply)) edit_locked.insert(lock.key);
-    if (!edit_locked.empty()) {
-      std::erase_if(apply, [&](const RecordKey& key) { return edit_locked.count(key) > 0; });
-      exceptions.assign(edit_locked.begin(), edit_locked.end());
+    std::set<RecordKey> taken;
+    for (const auto& lock : parts.sql.LiveEditLocks(tx, apply)) taken.insert(lock.key);
+    for (auto& key : parts.sql.BatchOwnedRecords(tx, apply)) taken.insert(std::move(key));
+    if (!taken.empty()) {
+      std::erase_if(apply, [&](const RecordKey& key) { return taken.count(key) > 0; });
+      exceptions.assign(taken.begin(), taken.end());
     }
   }
   // A row the lock did not get is either held by another transaction or no

@@ -524,16 +524,6 @@ policies::ReadContext PolicyContext(const Section& top, const YAML::Node& root,
 // What a range job cannot be combined with yet, each refused where it is
 // written.
 void CheckRangeJob(Section& top, const YAML::Node& root, const Config& config) {
-  const YAML::Node range = root["batch"]["range"];
-  auto policy = policies::Create(config.policy);
-  if (!policy->WalksRanges()) {
-    YAML::Node p = root["policy"];
-    bool named = p.IsDefined() && p.IsMap() && p["name"].IsDefined();
-    top.Fail(named ? p["name"] : range, named ? "policy.name" : "batch.range",
-             config.policy.name + " does not work range jobs yet",
-             "range jobs run under skip_locked so far: set policy: {name: skip_locked}, or "
-             "leave batch.range out and enqueue the rows (coexist enqueue --select).");
-  }
   if (config.batch.runs == RunsMode::kShared) {
     top.Fail(root["batch"]["runs"], "batch.runs",
              "a range job's runs are exclusive so far: shared runs do not split a key range yet",

@@ -149,10 +149,6 @@ class Policy {
   // online users (until the next run starts) instead of keeping them to
   // their clock end. Default: no.
   virtual bool ReleasesWindowsWhenDone() const { return false; }
-  // Whether a range job (batch.range) may run under it: its walk locks what
-  // it can and leaves the rest to the queue, which is this policy's way
-  // (docs/batch.md, "Range jobs"). Default: no; the loader refuses it.
-  virtual bool WalksRanges() const { return false; }
 };
 
 // The policy named by config.name (policies/registry.h), the default one

@@ -41,7 +41,6 @@ class SkipLocked : public Policy {
   }
   bool WaitsForEditLocks() const override { return options_.on_exhausted == OnExhausted::kWait; }
   milliseconds MaxWait() const override { return options_.wait.max_wait; }
-  bool WalksRanges() const override { return true; }
 
  private:
   config::PolicyConfig config_;

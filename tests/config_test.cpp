@@ -405,10 +405,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "database:\n  application_name: coexist-online-batch\n",
            "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
            "application_name 'coexist-online-batch'", "change database.application_name"},
-  BadInput{"range_job_under_a_policy_that_does_not_walk_ranges",
-           "batch:\n  range: {where: \"status = 'to_settle'\"}\npolicy: {name: online_priority}\n",
-           "bad.yaml:3:16: policy.name: online_priority does not work range jobs yet",
-           "range jobs run under skip_locked so far"},
   BadInput{"range_job_with_shared_runs",
            "batch:\n  runs: shared\n  range: {where: \"status = 'to_settle'\"}\n",
            "bad.yaml:2:9: batch.runs: a range job's runs are exclusive so far: shared runs do not "

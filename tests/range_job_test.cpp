@@ -1,8 +1,9 @@
 // Range jobs (batch.range) against a real PostgreSQL: the rows matching the
 // predicate are walked in key order, each applied exactly once (counted in
 // a ledger the operation writes), the walk resumes from its checkpoint after
-// a kill -9, and rows held by online writers become queue exceptions done
-// later, with no online update lost.
+// a kill -9, and rows held by online writers become queue exceptions that
+// each of the five policies decides as it decides queued items, with no
+// online update lost.
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include "batch/runner.h"
 #include "config/config.h"
 #include "config_core/config_error.h"
+#include "db/connection.h"
 #include "tests/support/batch_process.h"
 #include "tests/support/database_test.h"
 
@@ -194,6 +196,140 @@ TEST_F(RangeJobTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpd
             0);
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
 }
+
+// Every policy walks a range (docs/batch.md, "Range jobs"): the walk takes
+// what is free now, and a row an online writer holds or one with a live edit
+// lock goes to the queue, where the policy decides it as it decides a queued
+// item: online_priority waits for the writer and the editor, batch_priority
+// ends the writer and revokes the lock, time_window waits for the row and
+// defers the edit-locked one, status_partition and skip_locked defer both.
+// Whatever each does, every row ends applied once, no committed online
+// update is lost, and nothing is left owned, taken over or locked.
+struct RangePolicy {
+  const char* name;
+  const char* yaml;
+  // The first run applies every row: it waits for the writer and the editor
+  // or forces them (the others may defer, depending on timing).
+  bool first_run_takes_all;
+  bool ends_the_writer;  // the online writer's transaction does not commit
+  // What another online write sees while the run works: "" (it passes) or
+  // the SQLSTATE of its refusal.
+  const char* online_sees;
+};
+
+class RangePolicyTest : public RangeJobTest, public ::testing::WithParamInterface<RangePolicy> {
+ protected:
+  // An online user as a role that is not a superuser: batch_priority
+  // signals only those.
+  std::unique_ptr<pqxx::connection> ConnectOnline() {
+    QueryValue(
+        "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_web') THEN "
+        "CREATE ROLE coexist_web LOGIN; END IF; END$$");
+    QueryValue("GRANT SELECT, UPDATE ON products TO coexist_web");
+    return db::Connect(conninfo() + " user=coexist_web", "coexist-online-web");
+  }
+};
+
+TEST_P(RangePolicyTest, HeldAndEditLockedRowsGoToThePolicyAndEachRowIsAppliedOnce) {
+  const auto& policy = GetParam();
+  Seed(600);
+  auto config = config::LoadString(
+      "target: {owner_column: owner}\n" + SettleJob(2, 25) + "policy:\n" + policy.yaml,
+      "settle.yaml");
+  // Installed first: the guard's DDL would wait for the writer below.
+  auto conn = Connect();
+  InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
+  RunOptions options;
+  options.install = false;
+  auto online = ConnectOnline();
+  auto writer = std::make_unique<pqxx::work>(*online);
+  writer->exec("UPDATE products SET stock = stock + 100 WHERE id IN (30, 90)");
+  const std::string token =
+      QueryValue("SELECT coexist.acquire_edit_lock('products', 150, 'alice', '1 hour')");
+
+  RunSummary first;
+  std::thread run([&] { first = batch::Run(conninfo(), config, options); });
+  // The pass has sent the three rows to the queue; the policy acts on them
+  // (batch_priority within its cancel_after), then the writer commits and
+  // the editor releases.
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return Count("SELECT count(*) FROM coexist.items WHERE job = 'settle'") >= 3; }, 30s));
+  // Another user's write of a row outside the range, while the run works.
+  auto other = ConnectOnline();
+  EXPECT_EQ(testing::SqlStateOf(*other, "UPDATE products SET stock = stock + 1000 WHERE id = 1"),
+            policy.online_sees);
+  if (policy.ends_the_writer) {
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] {
+          return Count(
+                     "SELECT count(*) FROM coexist.events WHERE kind IN"
+                     " ('backend_cancelled', 'backend_terminated')") > 0;
+        },
+        30s));
+  } else {
+    std::this_thread::sleep_for(700ms);
+  }
+  bool committed = true;
+  try {
+    writer->commit();
+  } catch (const pqxx::failure&) {
+    committed = false;
+  }
+  writer.reset();
+  // A revoked lock is gone already: its release finds nothing to release.
+  QueryValue("SELECT coexist.release_edit_lock('products', 150, '" + token + "')");
+  run.join();
+
+  ASSERT_TRUE(first.range.has_value());
+  EXPECT_TRUE(first.range->finished);
+  EXPECT_EQ(first.range->exceptions, 3);
+  if (policy.first_run_takes_all) {
+    EXPECT_EQ(first.counts.done, 200);
+    EXPECT_EQ(first.outcome, "succeeded");
+  }
+  EXPECT_EQ(committed, !policy.ends_the_writer);
+  // What a deferring policy left, later runs apply.
+  for (int i = 0; i < 3 && Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle' AND "
+                                 "state IN ('queued', 'deferred')") > 0;
+       ++i) {
+    QueryValue("UPDATE coexist.queue SET not_before = '-infinity' WHERE job = 'settle'");
+    batch::Run(conninfo(), config, options);
+  }
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
+  // No lost update: the writer's +100, when it committed, and the batch's +1.
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id IN (30, 90) AND stock <> " +
+                  std::to_string(committed ? 101 : 1)),
+            0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE stock <> (id % 3 = 0)::int"
+                  " AND id NOT IN (1, 30, 90)"),
+            0);
+  EXPECT_EQ(QueryValue("SELECT stock FROM products WHERE id = 1"),
+            std::string(policy.online_sees).empty() ? "1000" : "0");
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE owner = 'batch'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.takeovers"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.edit_locks"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                  " WHERE c.relname = 'products' AND l.pid <> pg_backend_pid()"),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryPolicy, RangePolicyTest,
+    ::testing::Values(
+        RangePolicy{"skip_locked", "  name: skip_locked\n", false, false, ""},
+        RangePolicy{"status_partition", "  name: status_partition\n", false, false, ""},
+        RangePolicy{"online_priority", "  name: online_priority\n  max_wait: 20s\n", true, false,
+                    ""},
+        RangePolicy{"batch_priority",
+                    "  name: batch_priority\n  cancel_after: 300ms\n  terminate_after: 1s\n", true,
+                    true, ""},
+        RangePolicy{"time_window",
+                    "  name: time_window\n  mode: read_only\n  drain_margin: 0s\n"
+                    "  max_wait: 20s\n  windows:\n"
+                    "    - {time_zone: UTC, start: \"00:00\", end: \"00:00\"}\n",
+                    false, false, "CX003"}),
+    [](const auto& test_case) { return std::string(test_case.param.name); });
 
 TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
   Seed(10);
