@@ -12,17 +12,17 @@ namespace coexist::batch {
 void PreparePass(pqxx::transaction_base& tx, const config::Config& config, RecordSql& sql,
                  bool job_has_items, RangeWalk& walk) {
   const std::string& job = config.batch.job;
+  db::LockPassStart(tx, job);
   auto segments = db::ReadSegments(tx, job);
   bool open = std::any_of(segments.begin(), segments.end(),
                           [](const db::RangeSegment& s) { return !s.finished; });
   walk.resumed = open;
   if (!open) {
     long long pass = segments.empty() ? 1 : segments.front().pass + 1;
-    // One segment per worker, split where the matching rows are now: the
-    // workers walk side by side, each with its own checkpoint.
-    std::vector<RecordKey> bounds;
-    if (config.batch.workers > 1) bounds = sql.RangeBounds(tx, config.batch.workers);
-    segments = db::StartPass(tx, job, pass, bounds);
+    // Split where the matching rows are now: the workers walk side by side,
+    // each segment with its own checkpoint.
+    auto split = sql.RangeBounds(tx, config.batch.workers * kSegmentsPerWorker);
+    segments = db::StartPass(tx, job, pass, split.bounds, split.rows);
   }
   walk.pass = segments.front().pass;
   walk.segments.clear();
@@ -47,12 +47,17 @@ RangeProgress ReadProgress(pqxx::transaction_base& tx, const config::Config& con
 }
 
 RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
-                                 int segment, int size, bool skip_queued_keys,
+                                 const RangeWalk& walk, int segment, int size,
                                  const JudgeFailureFn& judge) {
   RangeChunkResult result;
   const std::string& job = parts.config.batch.job;
-  auto seg = db::LockSegment(tx, job, segment);
-  if (seg.finished) {
+  auto locked_segment = db::TryLockSegment(tx, job, segment);
+  if (!locked_segment) {
+    result.busy = true;
+    return result;
+  }
+  const auto& seg = *locked_segment;
+  if (seg.finished || seg.pass != walk.pass) {
     result.walked = true;
     return result;
   }
@@ -66,7 +71,7 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
   // Keys an earlier pass left in the queue are the queue's: applied there,
   // once, in their order; the walk passes them by.
   std::set<RecordKey> queued;
-  if (skip_queued_keys) {
+  if (walk.skip_queued_keys) {
     for (auto& key : db::PendingKeys(tx, job, chunk.keys)) queued.insert(std::move(key));
   }
   std::set<RecordKey> locked(chunk.locked.begin(), chunk.locked.end());

@@ -36,10 +36,17 @@ struct RangeWalk {
 class Operation;
 class RecordSql;
 
-// Step 2b of a range job's run: resumes the job's unfinished pass, or
-// starts the next one, split into `workers` segments by the keys the
-// predicate selects now. `tx` holds the job's lock (the run's control
-// connection).
+// A pass is split into this many segments per worker: a worker whose
+// segment is walked helps with the others (its run's, and with shared runs
+// its sibling runs'), so a slow segment or a run that joins late does not
+// leave workers idle.
+inline constexpr int kSegmentsPerWorker = 4;
+
+// Step 2b of a range job's run: joins the job's unfinished pass (started by
+// an earlier run, or by a shared sibling starting beside it), or starts the
+// next one, split into workers x kSegmentsPerWorker segments by the keys the
+// predicate selects now. `tx` is the run's control connection's; it holds
+// the pass-start lock until it commits.
 void PreparePass(pqxx::transaction_base& tx, const config::Config& config, RecordSql& sql,
                  bool job_has_items, RangeWalk& walk);
 
@@ -57,6 +64,7 @@ struct RangeChunkParts {
 
 struct RangeChunkResult {
   bool walked = false;       // no key left in the segment: it is finished
+  bool busy = false;         // another chunk holds the segment now: nothing done
   int keys = 0;              // keys the chunk read
   long long applied = 0;     // rows the operation was applied to
   long long exceptions = 0;  // rows sent to coexist.queue
@@ -68,12 +76,13 @@ struct RangeChunkResult {
 // stops the run; otherwise returns the error and sets `timed_out`.
 using JudgeFailureFn = std::function<std::string(const pqxx::failure&, bool& timed_out)>;
 
-// One chunk of `segment`, in `tx` (the caller starts it, fences the run and
-// commits): at most `size` keys above the checkpoint, the locked rows
-// applied, the others matching still sent to the queue, the checkpoint
-// moved to the chunk's last key. `skip_queued_keys`: RangeWalk's.
+// One chunk of `segment` of `walk`'s pass, in `tx` (the caller starts it,
+// fences the run and commits): at most `size` keys above the checkpoint,
+// the locked rows applied, the others matching still sent to the queue, the
+// checkpoint moved to the chunk's last key. A segment of a later pass (a
+// shared sibling started it once this one was walked) counts as walked.
 RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
-                                 int segment, int size, bool skip_queued_keys,
+                                 const RangeWalk& walk, int segment, int size,
                                  const JudgeFailureFn& judge);
 
 }  // namespace coexist::batch

@@ -208,7 +208,7 @@ void RecordSql::PrepareRange(pqxx::connection_base& conn, const std::string& tab
                                             " = ANY ($1::text[]::" + key_type_ + "[]) AND " +
                                             where + " ORDER BY " + key);
   conn.prepare("range_bounds", "SELECT percentile_disc($1::float8[]) WITHIN GROUP (ORDER BY " +
-                                   key + ")::text[] FROM " + table + " WHERE " + where);
+                                   key + ")::text[], count(*) FROM " + table + " WHERE " + where);
 }
 
 RecordSql::RangeChunk RecordSql::ReadRangeChunk(pqxx::transaction_base& tx,
@@ -234,17 +234,18 @@ std::vector<RecordKey> RecordSql::MatchingRecords(pqxx::transaction_base& tx,
   return db::TextColumn(tx.exec_prepared("find_matching_records", ArrayLiteral(keys)));
 }
 
-std::vector<RecordKey> RecordSql::RangeBounds(pqxx::transaction_base& tx, int parts) {
+RecordSql::RangeSplit RecordSql::RangeBounds(pqxx::transaction_base& tx, int parts) {
   std::vector<std::string> fractions;
   for (int i = 1; i < parts; ++i) fractions.push_back(std::to_string(double(i) / parts));
   auto row = tx.exec_prepared1("range_bounds", ArrayLiteral(fractions));
-  if (row[0].is_null()) return {};
-  std::vector<RecordKey> bounds;
+  RangeSplit split;
+  split.rows = row[1].as<long long>();
+  if (row[0].is_null()) return split;
   for (auto& key : db::ParseArrayLiteral(row[0].as<std::string>())) {
     // Few rows give the same key more than once: one segment each.
-    if (bounds.empty() || bounds.back() != key) bounds.push_back(std::move(key));
+    if (split.bounds.empty() || split.bounds.back() != key) split.bounds.push_back(std::move(key));
   }
-  return bounds;
+  return split;
 }
 
 std::vector<RecordKey> RecordSql::ExistingRecords(pqxx::transaction_base& tx,

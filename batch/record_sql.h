@@ -163,8 +163,13 @@ class RecordSql {
   std::vector<RecordKey> MatchingRecords(pqxx::transaction_base& tx,
                                          const std::vector<RecordKey>& keys);
   // At most `parts - 1` distinct keys, ascending, that split the matching
-  // rows into `parts` runs of about equal size (one sort of their keys).
-  std::vector<RecordKey> RangeBounds(pqxx::transaction_base& tx, int parts);
+  // rows into `parts` runs of about equal size (one sort of their keys),
+  // and how many rows match.
+  struct RangeSplit {
+    std::vector<RecordKey> bounds;
+    long long rows = 0;
+  };
+  RangeSplit RangeBounds(pqxx::transaction_base& tx, int parts);
 
   // Hands back the records of orphaned takeovers (the keys
   // QueueStore::DeleteOrphanedTakeovers returned), whoever killed their run;

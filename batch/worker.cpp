@@ -276,33 +276,54 @@ bool Worker::WalkRange() {
   auto judge = [this](const pqxx::failure& e, bool& timed_out) {
     return JudgeFailure(e, timed_out).error;
   };
+  // Each worker starts at a segment of its own and stays with it until it
+  // is walked, then helps with the others in turn, its sibling runs'
+  // included: a segment another chunk holds at that moment is passed by,
+  // and when every segment left is held, the worker waits a little.
   const auto& segments = range_->segments;
-  for (size_t i = index_; i < segments.size(); i += config_.batch.workers) {
-    while (true) {
-      auto size = NextChunkSize();
-      if (!size) return false;
-      ChunkAllowance allowance(budget_, *size);
-      auto started = steady_clock::now();
-      RangeChunkResult chunk;
-      {
-        pqxx::work tx(*db_->conn);
-        HoldRun(tx);
-        chunk = ApplyRangeChunk(tx, parts, segments[i], *size, range_->skip_queued_keys, judge);
-        tx.commit();
-      }
-      if (chunk.walked) break;
-      allowance.Used(chunk.applied);
-      counters_.claimed += chunk.applied;
-      counters_.done += chunk.applied;
-      if (chunk.applied > 0) counters_.failures_in_a_row = 0;
-      if (!chunk.error.empty()) counters_.NoteFailure(chunk.error);
-      auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
-      spdlog::debug(
-          "range chunk finished worker={} segment={} keys={} applied={} exceptions={} "
-          "took_ms={}",
-          index_, segments[i], chunk.keys, chunk.applied, chunk.exceptions, took.count());
-      pacer_.AfterChunk({.items = chunk.keys, .took = took, .hit_timeout = chunk.timed_out});
+  std::vector<bool> walked_segment(segments.size(), false);
+  size_t left = segments.size();
+  size_t at = segments.empty() ? 0 : index_ % segments.size();
+  size_t held_in_a_row = 0;
+  while (left > 0) {
+    if (walked_segment[at]) {
+      at = (at + 1) % segments.size();
+      continue;
     }
+    auto size = NextChunkSize();
+    if (!size) return false;
+    ChunkAllowance allowance(budget_, *size);
+    auto started = steady_clock::now();
+    RangeChunkResult chunk;
+    {
+      pqxx::work tx(*db_->conn);
+      HoldRun(tx);
+      chunk = ApplyRangeChunk(tx, parts, *range_, segments[at], *size, judge);
+      tx.commit();
+    }
+    if (chunk.walked || chunk.busy) {
+      if (chunk.walked) {
+        walked_segment[at] = true;
+        --left;
+        held_in_a_row = 0;
+      } else if (++held_in_a_row >= left) {
+        held_in_a_row = 0;
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+      at = (at + 1) % segments.size();
+      continue;
+    }
+    held_in_a_row = 0;
+    allowance.Used(chunk.applied);
+    counters_.claimed += chunk.applied;
+    counters_.done += chunk.applied;
+    if (chunk.applied > 0) counters_.failures_in_a_row = 0;
+    if (!chunk.error.empty()) counters_.NoteFailure(chunk.error);
+    auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - started);
+    spdlog::debug(
+        "range chunk finished worker={} segment={} keys={} applied={} exceptions={} took_ms={}",
+        index_, segments[at], chunk.keys, chunk.applied, chunk.exceptions, took.count());
+    pacer_.AfterChunk({.items = chunk.keys, .took = took, .hit_timeout = chunk.timed_out});
   }
   // The exceptions are retried once every segment is walked: a sibling
   // still walking may send more.

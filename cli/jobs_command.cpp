@@ -71,6 +71,9 @@ void PrintJobs(const std::vector<db::JobRow>& jobs, bool json) {
     if (j.range_segments > 0) {
       state += fmt::format("; range: {}/{} segments, {} rows applied", j.range_finished,
                            j.range_segments, j.range_applied);
+      if (j.range_expected > 0) {
+        state += fmt::format(", {} of {} walked", j.range_walked, j.range_expected);
+      }
     }
     std::cout << fmt::format(kRow, j.job, j.running_runs,
                              fmt::format("{}/{}", j.done, j.queued + j.deferred + j.done + j.dead),

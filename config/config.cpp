@@ -524,15 +524,6 @@ policies::ReadContext PolicyContext(const Section& top, const YAML::Node& root,
 // What a range job cannot be combined with yet, each refused where it is
 // written.
 void CheckRangeJob(Section& top, const YAML::Node& root, const Config& config) {
-  if (config.batch.runs == RunsMode::kShared) {
-    top.Fail(root["batch"]["runs"], "batch.runs",
-             "a range job's runs are exclusive so far: shared runs do not split a key range yet",
-             "leave batch.runs out (exclusive), or leave batch.range out.");
-  }
-  if (!config.database.shards.empty()) {
-    top.Fail(root["database"]["shards"], "database.shards", "a range job works one database so far",
-             "leave database.shards out, or leave batch.range out.");
-  }
   const YAML::Node op = root["operation"];
   if (config.operation.keys == ItemKeys::kMany) {
     top.Fail(op["keys"], "operation.keys",

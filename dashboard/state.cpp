@@ -27,7 +27,9 @@ nlohmann::json JobJson(const db::JobRow& j) {
   if (j.range_segments > 0) {
     row["range"] = {{"segments", j.range_segments},
                     {"finished", j.range_finished},
-                    {"applied", j.range_applied}};
+                    {"applied", j.range_applied},
+                    {"expected", j.range_expected},
+                    {"walked", j.range_walked}};
   }
   if (j.pause) {
     row["paused"] = true;

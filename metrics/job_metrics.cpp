@@ -37,6 +37,9 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
                      "speed).");
   auto& segments = gauge("coexist_job_range_segments", "A range job's key-range segments.");
   auto& applied = gauge("coexist_job_range_rows_applied", "Rows a range job has applied.");
+  auto& range_rows = gauge("coexist_job_range_rows",
+                           "A range job's pass: the rows it expected when it started, and those "
+                           "walked so far (applied or sent to the queue).");
   for (const auto& j : jobs) {
     const std::map<std::string, std::string> job{{"job", j.job}};
     for (const auto& [state, count] : {std::pair{"queued", j.queued},
@@ -60,6 +63,10 @@ std::string JobsExposition(const std::vector<db::JobRow>& jobs,
       segments.Add({{"job", j.job}, {"state", "finished"}})
           .Set(static_cast<double>(j.range_finished));
       segments.Add({{"job", j.job}, {"state", "all"}}).Set(static_cast<double>(j.range_segments));
+      range_rows.Add({{"job", j.job}, {"state", "expected"}})
+          .Set(static_cast<double>(j.range_expected));
+      range_rows.Add({{"job", j.job}, {"state", "walked"}})
+          .Set(static_cast<double>(j.range_walked));
       applied.Add(job).Set(static_cast<double>(j.range_applied));
     }
   }

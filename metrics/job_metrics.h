@@ -27,6 +27,7 @@ namespace coexist::metrics {
 //   coexist_job_pacing_duty{job}            the lowest duty a latency objective set; absent unpaced
 //   coexist_job_range_segments{job,state}   a range job's: finished, all
 //   coexist_job_range_rows_applied{job}
+//   coexist_job_range_rows{job,state}      the pass's rows: expected, walked
 //   coexist_jobs_read_timestamp_seconds     when the database was read
 std::string JobsExposition(const std::vector<db::JobRow>& jobs,
                            std::chrono::system_clock::time_point read_at);

@@ -1,5 +1,6 @@
 #include "schema/jobs.h"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 
 namespace coexist::db {
@@ -12,7 +13,9 @@ std::optional<double> JobRow::Rate() const {
 std::optional<double> JobRow::EtaSeconds() const {
   auto rate = Rate();
   if (!rate) return std::nullopt;
-  return static_cast<double>(queued + deferred) / *rate;
+  long long range_left =
+      range_finished < range_segments ? std::max(0LL, range_expected - range_walked) : 0;
+  return static_cast<double>(queued + deferred + range_left) / *rate;
 }
 
 bool JobKnown(pqxx::transaction_base& tx, const std::string& job) {
@@ -60,14 +63,16 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
           FROM coexist.runs WHERE outcome = 'running' GROUP BY job),
       segments AS (
         SELECT job, count(*) AS segments, count(*) FILTER (WHERE finished) AS finished,
-               sum(applied) AS applied
+               sum(applied) AS applied, sum(expected) AS expected,
+               sum(applied + exceptions) AS walked
           FROM coexist.range_checkpoints GROUP BY job)
       SELECT j.job, coalesce(ru.runs, 0), coalesce(i.queued, 0)::bigint,
              coalesce(i.deferred, 0)::bigint, coalesce(i.done, 0)::bigint,
              coalesce(i.dead, 0)::bigint, coalesce(ru.done, 0)::bigint,
              coalesce(ru.seconds, 0), coalesce(s.segments, 0), coalesce(s.finished, 0),
              coalesce(s.applied, 0)::bigint, ru.latency_ratio, coalesce(i.cancelled, 0)::bigint,
-             ru.latency_objective, ru.duty,
+             ru.latency_objective, ru.duty, coalesce(s.expected, 0)::bigint,
+             coalesce(s.walked, 0)::bigint,
              )sql" + std::string(kJobPauseColumns) +
                                R"sql(
         FROM jobs j
@@ -87,11 +92,13 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
                    .range_segments = r[8].as<long long>(),
                    .range_finished = r[9].as<long long>(),
                    .range_applied = r[10].as<long long>(),
-                   .pause = PauseFrom(r, 15)});
+                   .pause = PauseFrom(r, 17)});
     out.back().cancelled = r[12].as<long long>();
     if (!r[11].is_null()) out.back().online_latency_ratio = r[11].as<double>();
     if (!r[13].is_null()) out.back().online_latency_objective = r[13].as<double>();
     if (!r[14].is_null()) out.back().pacing_duty = r[14].as<double>();
+    out.back().range_expected = r[15].as<long long>();
+    out.back().range_walked = r[16].as<long long>();
   }
   // The running runs by their pacers' states (the heartbeat's details.pacing).
   for (const auto& r : tx.exec(R"sql(

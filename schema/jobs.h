@@ -51,13 +51,17 @@ struct JobRow {
   std::optional<double> pacing_duty;
   // A range job's segments (coexist.range_checkpoints) and the rows applied.
   long long range_segments = 0, range_finished = 0, range_applied = 0;
+  // The rows its pass expected when it started (0035), and those walked
+  // so far: applied or sent to the queue as exceptions.
+  long long range_expected = 0, range_walked = 0;
   std::optional<JobPause> pause;  // nullopt: not paused
 
   // Items a second of the running runs together; nullopt when none runs or
   // none has done an item yet.
   std::optional<double> Rate() const;
-  // Seconds until the queued and deferred items are done at Rate();
-  // nullopt without a rate.
+  // Seconds until the queued and deferred items, and a range pass's rows
+  // not walked yet (expected - walked), are done at Rate(); nullopt
+  // without a rate.
   std::optional<double> EtaSeconds() const;
 };
 

@@ -8,7 +8,7 @@ namespace coexist::db {
 namespace {
 
 constexpr const char* kColumns =
-    "segment, pass, upper_key, last_key, finished, applied, exceptions";
+    "segment, pass, upper_key, last_key, finished, applied, exceptions, expected";
 
 RangeSegment SegmentOf(const pqxx::row& row) {
   RangeSegment s;
@@ -19,6 +19,7 @@ RangeSegment SegmentOf(const pqxx::row& row) {
   s.finished = row[4].as<bool>();
   s.applied = row[5].as<long long>();
   s.exceptions = row[6].as<long long>();
+  s.expected = row[7].as<long long>();
   return s;
 }
 
@@ -37,25 +38,38 @@ std::vector<RangeSegment> ReadSegments(pqxx::transaction_base& tx, const std::st
                                    job));
 }
 
-std::vector<RangeSegment> StartPass(pqxx::transaction_base& tx, const std::string& job,
-                                    long long pass, const std::vector<std::string>& uppers) {
-  tx.exec_params("DELETE FROM coexist.range_checkpoints WHERE job = $1", job);
-  // Segment i runs from bound i-1 (exclusive: its checkpoint starts there)
-  // to bound i (inclusive); the last one has no upper bound.
-  return SegmentsOf(tx.exec_params(
-      std::string("INSERT INTO coexist.range_checkpoints (job, segment, pass, upper_key, "
-                  "last_key) SELECT $1, s - 1, $2, u[s], u[s - 1] "
-                  "FROM (SELECT $3::text[] AS u) b, generate_series(1, cardinality(u) + 1) s "
-                  "RETURNING ") +
-          kColumns,
-      job, pass, ArrayLiteral(uppers)));
+void LockPassStart(pqxx::transaction_base& tx, const std::string& job) {
+  tx.exec_params("SELECT pg_advisory_xact_lock(coexist.range_pass_lock_class(), hashtext($1))",
+                 job);
 }
 
-RangeSegment LockSegment(pqxx::transaction_base& tx, const std::string& job, int segment) {
-  return SegmentOf(tx.exec_params1(std::string("SELECT ") + kColumns +
-                                       " FROM coexist.range_checkpoints "
-                                       "WHERE job = $1 AND segment = $2 FOR UPDATE",
-                                   job, segment));
+std::vector<RangeSegment> StartPass(pqxx::transaction_base& tx, const std::string& job,
+                                    long long pass, const std::vector<std::string>& uppers,
+                                    long long matching_rows) {
+  tx.exec_params("DELETE FROM coexist.range_checkpoints WHERE job = $1", job);
+  // Segment i runs from bound i-1 (exclusive: its checkpoint starts there)
+  // to bound i (inclusive); the last one has no upper bound. The bounds are
+  // the rows' percentiles: each segment expects an equal share of them,
+  // the last one the remainder.
+  return SegmentsOf(tx.exec_params(
+      std::string("INSERT INTO coexist.range_checkpoints (job, segment, pass, upper_key, "
+                  "last_key, expected) SELECT $1, s - 1, $2, u[s], u[s - 1], "
+                  "CASE WHEN s <= cardinality(u) THEN $4 / (cardinality(u) + 1) "
+                  "ELSE $4 - cardinality(u) * ($4 / (cardinality(u) + 1)) END "
+                  "FROM (SELECT $3::text[] AS u) b, generate_series(1, cardinality(u) + 1) s "
+                  "ORDER BY s RETURNING ") +
+          kColumns,
+      job, pass, ArrayLiteral(uppers), matching_rows));
+}
+
+std::optional<RangeSegment> TryLockSegment(pqxx::transaction_base& tx, const std::string& job,
+                                           int segment) {
+  auto rows = tx.exec_params(std::string("SELECT ") + kColumns +
+                                 " FROM coexist.range_checkpoints "
+                                 "WHERE job = $1 AND segment = $2 FOR UPDATE SKIP LOCKED",
+                             job, segment);
+  if (rows.empty()) return std::nullopt;
+  return SegmentOf(rows[0]);
 }
 
 void AdvanceSegment(pqxx::transaction_base& tx, const std::string& job, int segment,

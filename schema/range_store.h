@@ -29,21 +29,33 @@ struct RangeSegment {
   bool finished = false;
   long long applied = 0;
   long long exceptions = 0;
+  // Its share of the rows the predicate selected when the pass started
+  // (0035): progress and an ETA are its rows walked against it.
+  long long expected = 0;
 };
 
 // The job's segments of its current pass, by segment; empty when no pass
 // was ever started.
 std::vector<RangeSegment> ReadSegments(pqxx::transaction_base& tx, const std::string& job);
 
-// Starts pass `pass` of the job over the bounds `uppers` (each segment's
-// inclusive last key, ascending; the last segment has no bound): the old
-// pass's rows go. Returns the new segments.
-std::vector<RangeSegment> StartPass(pqxx::transaction_base& tx, const std::string& job,
-                                    long long pass, const std::vector<std::string>& uppers);
+// Serializes the start of the job's passes until `tx` ends (0035): shared
+// runs that start at once read, under it, whether a pass is open before
+// one of them starts the next.
+void LockPassStart(pqxx::transaction_base& tx, const std::string& job);
 
-// Locks the segment's row (FOR UPDATE) and reads it: the chunk that holds it
-// is the only one walking the segment until it commits.
-RangeSegment LockSegment(pqxx::transaction_base& tx, const std::string& job, int segment);
+// Starts pass `pass` of the job over the bounds `uppers` (each segment's
+// inclusive last key, ascending; the last segment has no bound), the
+// `matching_rows` the predicate selects now shared among the segments as
+// their `expected`: the old pass's rows go. Returns the new segments.
+std::vector<RangeSegment> StartPass(pqxx::transaction_base& tx, const std::string& job,
+                                    long long pass, const std::vector<std::string>& uppers,
+                                    long long matching_rows);
+
+// Locks the segment's row (FOR UPDATE SKIP LOCKED) and reads it: the chunk
+// that holds it is the only one walking the segment until it commits.
+// nullopt: another chunk (of this run or a sibling run) holds it now.
+std::optional<RangeSegment> TryLockSegment(pqxx::transaction_base& tx, const std::string& job,
+                                           int segment);
 
 // The chunk's checkpoint: `last_key` and its counts, by `run_id`.
 void AdvanceSegment(pqxx::transaction_base& tx, const std::string& job, int segment,

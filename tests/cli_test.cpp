@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "common/subprocess.h"
+#include "schema/jobs.h"
 #include "tests/support/database_test.h"
 #include "tests/support/shell_command.h"
 
@@ -585,6 +586,26 @@ TEST_F(CliTest, RunsShowPrintsTheRunAndWithJsonItsSummary) {
 // coexist jobs: each job's items done of all, the rate of its running runs
 // together and an ETA, a range job's segments; a job with nothing running
 // has no rate.
+// A range pass's ETA counts its rows not walked yet beside the queue's
+// items, until every segment is walked.
+TEST(JobRow, ARangePassEtaCountsItsRowsNotWalkedYet) {
+  db::JobRow job;
+  job.running_runs = 1;
+  job.running_done = 100;
+  job.running_seconds = 10;
+  job.queued = 50;
+  job.range_segments = 8;
+  job.range_finished = 3;
+  job.range_expected = 1000;
+  job.range_walked = 400;
+  EXPECT_DOUBLE_EQ(job.EtaSeconds().value_or(-1), (50 + 600) / 10.0);
+  job.range_walked = 1200;  // rows that came to match after the pass began
+  EXPECT_DOUBLE_EQ(job.EtaSeconds().value_or(-1), 5.0);
+  job.range_walked = 400;
+  job.range_finished = 8;
+  EXPECT_DOUBLE_EQ(job.EtaSeconds().value_or(-1), 5.0) << "a walked pass: only the queue is left";
+}
+
 TEST_F(CliTest, JobsShowProgressRateAndEta) {
   QueryValue(
       "INSERT INTO coexist.queue (job, record_key, state, done_at)"
@@ -607,8 +628,9 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
       "    \"online_latency\": {\"state\": \"within\", \"duty\": 0.8}}}'),"
       " ('settle', 'skip_locked', 'a', 3, now(), 0, '{}')");
   QueryValue(
-      "INSERT INTO coexist.range_checkpoints (job, segment, pass, finished, applied) VALUES"
-      " ('settle', 1, 1, true, 500), ('settle', 2, 1, false, 120)");
+      "INSERT INTO coexist.range_checkpoints (job, segment, pass, finished, applied, exceptions,"
+      " expected) VALUES ('settle', 1, 1, true, 500, 0, 500), ('settle', 2, 1, false, 120, 10, "
+      "400)");
   auto json = Run("--database-url " + Url() + " jobs --json");
   ASSERT_EQ(json.status, 0) << json.err;
   auto jobs = nlohmann::json::parse(json.out);
@@ -637,7 +659,10 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_EQ(settle["runs_by_pacing_state"], (nlohmann::json{{"starting", 1}}))
       << "no heartbeat yet";
   EXPECT_TRUE(settle["pacing_duty"].is_null());
-  EXPECT_EQ(settle["range"], (nlohmann::json{{"segments", 2}, {"finished", 1}, {"applied", 620}}));
+  EXPECT_EQ(
+      settle["range"],
+      (nlohmann::json{
+          {"segments", 2}, {"finished", 1}, {"applied", 620}, {"expected", 900}, {"walked", 630}}));
 
   auto text = Run("--database-url " + Url() + " jobs");
   ASSERT_EQ(text.status, 0) << text.err;
@@ -649,7 +674,8 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
       << text.out;
   EXPECT_NE(
       text.out.find("settle                         1                 0/0      0        -       -  "
-                    "running; range: 1/2 segments, 620 rows applied\n2 jobs\n"),
+                    "running; range: 1/2 segments, 620 rows applied, 630 of 900 walked\n2 "
+                    "jobs\n"),
       std::string::npos)
       << text.out;
 
@@ -683,6 +709,8 @@ TEST_F(CliTest, JobsShowProgressRateAndEta) {
   EXPECT_EQ(value("coexist_job_range_segments{job=\"settle\",state=\"finished\"}"), 1);
   EXPECT_EQ(value("coexist_job_range_segments{job=\"settle\",state=\"all\"}"), 2);
   EXPECT_EQ(value("coexist_job_range_rows_applied{job=\"settle\"}"), 620);
+  EXPECT_EQ(value("coexist_job_range_rows{job=\"settle\",state=\"expected\"}"), 900);
+  EXPECT_EQ(value("coexist_job_range_rows{job=\"settle\",state=\"walked\"}"), 630);
   EXPECT_NEAR(
       value("coexist_jobs_read_timestamp_seconds").value_or(0),
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),

@@ -405,10 +405,6 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
            "database:\n  application_name: coexist-online-batch\n",
            "bad.yaml:2:21: database.application_name: 'coexist-online%' matches the batch's own "
            "application_name 'coexist-online-batch'", "change database.application_name"},
-  BadInput{"range_job_with_shared_runs",
-           "batch:\n  runs: shared\n  range: {where: \"status = 'to_settle'\"}\n",
-           "bad.yaml:2:9: batch.runs: a range job's runs are exclusive so far: shared runs do not "
-           "split a key range yet", "leave batch.runs out"},
   BadInput{"range_without_where", "batch:\n  range: {}\n",
            "bad.yaml:2:10: batch.range: a range job needs range.where",
            "range: {where: \"status = 'to_settle'\"}"},

@@ -78,10 +78,14 @@ TEST_F(RangeJobTest, AppliesEveryMatchingRowOnceAndSaysThePassFinished) {
   ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 333);
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE stock <> (id % 3 = 0)::int"), 0);
-  // Two workers, two segments, both walked; no queue row was written.
+  // Two workers, four segments each, all walked; no queue row was written.
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'settle' AND "
                   "finished"),
-            2);
+            8);
+  // Each segment expected its share of the 333 rows; together, all of them.
+  EXPECT_EQ(Count("SELECT sum(expected) FROM coexist.range_checkpoints WHERE job = 'settle'"), 333);
+  EXPECT_EQ(Count("SELECT max(expected) - min(expected) FROM coexist.range_checkpoints"), 5)
+      << "333 = 7 x 41 + 46";
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'settle'"), 0);
   // The next run starts a new pass, which finds nothing left to settle.
   auto next = batch::Run(conninfo(), config);

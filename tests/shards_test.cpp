@@ -321,8 +321,9 @@ class ShardedJob : public ::testing::Test {
   }
 
   // The job over the three shards, s1 keys below 34, s2 34..66, s3 from 67;
-  // `url_of_s2` replaces s2's url (an unreachable one).
-  fs::path Job(const std::string& url_of_s2 = "") {
+  // `url_of_s2` replaces s2's url (an unreachable one); `batch_more` adds
+  // lines to its batch section.
+  fs::path Job(const std::string& url_of_s2 = "", const std::string& batch_more = "") {
     std::string urls[kShards] = {Url(0), url_of_s2.empty() ? Url(1) : url_of_s2, Url(2)};
     std::string yaml = fmt::format(
         "database:\n"
@@ -332,8 +333,8 @@ class ShardedJob : public ::testing::Test {
         "    - {{name: s1, url: \"{}\", keys: {{to: 34}}}}\n"
         "    - {{name: s2, url: \"{}\", keys: {{from: 34, to: 67}}}}\n"
         "    - {{name: s3, url: \"{}\", keys: {{from: 67}}}}\n"
-        "batch:\n  job: settle\n  chunk_size: 10\n",
-        urls[0], urls[1], urls[2]);
+        "batch:\n  job: settle\n  chunk_size: 10\n{}",
+        urls[0], urls[1], urls[2], batch_more);
     return Write("job.yaml", yaml + testing::LedgerOperation());
   }
 
@@ -437,6 +438,33 @@ TEST_F(ShardedJob, DrainsEveryShardAndNamesTheShardThatFailed) {
   EXPECT_EQ(Queued(1), 33);  // untouched, for the run after the fix
   EXPECT_EQ(Queued(2), 0);
   EXPECT_EQ(Count(0, "SELECT count(*) FROM ledger"), 2 * 33);
+}
+
+// A range job over several databases: each shard's run walks its own
+// table's matching rows (routing is enqueue's; a range job enqueues
+// nothing), each applied once, and the fan-out sums them.
+TEST_F(ShardedJob, ARangeJobWalksEachShardsOwnRowsOnce) {
+  auto job = Job("", "  workers: 2\n  range: {where: \"id % 2 = 0\"}\n");
+  long long evens[kShards], total = 0;
+  for (int i = 0; i < kShards; ++i) {
+    Exec(i, fmt::format("DELETE FROM products WHERE id > {}", 50 * (i + 1)));
+    evens[i] = Count(i, "SELECT count(*) FROM products WHERE id % 2 = 0");
+    total += evens[i];
+  }
+  ASSERT_GT(evens[0], 0);
+  auto json = scratch_ / "run.json";
+  auto run = Run("-c " + job.string() + " batch run --json " + json.string());
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  auto summary = nlohmann::json::parse(Slurp(json));
+  EXPECT_EQ(summary["done"], total);
+  for (int i = 0; i < kShards; ++i) {
+    EXPECT_EQ(summary["shards"][i]["done"], evens[i]) << summary.dump();
+    EXPECT_EQ(Count(i, "SELECT count(*) FROM ledger"), evens[i]);
+    EXPECT_EQ(Count(i, "SELECT count(DISTINCT key) FROM ledger"), evens[i]);
+    EXPECT_EQ(Count(i, "SELECT count(*) FROM ledger WHERE key % 2 <> 0"), 0);
+    EXPECT_EQ(Count(i, "SELECT count(*) FROM coexist.range_checkpoints WHERE NOT finished"), 0);
+    EXPECT_EQ(Count(i, "SELECT count(*) FROM coexist.items"), 0) << "nothing was enqueued";
+  }
 }
 
 // An unreachable shard: `batch run` names it, exits 75 and runs the

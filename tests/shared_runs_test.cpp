@@ -21,6 +21,7 @@
 
 #include "common/subprocess.h"
 #include "db/cluster.h"
+#include "tests/support/batch_process.h"
 #include "tests/support/database_test.h"
 #include "tests/support/exposition.h"
 #include "tests/support/ledger_operation.h"
@@ -455,6 +456,44 @@ CommandResult Jobs(const std::string& conninfo, std::vector<std::string> args) {
   std::vector<std::string> argv = {COEXIST_BINARY, "--database-url", conninfo, "jobs"};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
+}
+
+// Shared runs walk one range pass together: the first to start splits the
+// key range (2 workers x 4 segments), the others join it and take the
+// segments no chunk holds; a run killed mid-pass leaves its segment's
+// checkpoint, and a sibling walks on from there. The operation leaves the
+// predicate true (stock + 1), so only the checkpoints keep a row from being
+// applied twice.
+TEST_F(SharedRunsTest, SharedRunsWalkOneRangePassTogetherAndFinishAKilledOnesSegments) {
+  std::ofstream(Path("walk.yaml")) << "batch: {job: walk, chunk_size: 10, workers: 2, runs: shared,"
+                                      " range: {where: \"id > 100\"}}\n"
+                                      "pacing: {adaptive: false}\n"
+                                   << testing::LedgerOperation("0.2");
+  std::vector<pid_t> runs = {StartRun("walk.yaml", "walk0.log"), StartRun("walk.yaml", "walk1.log"),
+                             StartRun("walk.yaml", "walk2.log")};
+  // Killed once its heartbeat has counted rows it walked.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return Count("SELECT coalesce(max(done), 0) FROM coexist.runs WHERE job = 'walk' AND pid = " +
+                 std::to_string(runs[0])) > 0;
+  }));
+  ASSERT_EQ(kill(runs[0], SIGKILL), 0);
+  EXPECT_EQ(WaitForExit(runs[0]), 128 + SIGKILL);
+  EXPECT_EQ(WaitForExit(runs[1]), 0) << Log("walk1.log");
+  EXPECT_EQ(WaitForExit(runs[2]), 0) << Log("walk2.log");
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), kKeys);
+  EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), kKeys);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
+  // One pass, split once, every segment walked.
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'walk'"), 8);
+  EXPECT_EQ(Count("SELECT count(DISTINCT pass) FROM coexist.range_checkpoints"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE NOT finished"), 0);
+  EXPECT_EQ(Count("SELECT sum(expected) FROM coexist.range_checkpoints"), kKeys);
+  // Every run walked part of it, the killed one included.
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs WHERE job = 'walk' AND done > 0"), 3)
+      << QueryValue(
+             "SELECT string_agg(run_id || ' ' || outcome || ' ' || done, ', ')"
+             " FROM coexist.runs WHERE job = 'walk'");
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'walk'"), 0);
 }
 
 TEST_F(SharedRunsTest, JobsPauseHoldsEveryRunOfTheJobAndResumeLetsThemFinishEachItemOnce) {
