@@ -19,6 +19,7 @@
 #include "db/connection.h"
 #include "tests/support/batch_process.h"
 #include "tests/support/database_test.h"
+#include "tests/support/shell_command.h"
 
 namespace coexist::batch {
 namespace {
@@ -124,9 +125,9 @@ TEST_F(RangeJobTest, WalksTextKeysOfATableInAnotherSchemaWithItemSql) {
 // An operation that leaves the predicate true (stock + 1 of every product)
 // is not idempotent by itself: only the checkpoint, committed with each
 // chunk's apply, keeps a resumed pass from applying a row twice.
-TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
-  Seed(3000);
-  auto dir = std::filesystem::temp_directory_path() / ("cx-range-" + database_name());
+// The job of the two tests below, in `dir`: stock + 1 and a ledger row for
+// every product above 100, 20 ms a chunk.
+std::string WriteStockJob(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   std::string config = (dir / "job.yaml").string();
   std::ofstream(config) << "batch: {job: stock, workers: 2, chunk_size: 20, range: {where: "
@@ -138,6 +139,13 @@ TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
                            "    u AS (UPDATE products SET stock = stock + 1\n"
                            "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
                            "    INSERT INTO ledger (key) SELECT unnest($1::text[])\n";
+  return config;
+}
+
+TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
+  Seed(3000);
+  auto dir = std::filesystem::temp_directory_path() / ("cx-range-" + database_name());
+  std::string config = WriteStockJob(dir);
   pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
   ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
   ASSERT_NO_FATAL_FAILURE(testing::KillNine(pid));
@@ -158,6 +166,34 @@ TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
   std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("range pass resumed from its checkpoint"), std::string::npos) << text;
   EXPECT_NE(text.find("range pass finished"), std::string::npos) << text;
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// The server stopped at once mid-pass (`pg_ctl stop -m immediate`, a crash
+// for the database): the run exits 75, the checkpoints hold exactly the
+// chunks that committed, and the next run resumes from them once the
+// server is back.
+TEST_F(RangeJobTest, AnImmediateServerStopMidPassThenTheNextRunResumesFromTheCheckpoint) {
+  Seed(3000);
+  auto dir = std::filesystem::temp_directory_path() / ("cx-range-crash-" + database_name());
+  std::string config = WriteStockJob(dir);
+  pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
+  auto& cluster = testing::ClusterEnvironment::Get().cluster();
+  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+  auto status = testing::WaitForExitWithin(pid, 60s);
+  cluster.StartServer();
+  EXPECT_EQ(status, 75) << testing::Slurp(dir / "first.log");
+  long long before = Count("SELECT count(*) FROM ledger");
+  ASSERT_LT(before, 2900) << "the first run finished before the server stopped";
+  EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
+            before);
+  pid = testing::StartBatchRun(conninfo(), config, (dir / "second.log").string());
+  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0) << testing::Slurp(dir / "second.log");
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id > 100", 2900);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
+  EXPECT_EQ(Count("SELECT count(DISTINCT pass) FROM coexist.range_checkpoints"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE NOT finished"), 0);
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 
