@@ -337,6 +337,17 @@ void RangeWhere(pqxx::connection_base& conn, const config::Config& config, Check
         "write one boolean condition over the columns of " + t.Name() +
             " (e.g. status = 'to_settle'); the walk reads SELECT ... FROM " + t.Name() +
             " WHERE (<where>).");
+    return;
+  }
+  // A condition that parses but selects nothing is allowed (the rows may
+  // come later), but an operator checking it wants to know: a run walks
+  // nothing and succeeds.
+  pqxx::read_transaction tx(conn);
+  if (!tx.exec1("SELECT EXISTS (SELECT 1 FROM " + table + " WHERE (" + range.where + "))")[0]
+           .as<bool>()) {
+    report.warnings.push_back("batch.range.where selects no row of " + t.Name() +
+                              " now: a run walks nothing and succeeds (exit 0); if rows should "
+                              "match, check the condition");
   }
 }
 

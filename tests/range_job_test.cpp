@@ -398,6 +398,16 @@ TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
   EXPECT_NE(check.output.find(path + ":3:18: batch.range.where: the database rejects it"),
             std::string::npos)
       << check.output;
+  // A condition that selects nothing now is said, not refused.
+  std::ofstream(path) << "batch:\n  job: bad\n  range: {where: \"stock < 0\"}\n"
+                         "operation: {chunk_sql: 'SELECT $1::bigint[]'}\n";
+  auto none = RunCommand(
+      {COEXIST_BINARY, "--database-url", conninfo(), "config", "check", "--database", path});
+  EXPECT_EQ(none.status, 0) << none.output;
+  EXPECT_NE(none.output.find("batch.range.where selects no row of public.products now: a run "
+                             "walks nothing and succeeds (exit 0)"),
+            std::string::npos)
+      << none.output;
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 
