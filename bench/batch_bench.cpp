@@ -19,11 +19,12 @@
 // quarter as many items pays four times per item); with --rounds R they
 // repeat, alternating, R times; --keys-only leaves out the references and
 // the 2-worker run.
-//   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only]
+//   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only] [--range-only]
 
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -320,14 +321,50 @@ void PrintCost(const char* what, const Cost& c) {
 
 }  // namespace
 
+// The range job beside the set-based UPDATE of the same rows, measured one
+// after the other on the same table, `rounds` times; the last line gives
+// the medians' ratios.
+void MeasureRangeJob(const std::string& conninfo, pqxx::connection& conn, CpuClock& cpu,
+                     long long records, int chunk, int rounds) {
+  std::vector<double> one, two;
+  for (int round = 1; round <= rounds; ++round) {
+    Vacuum(conn);
+    double range_a = ReferenceA(conn, records, chunk);
+    Vacuum(conn);
+    Cost r1 = MeasuredRun(conninfo, conn, cpu, RangeJobConfig(1, chunk));
+    Vacuum(conn);
+    Cost r2 = MeasuredRun(conninfo, conn, cpu, RangeJobConfig(2, chunk));
+    std::printf("range job (batch.range, where true), %lld rows, chunk %d, round %d:\n", records,
+                chunk, round);
+    std::printf("  set-based UPDATE                        %10.0f rows/s\n", range_a);
+    std::printf("  range job, 1 worker                     %10.0f rows/s   %.2fx\n", r1.Rate(),
+                r1.Rate() / range_a);
+    std::printf("  range job, 2 workers                    %10.0f rows/s   %.2fx\n", r2.Rate(),
+                r2.Rate() / range_a);
+    one.push_back(r1.Rate() / range_a);
+    two.push_back(r2.Rate() / range_a);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf(
+      "targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a), uuid >= 0.80x bigint,\n"
+      "         items of 4 records >= 0.50x one-record items;\n"
+      "         range job: 1 worker >= 0.80x, 2 workers >= 1.30x set-based\n");
+  std::printf("range job: 1 worker %.2fx, 2 workers %.2fx set-based\n", median(one), median(two));
+}
+
 int main(int argc, char** argv) {
   long long records = 1'000'000;
   int chunk = 500;
   int rounds = 1;
   bool keys_only = false;
+  bool range_only = false;  // --range-only: the range job and its reference, --rounds times
   std::string icu_locale;  // a database of this ICU locale instead of "C"
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--keys-only") == 0) keys_only = true;
+    if (std::strcmp(argv[i], "--range-only") == 0) range_only = true;
     if (i + 1 >= argc) continue;
     if (std::strcmp(argv[i], "--records") == 0) records = std::stoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoi(argv[i + 1]);
@@ -356,6 +393,10 @@ int main(int argc, char** argv) {
   // The references write as the batch does, through both triggers' batch path.
   pqxx::nontransaction(*conn).exec("SET coexist.actor = 'batch'");
   Vacuum(*conn);
+  if (range_only) {
+    MeasureRangeJob(conninfo, *conn, cpu, records, chunk, rounds);
+    return 0;
+  }
 
   double a = 0, b = 0, b_none = 0, b_delete = 0, ua = 0;
   Cost w2;
@@ -442,23 +483,6 @@ int main(int argc, char** argv) {
       std::printf("  uuid keys          %.2fx (a')\n", u1.Rate() / ua);
     }
   }
-  // The range job beside the set-based UPDATE of the same rows, measured
-  // one after the other on the same table.
-  Vacuum(*conn);
-  double range_a = ReferenceA(*conn, records, chunk);
-  Vacuum(*conn);
-  Cost r1 = MeasuredRun(conninfo, *conn, cpu, RangeJobConfig(1, chunk));
-  Vacuum(*conn);
-  Cost r2 = MeasuredRun(conninfo, *conn, cpu, RangeJobConfig(2, chunk));
-  std::printf("range job (batch.range, where true), %lld rows, chunk %d:\n", records, chunk);
-  std::printf("  set-based UPDATE                        %10.0f rows/s\n", range_a);
-  std::printf("  range job, 1 worker                     %10.0f rows/s\n", r1.Rate());
-  std::printf("  range job, 2 workers                    %10.0f rows/s\n", r2.Rate());
-  std::printf(
-      "targets: 1 worker >= 0.50x (a), 2 workers >= 1.00x (a), uuid >= 0.80x bigint,\n"
-      "         items of 4 records >= 0.50x one-record items;\n"
-      "         range job: 1 worker >= 0.80x, 2 workers >= 1.30x set-based\n");
-  std::printf("range job: 1 worker %.2fx, 2 workers %.2fx set-based\n", r1.Rate() / range_a,
-              r2.Rate() / range_a);
+  MeasureRangeJob(conninfo, *conn, cpu, records, chunk, range_only ? rounds : 1);
   return 0;
 }
