@@ -361,7 +361,7 @@ int main(int argc, char** argv) {
   int rounds = 1;
   bool keys_only = false;
   bool range_only = false;  // --range-only: the range job and its reference, --rounds times
-  std::string icu_locale;  // a database of this ICU locale instead of "C"
+  std::string icu_locale;   // a database of this ICU locale instead of "C"
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--keys-only") == 0) keys_only = true;
     if (std::strcmp(argv[i], "--range-only") == 0) range_only = true;

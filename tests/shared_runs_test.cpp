@@ -468,14 +468,19 @@ TEST_F(SharedRunsTest, SharedRunsWalkOneRangePassTogetherAndFinishAKilledOnesSeg
   std::ofstream(Path("walk.yaml")) << "batch: {job: walk, chunk_size: 10, workers: 2, runs: shared,"
                                       " range: {where: \"id > 100\"}}\n"
                                       "pacing: {adaptive: false}\n"
-                                   << testing::LedgerOperation("0.2");
-  std::vector<pid_t> runs = {StartRun("walk.yaml", "walk0.log"), StartRun("walk.yaml", "walk1.log"),
-                             StartRun("walk.yaml", "walk2.log")};
-  // Killed once its heartbeat has counted rows it walked.
-  ASSERT_TRUE(testing::WaitUntil([&] {
+                                   << testing::LedgerOperation("0.3");
+  // The first run starts the pass (alone it would take 9 s); the two that
+  // join it once it walks are at work when it is killed.
+  auto walked_by = [&](pid_t pid) {
     return Count("SELECT coalesce(max(done), 0) FROM coexist.runs WHERE job = 'walk' AND pid = " +
-                 std::to_string(runs[0])) > 0;
-  }));
+                 std::to_string(pid));
+  };
+  std::vector<pid_t> runs = {StartRun("walk.yaml", "walk0.log")};
+  ASSERT_TRUE(testing::WaitUntil([&] { return walked_by(runs[0]) > 0; })) << Log("walk0.log");
+  runs.push_back(StartRun("walk.yaml", "walk1.log"));
+  runs.push_back(StartRun("walk.yaml", "walk2.log"));
+  ASSERT_TRUE(testing::WaitUntil([&] { return walked_by(runs[1]) > 0 && walked_by(runs[2]) > 0; }))
+      << Log("walk1.log") << Log("walk2.log");
   ASSERT_EQ(kill(runs[0], SIGKILL), 0);
   EXPECT_EQ(WaitForExit(runs[0]), 128 + SIGKILL);
   EXPECT_EQ(WaitForExit(runs[1]), 0) << Log("walk1.log");
