@@ -1,6 +1,6 @@
 // Faults on the coexist process and on the server: kill -9 and SIGTERM of
 // `batch run`, PostgreSQL restarted (fast and immediate) under `batch run`
-// and under `batch daemon`.
+// and under `batch daemon`, and both under a range job's pass.
 
 #include <signal.h>
 
@@ -21,6 +21,14 @@ JobShape EveryPolicyAndWorkers(Rng& rng, int iteration) {
   int n = static_cast<int>(policies.size());
   return RandomShape(rng, policies[static_cast<std::size_t>(iteration % n)],
                      (iteration / n) % 2 == 0 ? 1 : 4);
+}
+
+// A range job under each policy in turn, with 1 and 2 workers.
+JobShape RangeEveryPolicy(Rng& rng, int iteration) {
+  const auto& policies = AllPolicies();
+  int n = static_cast<int>(policies.size());
+  return RandomRangeShape(rng, policies[static_cast<std::size_t>(iteration % n)],
+                          (iteration / n) % 2 == 0 ? 1 : 2);
 }
 
 JobShape AnyPolicy(Rng& rng, int /*iteration*/) {
@@ -130,6 +138,22 @@ void RestartUnderDaemon(Trial& trial, Rng& rng, Findings& findings, StopMode mod
   if (!drained) trial.DrainWithCleanRuns(findings);
 }
 
+// A range job's pass under a random fault: kill -9 (once or twice), or the
+// server restarted fast or immediately, each at a random moment of a run;
+// the final clean runs then resume the pass from its checkpoints.
+void RangeFaults(Trial& trial, Rng& rng, Findings& findings) {
+  switch (rng.Int(0, 2)) {
+    case 0:
+      KillNine(trial, rng, findings);
+      break;
+    case 1:
+      RestartUnderRun(trial, rng, findings, StopMode::kImmediate);
+      break;
+    default:
+      RestartUnderRun(trial, rng, findings, StopMode::kFast);
+  }
+}
+
 }  // namespace
 
 std::optional<int> ExpectExit(Child& run, std::chrono::milliseconds timeout,
@@ -164,6 +188,8 @@ std::vector<Fault> ProcessFaults() {
       {"restart_immediate_daemon",
        "-m immediate restarts under batch daemon: it reconnects and drains", 2, AnyPolicy,
        restart_daemon(StopMode::kImmediate), false},
+      {"range", "a range job's pass (every policy, 1 and 2 workers): kill -9 or a server restart",
+       5, RangeEveryPolicy, RangeFaults},
   };
 }
 

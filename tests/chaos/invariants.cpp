@@ -57,6 +57,35 @@ const Invariant kInvariants[] = {
      " WHERE q.state = 'done' AND (r.ended_at IS NULL OR q.done_at > r.ended_at)"},
 };
 
+// A range job's (JobShape::range): its rows were marked, not enqueued, and
+// the ledger's uid is the row's key.
+const Invariant kRangeInvariants[] = {
+    {"range_settled_once", "no row settled twice (its key appears once in the ledger)",
+     "SELECT uid, count(*) AS times FROM chaos_ledger GROUP BY uid HAVING count(*) > 1"},
+    {"range_all_settled", "every marked row settled after the final clean run",
+     "SELECT id, qty, settled FROM products p WHERE to_settle = 1 AND NOT EXISTS"
+     " (SELECT 1 FROM chaos_ledger l WHERE l.uid = p.id) ORDER BY id"},
+    {"range_only_marked", "no unmarked row settled",
+     "SELECT l.uid, l.qty FROM chaos_ledger l JOIN products p ON p.id = l.uid"
+     " WHERE p.to_settle <> 1"},
+    {"range_settled_as_marked",
+     "each row's settled moved by the qty the ledger says, plus committed online writes",
+     "WITH l AS (SELECT item_key AS id, sum(qty) AS s FROM chaos_ledger GROUP BY item_key),"
+     " o AS (SELECT key AS id, sum(delta) AS s FROM online_ledger GROUP BY key)"
+     " SELECT p.id, p.settled, p.qty, coalesce(l.s, 0) AS ledger, coalesce(o.s, 0) AS online"
+     "   FROM products p LEFT JOIN l USING (id) LEFT JOIN o USING (id)"
+     "  WHERE p.settled <> coalesce(l.s, 0) + coalesce(o.s, 0)"},
+    {"range_pass_walked", "every segment of the pass walked after the final clean run",
+     "SELECT segment, pass, last_key, upper_key FROM coexist.range_checkpoints WHERE NOT finished"},
+};
+
+// The queue's invariants that hold for a range job too (its exceptions are
+// queue items without payloads).
+bool AlsoForRange(const std::string& name) {
+  return name == "queue_drained" || name == "none_dead" || name == "no_takeovers" ||
+         name == "none_owned_by_batch" || name == "no_run_running";
+}
+
 std::string Evidence(const pqxx::result& rows) {
   std::string out;
   for (const auto& row : rows) {
@@ -79,13 +108,23 @@ const std::vector<std::string>& InvariantNames() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
     for (const auto& invariant : kInvariants) out.emplace_back(invariant.name);
+    for (const auto& invariant : kRangeInvariants) out.emplace_back(invariant.name);
     return out;
   }();
   return names;
 }
 
 void CheckInvariants(Trial& trial, Findings& findings) {
+  const bool range = trial.shape().range;
+  for (const auto& invariant : kRangeInvariants) {
+    if (!range) break;
+    auto rows = trial.Query(invariant.sql);
+    if (!rows.empty()) {
+      findings.Add(invariant.name, std::string(invariant.meaning) + ":\n" + Evidence(rows));
+    }
+  }
   for (const auto& invariant : kInvariants) {
+    if (range && !AlsoForRange(invariant.name)) continue;
     auto rows = trial.Query(invariant.sql);
     if (!rows.empty()) {
       findings.Add(invariant.name, std::string(invariant.meaning) + ":\n" + Evidence(rows));

@@ -32,7 +32,16 @@ struct JobShape {
   int keys = 80;         // distinct keys the items use: items / keys per key on average
   int max_attempts = 5;  // batch.max_attempts
   Role batch_role = Role::kBatch;
+  // A range job (batch.range): no items are enqueued; `keys` rows of the
+  // target are marked to settle (to_settle = 1, a qty each) and one pass
+  // settles each once, sending the rows it cannot have to the queue. The
+  // operation leaves the mark, so only the checkpoints keep a row from
+  // being settled twice. `items` is then `keys` (a ledger row per row).
+  bool range = false;
 };
+
+// A random range job under `policy` with 1 or 2 workers.
+JobShape RandomRangeShape(Rng& rng, const std::string& policy, int workers);
 
 // A random shape for `policy` and `workers`: chunk size, items, keys and a
 // sleep that makes one run last about a second or two.
@@ -72,7 +81,8 @@ class Trial {
   long long TryCount(const std::string& sql);
 
   long long Applied() { return TryCount("SELECT count(*) FROM chaos_ledger"); }
-  // Items still queued or deferred.
+  // Items still queued or deferred (a range job: and its pass's segments
+  // not walked yet).
   long long Pending();
 
   // Returns once `rows` items are applied, `run` exited, or 60 s passed.
@@ -94,6 +104,8 @@ class Trial {
  private:
   void WriteConfig();
   void Enqueue(Rng& rng);
+  // A range job's rows to settle, instead of Enqueue.
+  void MarkRowsToSettle(Rng& rng);
 
   Lab& lab_;
   JobShape shape_;
