@@ -113,9 +113,18 @@ void LatencyObjective::SetBatchActive(Clock::time_point now, bool active) {
   }
 }
 
+LatencyObjective::Clock::duration LatencyObjective::FloorRelearnAfter() const {
+  return 2 * std::max<Clock::duration>(options_.learn_time, options_.window);
+}
+
 bool LatencyObjective::RelearnDue(Clock::time_point now) const {
   if (options_.baseline || options_.relearn_every.count() <= 0) return false;
   if (state_ == LatencyState::kLearning || FullSpeed()) return false;
+  if (over_at_floor_since_) {
+    auto floor = now - std::max(*over_at_floor_since_, baseline_at_);
+    auto give_up = FloorRelearnAfter() + 2 * options_.learn_time + std::chrono::seconds(5);
+    if (floor >= FloorRelearnAfter() && floor < give_up) return true;
+  }
   // A probe that measures nothing while the batch stands still (a server too
   // busy to answer) must not hold the batch forever: give up this time.
   auto since = now - std::max(baseline_at_, full_duty_at_);
@@ -148,6 +157,7 @@ std::vector<LatencyEvent> LatencyObjective::Observe(Clock::time_point now, micro
         baseline_at_ = now;
         latency_ = *baseline_;
         idle_since_ = now;
+        over_at_floor_since_.reset();
         last_change_ = now;
         events.push_back(
             {EventKind::kLatencyBaseline, "refreshed", *baseline_, latency_, duty_, chunk_scale_});
@@ -208,6 +218,12 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
     } else {
       duty_ = std::max(options_.min_duty, duty_ * std::clamp(excess, kDeepestCut, kMildestCut));
     }
+    bool at_floor = duty_ <= options_.min_duty && chunk_scale_ <= options_.min_chunk_scale;
+    if (!at_floor) {
+      over_at_floor_since_.reset();
+    } else if (!over_at_floor_since_) {
+      over_at_floor_since_ = now;
+    }
     last_change_ = now;
     if (state_ != LatencyState::kOver) {
       state_ = LatencyState::kOver;
@@ -221,6 +237,7 @@ void LatencyObjective::Decide(Clock::time_point now, std::vector<LatencyEvent>& 
 
 void LatencyObjective::Raise(Clock::time_point now, bool headroom,
                              std::vector<LatencyEvent>& events) {
+  over_at_floor_since_.reset();
   // The reverse order: the duty first, then the chunks' length.
   if (duty_ < 1.0) {
     duty_ = headroom ? std::min(1.0, std::max(duty_ * 2.0, duty_ + 0.1))

@@ -88,6 +88,8 @@ struct LatencyEvent {
 //   below full speed (duty < 1 or chunk_scale < 1) for relearn_every since the baseline
 //     was learned and since it was last at full speed: RelearnDue() holds the batch idle
 //     until the idle samples refresh it
+//   over at the floor (min_duty, min_chunk_scale) for FloorRelearnAfter() since it got
+//     there and since the baseline was learned (relearn_every > 0): RelearnDue() as well
 // clang-format on
 //
 // The baseline is the statistic a decision uses, measured without the batch:
@@ -141,9 +143,18 @@ class LatencyObjective {
   void SetBatchActive(Clock::time_point now, bool active);
   // Whether the batch should stand still now so that the baseline is learned
   // again: relearn_every passed since the last one and since the duty was
-  // last 1 (a batch at full speed has nothing to be given back). The idle
-  // probes then refresh it as above, and this turns false.
+  // last 1 (a batch at full speed has nothing to be given back), or the
+  // decisions have found the latency over the objective with the batch at
+  // its floor (min_duty, shortest chunks) for FloorRelearnAfter(): a batch
+  // that works a twentieth of the time is seldom what keeps online that
+  // slow, a baseline learned at a quiet moment is (measured: 30 s at the
+  // floor, 1.5-2.3x, until relearn_every). The idle probes then refresh it
+  // as above, and this turns false. Never with relearn_every 0.
   bool RelearnDue(Clock::time_point now) const;
+  // How long the latency must stay over at the floor before RelearnDue:
+  // twice the longer of learn_time and window (a relearn costs learn_time
+  // of the batch standing still).
+  Clock::duration FloorRelearnAfter() const;
 
   LatencyState state() const { return state_; }
   double duty() const { return duty_; }
@@ -200,6 +211,9 @@ class LatencyObjective {
   std::optional<Clock::time_point> idle_since_;  // the batch idle since (refresh window start)
   Clock::time_point baseline_at_{};              // when the baseline was last learned
   Clock::time_point full_duty_at_{};             // when the duty was last 1
+  // Since when every decision found the latency over with the batch at its
+  // floor; nullopt once one found it within or the batch above the floor.
+  std::optional<Clock::time_point> over_at_floor_since_;
   std::optional<Clock::time_point> last_sample_at_;
 };
 

@@ -315,6 +315,54 @@ TEST(LatencyObjective, ASlowedBatchRelearnsItsBaselineAfterRelearnEvery) {
   EXPECT_EQ(c.state(), LatencyState::kWithin);
 }
 
+// A baseline learned at a quiet moment: online is slower than it with the
+// batch nearly idle. Over at the floor for FloorRelearnAfter (4 s here),
+// the baseline is learned again long before relearn_every.
+TEST(LatencyObjective, OverAtTheFloorRelearnsTheBaselineBeforeRelearnEvery) {
+  Clock::time_point t{};
+  auto options = Measured();
+  options.relearn_every = 60000ms;
+  LatencyObjective c(options, t);
+  Feed(c, t, 1000ms, 1000us);
+  ASSERT_EQ(c.baseline(), 1000us);
+  ASSERT_EQ(c.FloorRelearnAfter(), 4000ms) << "twice the window";
+  while (c.duty() > options.min_duty) Feed(c, t, 50ms, 3000us);
+  auto floor = t;  // the decision that cut to the floor
+  Feed(c, t, 3000ms, 3000us);
+  EXPECT_DOUBLE_EQ(c.duty(), options.min_duty);
+  EXPECT_FALSE(c.RelearnDue(floor + 3999ms));
+  EXPECT_TRUE(c.RelearnDue(floor + 4000ms)) << "over at the floor for FloorRelearnAfter";
+  t = floor + 4000ms;
+  c.SetBatchActive(t, false);  // the pacer holds the batch
+  EXPECT_EQ(Feed(c, t, 1000ms, 3000us), std::vector<std::string>{"latency_baseline"});
+  EXPECT_EQ(c.baseline(), 3000us);
+  EXPECT_FALSE(c.RelearnDue(t)) << "the refresh ends it";
+  c.SetBatchActive(t, true);
+  Feed(c, t, 12 * kDecision, 3000us);
+  EXPECT_EQ(c.duty(), 1.0) << "speed comes back against the new baseline";
+}
+
+// Within the objective at the floor (the floor is what holds it): nothing
+// to relearn; and relearn_every 0 turns relearning off altogether.
+TEST(LatencyObjective, TheFloorAloneOrRelearnEveryZeroNeverRelearns) {
+  for (auto every : {60000ms, 0ms}) {
+    Clock::time_point t{};
+    auto options = Measured();
+    options.relearn_every = every;
+    LatencyObjective c(options, t);
+    Feed(c, t, 1000ms, 1000us);
+    while (c.duty() > options.min_duty) Feed(c, t, 50ms, 3000us);
+    auto floor = t;
+    if (every.count() == 0) {
+      Feed(c, t, 6000ms, 3000us);
+      EXPECT_FALSE(c.RelearnDue(t)) << "relearn_every 0: never";
+      continue;
+    }
+    Feed(c, t, 2 * kDecision, 1100us);  // within: the floor holds it, a creep raise
+    EXPECT_FALSE(c.RelearnDue(floor + 4000ms));
+  }
+}
+
 TEST(LatencyObjective, ARelearnThatMeasuresNothingIsGivenUp) {
   Clock::time_point t{};
   auto options = Measured();
