@@ -20,6 +20,7 @@
 // repeat, alternating, R times; --keys-only leaves out the references and
 // the 2-worker run.
 //   build/bench/batch_bench [--records N] [--chunk N] [--rounds R] [--keys-only] [--range-only]
+//                           [--icu-locale L]
 
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -27,7 +28,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <pqxx/pqxx>
 #include <sstream>
@@ -37,6 +37,7 @@
 #include "batch/enqueue.h"
 #include "batch/guard.h"
 #include "batch/runner.h"
+#include "bench_cli.h"
 #include "config/config.h"
 #include "db/array_literal.h"
 #include "db/cluster.h"
@@ -362,15 +363,21 @@ int main(int argc, char** argv) {
   bool keys_only = false;
   bool range_only = false;  // --range-only: the range job and its reference, --rounds times
   std::string icu_locale;   // a database of this ICU locale instead of "C"
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--keys-only") == 0) keys_only = true;
-    if (std::strcmp(argv[i], "--range-only") == 0) range_only = true;
-    if (i + 1 >= argc) continue;
-    if (std::strcmp(argv[i], "--records") == 0) records = std::stoll(argv[i + 1]);
-    if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--icu-locale") == 0) icu_locale = argv[i + 1];
-  }
+  CLI::App app{
+      "Batch throughput benchmark: batch run against set-based UPDATEs on a throwaway "
+      "cluster (docs/batch.md, \"Benchmark\")."};
+  app.add_option("--records", records, "rows and queue items (default 1000000)")
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  app.add_option("--chunk", chunk, "items per chunk (default 500)")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--rounds", rounds, "repeats of the one-worker runs, alternating (default 1)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--keys-only", keys_only, "leave out the references and the 2-worker run");
+  app.add_flag("--range-only", range_only,
+               "only the range job (1 and 2 workers) beside its set-based reference");
+  app.add_option("--icu-locale", icu_locale,
+                 "work in a database of this ICU locale (e.g. en-US) instead of C");
+  bench::ParseOrExit(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   auto cluster = db::TempCluster::Start();
   CpuClock cpu{cluster->server_pid()};

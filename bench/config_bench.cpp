@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
+#include "bench_cli.h"
 #include "config/config.h"
 #include "config_core/config_error.h"
 
@@ -48,11 +48,16 @@ int main(int argc, char** argv) {
   int small = 10'000;
   int large = 80'000;
   int rounds = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--small") == 0) small = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--large") == 0) large = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::stoi(argv[i + 1]);
-  }
+  CLI::App app{
+      "Configuration loading benchmark: the time to check a map of --small against "
+      "--large keys (docs/configuration.md)."};
+  app.add_option("--small", small, "keys of the small map (default 10000)")
+      ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--large", large, "keys of the large map (default 80000)")
+      ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--rounds", rounds, "loads of each map, the best kept (default 3)")
+      ->check(CLI::Range(1, 1000));
+  bench::ParseOrExit(app, argc, argv);
   double t_small = Seconds(Yaml(small), rounds);
   double t_large = Seconds(Yaml(large), rounds);
   std::printf("keys %7d: %8.3f s\n", small, t_small);

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "db/target_table.h"
@@ -272,12 +273,16 @@ int main(int argc, char** argv) {
   int seconds = 10;
   int rounds = 2;
   std::string only;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--seconds") seconds = std::atoi(argv[i + 1]);
-    if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
-    if (flag == "--only") only = argv[i + 1];
-  }
+  CLI::App app{
+      "The online simulator against pgbench on one throwaway cluster, its footprint "
+      "with 2,000 users, and seed 001's reserve (docs/online-sim.md)."};
+  app.add_option("--seconds", seconds, "length of each throughput measurement (default 10)")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--rounds", rounds, "alternating rounds, the best of each kept (default 2)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--only", only, "reserve: only part 3, seed 001's reserve")
+      ->check(CLI::IsMember({"reserve"}));
+  coexist::bench::ParseOrExit(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
   auto cluster = coexist::db::TempCluster::Start();
   std::string conninfo = cluster->ConnectionString();

@@ -43,7 +43,7 @@
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
 //                            [--sweep-for 6s] [--items 200000]
 //
-// --sweep (any --sweep-* option) measures what moves online p99 instead:
+// --sweep yes (or any --sweep-* option) measures what moves online p99 instead:
 // an unpaced cell, then one cell per chunk_time and duty cycle, the duty
 // held fixed (an objective no latency meets, min_duty = the duty) and each
 // batch stopped after --sweep-for (the scenario's window, at least the 6 s
@@ -55,7 +55,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -66,9 +65,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "capacity/simulate.h"
 #include "common/error.h"
 #include "config/scenario.h"
+#include "config_core/duration.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "online-sim/simulator.h"
@@ -504,34 +505,147 @@ std::vector<std::string> Split(const std::string& list) {
   return parts;
 }
 
+// A duration as the configuration spells it ("5ms", "1m30s").
+const CLI::Validator kDuration(
+    [](const std::string& text) -> std::string {
+      return config::ParseDuration(text) ? ""
+                                         : "'" + text + "' is not a duration such as 5ms or 2s";
+    },
+    "DURATION");
+
+// --step-at and --step-for: a duration, or a number of seconds ("3s", "3").
+std::optional<double> StepSeconds(const std::string& text) {
+  if (auto duration = config::ParseDuration(text)) {
+    return std::chrono::duration<double>(*duration).count();
+  }
+  double seconds = 0;
+  if (CLI::detail::lexical_cast(text, seconds) && seconds >= 0) return seconds;
+  return std::nullopt;
+}
+
+const CLI::Validator kSeconds(
+    [](const std::string& text) -> std::string {
+      return StepSeconds(text) ? "" : "'" + text + "' is not a duration such as 3s (or seconds)";
+    },
+    "DURATION");
+
+// --objective: a ratio, as online_latency.objective takes it ("1.25", "1.25x";
+// above 1, at most 100).
+const CLI::Validator kRatio(
+    [](const std::string& text) -> std::string {
+      std::string number = text;
+      if (!number.empty() && (number.back() == 'x' || number.back() == 'X')) number.pop_back();
+      double ratio = 0;
+      return CLI::detail::lexical_cast(number, ratio) && ratio > 1 && ratio <= 100
+                 ? ""
+                 : "'" + text + "' is not a ratio above 1 and at most 100, such as 1.25";
+    },
+    "RATIO");
+
+// A comma-separated list whose every element passes `element`.
+CLI::Validator ListOf(const CLI::Validator& element, const std::string& name) {
+  return CLI::Validator(
+      [element](const std::string& text) -> std::string {
+        for (auto part : Split(text)) {
+          if (auto error = element(part); !error.empty()) return error;
+        }
+        return "";
+      },
+      name);
+}
+
+// The duties of --sweep-duty: fractions of the time the batch may work,
+// as online_latency.min_duty takes them.
+const CLI::Validator kDuty(
+    [](const std::string& text) -> std::string {
+      double duty = 0;
+      return CLI::detail::lexical_cast(text, duty) && duty >= 0.01 && duty <= 1
+                 ? ""
+                 : "'" + text + "' is not a duty cycle from 0.01 to 1";
+    },
+    "DUTY");
+
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string key = argv[i];
-    std::string value = argv[i + 1];
-    if (key == "--rounds") o.rounds = std::stoi(value);
-    if (key == "--records") o.records = std::stoll(value);
-    if (key == "--items") o.items = std::stoll(value);
-    if (key == "--users") o.users = std::stoi(value);
-    if (key == "--chunk") o.chunk = std::stoi(value);
-    if (key == "--chunk-time") o.chunk_time = value;
-    if (key == "--max-load") o.max_load = std::stoi(value);
-    if (key == "--objective") o.objective = value;
-    if (key == "--latency-chunk-time") o.latency_chunk_time = value;
-    if (key == "--tolerance") o.tolerance = value;
-    if (key == "--percentile") o.percentile = value;
-    if (key == "--signal") o.signal = value;
-    if (key == "--probe-interval") o.probe_interval = value;
-    if (key == "--min-chunk-time") o.min_chunk_time = value;
-    if (key == "--step-at") o.step_at = std::stod(value);
-    if (key == "--step-for") o.step_for = std::stod(value);
-    if (key == "--sweep-duty") o.sweep_duties = Split(value), o.sweep = true;
-    if (key == "--sweep-chunk-time") o.sweep_chunk_times = Split(value), o.sweep = true;
-    if (key == "--sweep-for") o.sweep_for = value, o.sweep = true;
-    if (key == "--sweep") o.sweep = value == "yes" || value == "1";
-    if (key == "--quick") o.quick = value == "yes" || value == "1";
-    if (key == "--priority-cell") o.priority_cell = value == "yes" || value == "1";
-  }
+  CLI::App app{
+      "Pacing benchmark: the online p99 and the batch rate of unpaced, paced and latency-paced "
+      "batches under the same online load, and the latency controller's reaction to a step "
+      "(docs/pacing.md). Any --sweep-* option measures fixed duty cycles instead."};
+  // yes or 1 turns a switch on, no or 0 off.
+  auto yes_no = CLI::IsMember({"yes", "no", "1", "0"});
+  std::string sweep, quick, priority_cell;
+  std::string sweep_duties, sweep_chunk_times;
+  std::string step_at = "3s", step_for = "5s";
+  app.add_option("--rounds", o.rounds, "rounds of the cells (default 3)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--records", o.records,
+                 "rows the online users and the batch share (default 50000)")
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  app.add_option("--items", o.items, "queue items of each cell's batch (default 200000)")
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  app.add_option("--users", o.users, "online users, closed model (default 8)")
+      ->check(CLI::Range(1, 100'000));
+  app.add_option("--chunk", o.chunk, "the unpaced cell's fixed chunk size (default 2000)")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--chunk-time", o.chunk_time, "the paced cell's pacing.chunk_time (default 5ms)")
+      ->check(kDuration);
+  app.add_option("--max-load", o.max_load,
+                 "the paced cell's max_load lock_waiters; 0: no throttle (default 3)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--objective", o.objective,
+                 "the latency cells' online_latency.objective (default 1.25)")
+      ->check(kRatio);
+  app.add_option("--latency-chunk-time", o.latency_chunk_time,
+                 "the latency cells' chunk_time (default 20ms)")
+      ->check(kDuration);
+  app.add_option("--tolerance", o.tolerance,
+                 "online_latency.tolerance (default: the signal's default)")
+      ->check(kDuration);
+  app.add_option("--percentile", o.percentile,
+                 "online_latency.percentile, 50 to 99.9 (default: the signal's default)")
+      ->check(CLI::Range(50.0, 99.9));
+  app.add_option("--signal", o.signal,
+                 "online_latency.signal: sessions or probe (default sessions)")
+      ->check(CLI::IsMember({"sessions", "probe"}));
+  app.add_option("--probe-interval", o.probe_interval,
+                 "online_latency.probe_interval (default 20ms)")
+      ->check(kDuration);
+  app.add_option("--min-chunk-time", o.min_chunk_time,
+                 "the latency cells' min_chunk_time (default chunk_time / 4)")
+      ->check(kDuration);
+  app.add_option("--step-at", step_at,
+                 "batch time before the step cell doubles the online load (default 3s)")
+      ->check(kSeconds);
+  app.add_option("--step-for", step_for, "how long the doubled load lasts (default 5s)")
+      ->check(kSeconds);
+  app.add_option("--quick", quick, "yes: the unpaced and latency cells only, no step (default no)")
+      ->check(yes_no);
+  app.add_option("--priority-cell", priority_cell,
+                 "no: leave out the latency cell at cpu_priority low (default yes)")
+      ->check(yes_no);
+  auto* duty = app.add_option("--sweep-duty", sweep_duties,
+                              "sweep: comma-separated duty cycles (default 1,0.5,0.2,0.1)")
+                   ->check(ListOf(kDuty, "DUTY,..."));
+  auto* chunk_time = app.add_option("--sweep-chunk-time", sweep_chunk_times,
+                                    "sweep: comma-separated chunk_times (default 20ms,5ms,2ms)")
+                         ->check(ListOf(kDuration, "DURATION,..."));
+  auto* sweep_for = app.add_option("--sweep-for", o.sweep_for,
+                                   "sweep: how long each cell's batch runs (default 6s)")
+                        ->check(kDuration);
+  auto* sweep_switch =
+      app.add_option("--sweep", sweep, "yes: the sweep with its defaults; no: no sweep")
+          ->check(yes_no);
+  bench::ParseOrExit(app, argc, argv);
+  if (!sweep_duties.empty()) o.sweep_duties = Split(sweep_duties);
+  if (!sweep_chunk_times.empty()) o.sweep_chunk_times = Split(sweep_chunk_times);
+  o.sweep = duty->count() > 0 || chunk_time->count() > 0 || sweep_for->count() > 0;
+  if (sweep_switch->count() > 0) o.sweep = sweep == "yes" || sweep == "1";
+  if (!quick.empty()) o.quick = quick == "yes" || quick == "1";
+  if (!priority_cell.empty()) o.priority_cell = priority_cell == "yes" || priority_cell == "1";
+  // The summary line prints the objective with its own "x".
+  if (o.objective.back() == 'x' || o.objective.back() == 'X') o.objective.pop_back();
+  o.step_at = *StepSeconds(step_at);
+  o.step_for = *StepSeconds(step_for);
   return o;
 }
 

@@ -29,6 +29,7 @@
 
 #include "batch/enqueue.h"
 #include "batch/guard.h"
+#include "bench_cli.h"
 #include "common/subprocess.h"
 #include "config/config.h"
 #include "db/cluster.h"
@@ -126,11 +127,18 @@ int main(int argc, char** argv) {
   long long records = 100'000;
   int chunk = 500;
   int rounds = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--records") == 0) records = std::stoll(argv[i + 1]);
-    if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::max(1, std::stoi(argv[i + 1]));
-  }
+  CLI::App app{
+      "Shared runs benchmark: one job's throughput with 1, 2 and 3 `coexist batch run` "
+      "processes in shared mode, and shared against exclusive mode at one process "
+      "(docs/batch.md, \"Shared runs\")."};
+  app.add_option("--records", records, "rows and queue items (default 100000)")
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  app.add_option("--chunk", chunk, "items per chunk (default 500)")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--rounds", rounds,
+                 "interleaved rounds of every measurement, the best kept (default 2; below 1: 1)");
+  bench::ParseOrExit(app, argc, argv);
+  rounds = std::max(1, rounds);
   spdlog::set_level(spdlog::level::warn);
   auto cluster = db::TempCluster::Start();
   std::string conninfo = cluster->ConnectionString();
