@@ -37,7 +37,7 @@
 #include "batch/enqueue.h"
 #include "batch/guard.h"
 #include "batch/runner.h"
-#include "bench_cli.h"
+#include "bench/bench_cli.h"
 #include "config/config.h"
 #include "db/array_literal.h"
 #include "db/cluster.h"

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <string>
 
-#include "bench_cli.h"
+#include "bench/bench_cli.h"
 #include "config/config.h"
 #include "config_core/config_error.h"
 

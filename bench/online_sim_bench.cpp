@@ -40,7 +40,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench_cli.h"
+#include "bench/bench_cli.h"
 #include "db/cluster.h"
 #include "db/connection.h"
 #include "db/target_table.h"

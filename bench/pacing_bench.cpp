@@ -65,7 +65,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench_cli.h"
+#include "bench/bench_cli.h"
 #include "capacity/simulate.h"
 #include "common/error.h"
 #include "config/scenario.h"

@@ -29,7 +29,7 @@
 
 #include "batch/enqueue.h"
 #include "batch/guard.h"
-#include "bench_cli.h"
+#include "bench/bench_cli.h"
 #include "common/subprocess.h"
 #include "config/config.h"
 #include "db/cluster.h"
