@@ -82,6 +82,16 @@ struct CellResult {
   // The window this cell's batch had, in seconds: scenario.window, scaled
   // with the queue for a grown cell or a projection check cell.
   double window_seconds = 0;
+  // A range job's cell (batch.range): its predicate as the scenario wrote
+  // it; "" for a queued job. A range cell queues nothing: `items` are the
+  // rows it walks (docs/capacity.md, "Range jobs against queued jobs").
+  std::string range_where;
+  bool Range() const { return !range_where.empty(); }
+  // How long queuing the items took while the cell's data was made (not
+  // part of batch_seconds); 0 for a range cell, which queues nothing.
+  double enqueue_seconds = 0;
+  // "range" or "queued", as the report labels the cell.
+  const char* JobKind() const { return Range() ? "range" : "queued"; }
 
   // The batch: its runs together. batch_seconds is one run's own duration,
   // or from the first run's start to the last one's end; items_per_second
@@ -91,7 +101,7 @@ struct CellResult {
   int batch_processes = 1;     // runs of the job started at once
   int cpu_nice = 0;            // pacing.cpu_priority the cell ran at (19: low)
   std::vector<RunShare> runs;  // in the order they were started
-  long long items = 0;         // queued for this cell
+  long long items = 0;         // queued for this cell; a range cell: its rows
   long long done = 0;
   long long deferred = 0;
   long long dead = 0;

@@ -140,12 +140,15 @@ std::vector<Projection> Project(const std::vector<CellResult>& cells,
       return c.index < cell.index && IsRepeatOf(c, cell);
     });
     if (later_repeat) continue;
-    Projection p{.cell = cell.index, .policy = cell.policy, .load_level = cell.load_level};
+    Projection p{.cell = cell.index,
+                 .policy = cell.policy,
+                 .load_level = cell.load_level,
+                 .job = cell.JobKind()};
     int model_cell = cell.index;
     std::vector<DurationModel> each;
     p.model = CheckModel(cells, cell, model_cell, p.repeats, &each);
     p.mix = fmt::format(
-        "{} queued items{}{}", cell.items,
+        "{} {}{}{}", cell.items, cell.Range() ? "rows of a range job" : "queued items",
         p.model.items_per_row > 0 ? fmt::format(", {:.2f} per row", p.model.items_per_row) : "",
         cell.load_level.empty() ? "" : ", " + cell.load_level);
     if (p.model.trusted) {

@@ -54,6 +54,9 @@ struct Projection {
   int cell = 0;  // the first measurement of the sweep cell
   std::string policy;
   std::string load_level;
+  // "range" for a range job's cell, whose items are the rows it walks (the
+  // projection's items: rows of the range); "queued" otherwise.
+  std::string job = "queued";
   DurationModel model;
   int repeats = 1;               // the measurements `model` is made of
   double projected_seconds = 0;  // when model.trusted

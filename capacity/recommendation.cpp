@@ -88,11 +88,15 @@ double Distance(const PolicyOutcome& o) {
 }
 
 // The cell's swept settings other than the policy and the load level.
+// A range job's cell says so, swept or not ("range job where id <= 4000");
+// a queued cell beside a swept batch.range says "queued job".
 std::string VariantOf(const CellResult& cell) {
   std::string variant;
+  std::string job = cell.Range() ? "range job where " + cell.range_where : "queued job";
+  if (cell.Range() && !cell.parameters.count("batch.range")) variant = job;
   for (const auto& [key, value] : cell.parameters) {
     if (key == "policy.name" || cell.load_level == key + "=" + value) continue;
-    variant += (variant.empty() ? "" : ", ") + key + "=" + value;
+    variant += (variant.empty() ? "" : ", ") + (key == "batch.range" ? job : key + "=" + value);
   }
   return variant;
 }

@@ -26,6 +26,10 @@ bool SeveralRuns(const std::vector<CellResult>& cells) {
                      [](const CellResult& c) { return c.batch_processes > 1; });
 }
 
+bool AnyRange(const std::vector<CellResult>& cells) {
+  return std::any_of(cells.begin(), cells.end(), [](const CellResult& c) { return c.Range(); });
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -90,6 +94,9 @@ nlohmann::ordered_json FlatFigures(const CellResult& c) {
   f["window_seconds"] = c.window_seconds;
   f["batch_processes"] = c.batch_processes;
   f["run_shares"] = RunSharesText(c, ";");
+  f["job"] = c.JobKind();  // queued, or range (batch.range: items are its rows)
+  f["range_where"] = c.range_where;
+  f["enqueue_seconds"] = c.enqueue_seconds;
   return f;
 }
 
@@ -245,6 +252,7 @@ std::string ResultsJson(const ScenarioSummary& s, const std::vector<CellResult>&
     nlohmann::ordered_json j = {{"cell", p.cell},
                                 {"policy", p.policy},
                                 {"load_level", p.load_level},
+                                {"job", p.job},
                                 {"model", ModelJson(p.model)}};
     j["repeats"] = p.repeats;
     j["mix"] = p.mix;
@@ -320,19 +328,22 @@ void WriteReport(const fs::path& dir, const ScenarioSummary& scenario,
 void PrintTable(std::ostream& out, const std::vector<CellResult>& cells) {
   // With several runs in a cell: how many, and what each of them did.
   bool shares = SeveralRuns(cells);
+  // With a range job among the cells: which cells are (their items are rows).
+  bool jobs = AnyRange(cells);
   out << fmt::format(
       "{:>4} {:<18} {:<14} {:>3} {:>8} {:>8} {:>9} {:>7} {:>8} {:>5} {:>5} {:>9} {:>9} {:>8} "
-      "{:>8} {:>5}{}\n",
+      "{:>8} {:>5}{}{}\n",
       "cell", "policy", "load", "rep", "items", "batch_s", "items/s", "done", "deferred", "dead",
       "left", "p99_bef", "p99_dur", "refused", "revoked", "lost",
+      jobs ? fmt::format(" {:<6}", "job") : "",
       shares ? fmt::format(" {:>5} {}", "runs", "done per run") : "");
   for (const auto& c : cells) {
     out << fmt::format(
         "{:>4} {:<18} {:<14} {:>3} {:>8} {:>8.1f} {:>9.0f} {:>7} {:>8} {:>5} {:>5} {:>9.1f} "
-        "{:>9.1f} {:>8} {:>8} {:>5}{}\n",
+        "{:>9.1f} {:>8} {:>8} {:>5}{}{}\n",
         c.index, c.policy, c.load_level, c.repeat, c.items, c.batch_seconds, c.items_per_second,
         c.done, c.deferred, c.dead, c.queued_left, c.before.p99_ms, c.during.p99_ms, c.refusals,
-        c.revocations, c.lost_updates,
+        c.revocations, c.lost_updates, jobs ? fmt::format(" {:<6}", c.JobKind()) : "",
         shares ? fmt::format(" {:>5} {}", c.batch_processes, RunSharesText(c, " + ")) : "");
   }
 }
@@ -350,7 +361,8 @@ std::string RowsText(long long measured_records, long long check_records) {
 void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
                       const std::vector<CellResult>& cells) {
   for (const auto& p : Project(cells, scenario)) {
-    out << fmt::format("projection cell {} ({}): ", p.cell, p.policy);
+    out << fmt::format("projection cell {} ({}{}): ", p.cell, p.policy,
+                       p.job == "range" ? ", range job" : "");
     if (p.model.trusted) {
       out << fmt::format(
           "{} items in {:.0f} s{} ({:.1f} s fixed + {:.0f} items/s{}){}\n",

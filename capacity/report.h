@@ -32,6 +32,9 @@ void PrintRecommendations(std::ostream& out, const ScenarioSummary& scenario,
 std::string RunSharesText(const CellResult& cell, const std::string& separator);
 // Whether some cell ran several runs of the job (scenario.batch_processes).
 bool SeveralRuns(const std::vector<CellResult>& cells);
+// Whether some cell is a range job's (batch.range): the table then says
+// which cells are ("range" or "queued").
+bool AnyRange(const std::vector<CellResult>& cells);
 
 // The CSV columns, in order (results.csv's header).
 const std::vector<std::string>& CsvColumns();

@@ -451,6 +451,8 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
     html += std::string("<th>") + h + "</th>";
   }
   const bool several_runs = SeveralRuns(cells);
+  const bool jobs = AnyRange(cells);
+  if (jobs) html += "<th>job</th>";
   if (several_runs) html += "<th>runs: done per run</th>";
   html += "</tr>\n";
   for (const auto& c : cells) {
@@ -458,7 +460,7 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
         "<tr><td>{}</td><td class=text>{}</td><td class=text>{}</td><td>{}</td><td>{}</td>"
         "<td>{:.1f}</td><td>{:.0f}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td>{}</tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td>{}{}</tr>\n",
         c.index, Escape(c.policy), Escape(c.load_level), c.repeat,
         c.grown_from > 0
             ? fmt::format("{} (grown from {}, over {} rows)", c.items, c.grown_from, c.records)
@@ -466,6 +468,9 @@ figure{margin:1em 0} svg.chart{width:100%;max-width:760px;height:auto;border:1px
         c.batch_seconds, c.items_per_second, c.done, c.deferred, c.dead, c.queued_left,
         c.before.p99_ms, c.during.p99_ms, c.after.p99_ms, c.conflicts, c.refusals, c.revocations,
         c.lost_updates == 0 ? "0" : "<span class=bad>" + std::to_string(c.lost_updates) + "</span>",
+        jobs ? fmt::format("<td class=text>{}</td>",
+                           c.Range() ? "range: " + Escape(c.range_where) : "queued")
+             : "",
         several_runs ? fmt::format("<td>{}: {}</td>", c.batch_processes, RunSharesText(c, " + "))
                      : "");
   }

@@ -14,6 +14,7 @@
 
 #include "batch/enqueue.h"
 #include "capacity/batch_runs.h"
+#include "capacity/range_cells.h"
 #include "capacity/workload.h"
 #include "common/log.h"
 #include "db/backend_priority.h"
@@ -25,6 +26,7 @@
 #include "schema/install.h"
 #include "schema/migrations.h"
 #include "schema/queue_store_ops.h"
+#include "schema/range_store.h"
 
 namespace coexist::capacity {
 namespace {
@@ -41,11 +43,72 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+bool DemoLedger(const config::Workload& workload) {
+  return !workload.UserTables() && workload.job_file.empty();
+}
+
+// A range cell's rows (docs/capacity.md, "Range jobs against queued jobs"):
+// those its predicate matches among the keys a queued cell of `items` items
+// would queue, the first `items` keys in key order (every row when `items`
+// reaches the rows). The predicate gets that bound, the checkpoints of an
+// earlier cell go, and the demo's ledger check gets the rows in
+// public.batch_range_rows. Each chunk's applied rows and its time are
+// recorded in public.simulate_range_chunks by a trigger on the checkpoints
+// (a range chunk leaves no done_chunks row): the chunks of the report and
+// of the projection model. Returns the rows.
+long long PrepareRange(pqxx::connection_base& conn, const config::ScenarioSettings& settings,
+                       config::Config& config, const std::string& key_type, long long items,
+                       long long records) {
+  config::BatchConfig::Range& range = *config.batch.range;
+  pqxx::work tx(conn);
+  ForgetRangeCheckpoints(tx);
+  std::string table =
+      tx.quote_name(config.target.schema) + "." + tx.quote_name(config.target.table);
+  std::string key = tx.quote_name(config.target.key_column);
+  if (items < records) {
+    auto bound = tx.exec_params1(
+        // Named apart from the column: ORDER BY would take the text otherwise.
+        fmt::format("SELECT {0}::text AS bound FROM {1} ORDER BY {0} OFFSET $1 LIMIT 1", key,
+                    table),
+        items - 1);
+    range.where = fmt::format("({}) AND {} <= {}::{}", range.where, key,
+                              tx.quote(bound[0].as<std::string>()), key_type);
+  }
+  long long rows = 0;
+  try {
+    pqxx::subtransaction counting(tx, "range_rows");
+    if (DemoLedger(settings.workload)) {
+      counting.exec("DROP TABLE IF EXISTS public.batch_range_rows");
+      rows = static_cast<long long>(
+          counting
+              .exec("CREATE TABLE public.batch_range_rows AS SELECT id AS record_key FROM "
+                    "public.products WHERE " +
+                    range.where)
+              .affected_rows());
+    } else {
+      rows = counting.exec1("SELECT count(*) FROM " + table + " WHERE " + range.where)[0]
+                 .as<long long>();
+    }
+    counting.commit();
+  } catch (const pqxx::sql_error& e) {
+    throw config::ConfigError(
+        range.where_at, "batch.range.where",
+        "the condition does not run on the cell's table: " + FirstLine(e),
+        "write a boolean condition over " + config.target.Name() + "'s columns, e.g. id <= 1000.");
+  }
+  RecordRangeChunks(tx);
+  tx.commit();
+  return rows;
+}
+
 // Fresh data for one cell: the demo target reseeded (or the user's tables
 // made afresh and filled), coexist's tables empty, the ledger empty, the
-// queue filled. Returns the items queued and, in `records`, the target's rows.
+// queue filled (a range cell's queue left empty, its predicate bounded:
+// PrepareRange). Returns the items queued (a range cell: its rows) and, in
+// `records`, the target's rows; in `enqueue_seconds`, how long queuing took.
 long long PrepareData(const std::string& conninfo, const config::ScenarioSettings& settings,
-                      const config::Config& config, long long items, long long& records) {
+                      config::Config& config, long long items, long long& records,
+                      double& enqueue_seconds) {
   auto conn = db::Connect(conninfo, "coexist-simulate");
   db::InstallMigrations(*conn);
   if (config.pacing.cpu_nice > 0) {
@@ -94,14 +157,25 @@ long long PrepareData(const std::string& conninfo, const config::ScenarioSetting
   {
     pqxx::read_transaction tx(*conn);
     key_type = db::KeyTypeOf(tx, config.target);
+  }
+  if (config.batch.range) {
+    long long rows = PrepareRange(*conn, settings, config, key_type, items, records);
+    pqxx::nontransaction analyze(*conn);
+    if (!workload.UserTables()) analyze.exec0("ANALYZE public.products");
+    return rows;
+  }
+  {
+    pqxx::read_transaction tx(*conn);
     select = workload.UserTables() || !workload.job_file.empty()
                  ? EnqueueQuery(tx, config, items)
                  : fmt::format("SELECT 1 + (g - 1) % {} FROM generate_series(1, {}) g",
                                settings.records, items);
   }
   batch::EnqueueResult queued;
+  auto enqueue_start = Clock::now();
   try {
     queued = batch::EnqueueSelect(conninfo, config.batch.job, select, key_type);
+    enqueue_seconds = Since(enqueue_start);
   } catch (const pqxx::sql_error& e) {
     if (config.enqueue.select.empty()) throw;
     throw config::ConfigError(config.enqueue.select_at, "enqueue.select",
@@ -265,18 +339,37 @@ void CheckBatch(const std::string& conninfo, const config::ScenarioSettings& set
   cell.deferred = counts.deferred;
   cell.dead = counts.dead;
   cell.queued_left = counts.queued;
+  bool walked = true;  // a range cell: every segment of its pass walked
+  if (config.batch.range) {
+    // The rows the walk applied, and the exceptions the queue settled.
+    auto segments = db::ReadSegments(tx, job);
+    walked = !segments.empty();
+    for (const auto& segment : segments) {
+      cell.done += segment.applied;
+      walked = walked && segment.finished;
+    }
+    // Rows not reached yet count as left, as queued items do.
+    cell.queued_left = std::max(0LL, cell.items - cell.done - cell.deferred - cell.dead);
+    cell.batch_finished = cell.batch_finished && walked;
+    cell.finished_in_window = cell.finished_in_window && walked;
+  }
   if (!workload.applied_check.empty()) {
     // The user's own check of their operation.
     cell.applied_twice = AppliedCheck(tx, workload);
-  } else if (!workload.UserTables() && workload.job_file.empty()) {
+  } else if (DemoLedger(workload)) {
     // Each done item must appear exactly once in the ledger: per record,
     // the ledger rows equal the done items, and `settled` equals both.
-    cell.applied_twice = db::LedgerMismatch(tx, job, "public.batch_ledger");
+    cell.applied_twice = config.batch.range ? RangeLedgerMismatch(tx, job, cell.batch_finished)
+                                            : db::LedgerMismatch(tx, job, "public.batch_ledger");
     cell.rows_changed_by_batch =
         tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
   }
   // The chunks as the database saw them: the items one transaction set done
   // share its xid (xmin), and done_at says when.
+  if (config.batch.range) {
+    cell.chunks = ReadRangeChunks(tx, job);
+    return;
+  }
   for (const auto& chunk : db::ReadDoneChunks(tx, job)) {
     cell.chunks.push_back({chunk.at_seconds, chunk.items});
   }
@@ -306,7 +399,8 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   if (size.records > 0) settings.records = size.records;
   config::Config config = CellConfig(settings, spec.config);
   long long records = 0;
-  long long items = PrepareData(conninfo, settings, config, size.items, records);
+  double enqueue_seconds = 0;
+  long long items = PrepareData(conninfo, settings, config, size.items, records, enqueue_seconds);
   std::string invariant_before = Invariant(conninfo, settings.workload);
   std::string online_conninfo = conninfo;
   if (!options.online_role.empty()) {
@@ -325,8 +419,10 @@ CellResult RunCell(const std::string& conninfo, const config::ScenarioCell& spec
   cell.repeat = size.repeat;
   cell.grown_from = size.grown_from;
   cell.window_seconds = std::chrono::duration<double>(size.window).count();
+  if (spec.config.batch.range) cell.range_where = spec.config.batch.range->where;
   cell.records = records;
   cell.items = items;
+  cell.enqueue_seconds = enqueue_seconds;
   auto start = Clock::now();
 
   {
@@ -421,6 +517,11 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
     double rate = static_cast<double>(cell.items - previous->items) /
                   (cell.batch_seconds - previous->batch_seconds);
     wanted = static_cast<double>(cell.items) + 1.2 * (min_seconds - cell.batch_seconds) * rate;
+  }
+  if (previous != nullptr && cell.Range() && cell.items > 0) {
+    // A range cell's items are its rows, fewer than the keys it was sized
+    // by when its predicate skips some: the same share of the keys grows.
+    wanted *= static_cast<double>(size.items) / static_cast<double>(cell.items);
   }
   // Two close timings of small batches make a wild rate: at most 20 times
   // the queue per step.
@@ -528,6 +629,15 @@ class CellRunner {
     for (int growth = 0;
          growth < kMaxGrowths && !Stopped() && NeedsGrowth(results_.back(), settings); ++growth) {
       const CellResult& last = results_.back();
+      if (last.Range() && settings.workload.UserTables() && size.items >= last.records) {
+        // The demo's rows grow with the queue; the user's tables have the
+        // rows their data makes, and this range covers every one already.
+        spdlog::warn("range cell not grown cell={} rows={} batch_seconds={:.2f} reason={} fix={}",
+                     last.index, last.items, last.batch_seconds,
+                     log::Value("its range covers every row of the target already"),
+                     log::Value("more rows (scenario.data), or a lower scenario.min_batch_time"));
+        return measured;
+      }
       CellSize grown = Grown(size, settings, last, previous ? &*previous : nullptr);
       std::string note = fmt::format(
           " (grown from {} to {} items: the batch ran {:.1f} s, under scenario.min_batch_time)",
@@ -557,6 +667,7 @@ class CellRunner {
     }
     std::string parameters;
     for (const auto& [key, value] : spec.parameters) parameters += " " + key + "=" + value;
+    if (spec.config.batch.range) parameters += " (range job)";
     if (spec.settings.repeat > 1 && size.check_of == 0) {
       parameters += fmt::format(" (repeat {} of {})", size.repeat, spec.settings.repeat);
     }

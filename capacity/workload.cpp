@@ -320,13 +320,16 @@ std::vector<std::pair<std::string, std::string>> DescribeWorkload(
   std::string operation =
       fmt::format("{}, keys: {}", c.operation.chunk_sql.empty() ? "item_sql" : "chunk_sql",
                   c.operation.keys == config::ItemKeys::kMany ? "many" : "one");
-  std::string queued = c.enqueue.select.empty() ? "items spread over the target's keys"
-                                                : "items from its enqueue.select";
+  std::string queued = c.batch.range ? "a range job over the rows where " + c.batch.range->where
+                       : c.enqueue.select.empty() ? "items spread over the target's keys"
+                                                  : "items from its enqueue.select";
   if (!w.job_file.empty()) {
     out.emplace_back("batch", fmt::format("job {} from {}: {}; {}", c.batch.job,
                                           FileName(w.job_file), operation, queued));
   } else if (c.operation.item_sql.empty() && c.operation.chunk_sql.empty()) {
-    out.emplace_back("batch", "the demo's operation (settled + 1 and a ledger row per item)");
+    out.emplace_back("batch", std::string("the demo's operation (settled + 1 and a ledger row per "
+                                          "item)") +
+                                  (c.batch.range ? "; " + queued : ""));
   } else {
     out.emplace_back("batch", fmt::format("job {}: the scenario's operation: {}; {}", c.batch.job,
                                           operation, queued));

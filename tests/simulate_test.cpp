@@ -301,6 +301,239 @@ online: {users: 2, think_time: 20ms, pool_size: 2}
   EXPECT_EQ(recs[0].outcomes[0].repeats, 2);
 }
 
+// A range job against the queued job of the same size: the queued cell
+// queues keys 1..300 of 400 rows; the range cell (batch.range swept in)
+// queues nothing and walks the rows its predicate selects among those same
+// keys. Both finish, every row is applied once (the ledger), no online
+// update is lost, and the report names which cell is which.
+TEST_F(Simulate, ARangeJobIsMeasuredBesideTheQueuedOne) {
+  fs::path dir = fs::temp_directory_path() / ("coexist-sim-range-" + std::to_string(getpid()));
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 400
+  queue_items: 300
+  warmup: 500ms
+  cooldown: 300ms
+  window: 30s
+  production_queue_items: 100000
+  production_window: 1h
+sweep:
+  batch.range: [null, {where: "id % 3 <> 0"}]
+policy: {name: skip_locked}
+batch:
+  job: ranged
+  chunk_size: 20
+online:
+  users: 4
+  think_time: 5ms
+  pool_size: 4
+  offline_hold: 100ms
+)",
+                                             "ranged.yaml");
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 2u);
+  const CellResult &queued = cells[0], &range = cells[1];
+  EXPECT_FALSE(queued.Range());
+  ASSERT_TRUE(range.Range());
+  EXPECT_EQ(range.range_where, "id % 3 <> 0");
+  EXPECT_EQ(queued.items, 300);
+  EXPECT_EQ(range.items, 200) << "the predicate's rows among the queued cell's keys 1..300";
+  EXPECT_GT(queued.enqueue_seconds, 0);
+  EXPECT_EQ(range.enqueue_seconds, 0) << "nothing queued";
+  for (const auto& cell : cells) {
+    EXPECT_TRUE(cell.batch_finished) << cell.JobKind();
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items)
+        << cell.JobKind();
+    EXPECT_GT(cell.done, 0) << cell.JobKind();
+    EXPECT_EQ(cell.applied_twice, 0) << cell.JobKind();
+    EXPECT_EQ(cell.lost_updates, 0) << cell.JobKind();
+    EXPECT_EQ(cell.rows_changed_by_batch, cell.done) << cell.JobKind();
+    long long chunked = 0;
+    for (const auto& chunk : cell.chunks) chunked += chunk.items;
+    EXPECT_EQ(chunked, cell.done) << cell.JobKind() << ": every row done is in one chunk";
+  }
+  // The range cell's data is still in the database. It queued nothing: the
+  // job's items are only the walk's exceptions (rows an online user held).
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'ranged'"),
+            Count("SELECT sum(exceptions) FROM coexist.range_checkpoints WHERE job = 'ranged'"));
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'ranged' AND "
+                  "pass = 1 AND finished"),
+            Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'ranged'"))
+      << "one pass, walked to its end";
+  EXPECT_EQ(Count("SELECT count(*) FROM public.batch_ledger"), range.done);
+  EXPECT_EQ(Count("SELECT count(DISTINCT record_key) FROM public.batch_ledger"), range.done)
+      << "each row applied once";
+  EXPECT_EQ(Count("SELECT count(*) FROM public.batch_ledger WHERE record_key > 300 OR "
+                  "record_key % 3 = 0"),
+            0)
+      << "no row outside the range";
+  EXPECT_EQ(Count("SELECT sum(settled) FROM public.products"), range.done);
+
+  // The report says which cell is which, and the recommendation names each.
+  WriteReport(dir, Summarize(scenario), cells);
+  std::ostringstream table;
+  PrintTable(table, cells);
+  EXPECT_NE(table.str().find(" job"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find(" range"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find(" queued"), std::string::npos) << table.str();
+  std::ifstream json_in(dir / "results.json");
+  auto json = nlohmann::json::parse(json_in);
+  EXPECT_EQ(json["cells"][0]["job"], "queued");
+  EXPECT_EQ(json["cells"][1]["job"], "range");
+  EXPECT_EQ(json["cells"][1]["range_where"], "id % 3 <> 0");
+  EXPECT_EQ(json["projections"][1]["job"], "range");
+  std::vector<std::string> labels;
+  for (const auto& p : json["recommendations"][0]["policies"]) {
+    labels.push_back(p["policy"].get<std::string>() + " (" + p["variant"].get<std::string>() + ")");
+  }
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "skip_locked (queued job)"), labels.end())
+      << json["recommendations"].dump(2);
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "skip_locked (range job where id % 3 <> 0)"),
+            labels.end())
+      << json["recommendations"].dump(2);
+  std::stringstream html;
+  html << std::ifstream(dir / "report.html").rdbuf();
+  EXPECT_NE(html.str().find("<th>job</th>"), std::string::npos);
+  EXPECT_NE(html.str().find("range: id % 3 &lt;&gt; 0"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// min_batch_time grows a range cell as it grows a queued one: the demo's
+// rows grow with the size, and the range's rows with them.
+TEST_F(Simulate, ARangeCellGrowsToItsMinimumBatchTime) {
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 30
+  queue_items: 20
+  warmup: 300ms
+  cooldown: 0s
+  window: 20s
+  min_batch_time: 1s
+batch: {job: grown_range, chunk_size: 10, range: {where: "true"}}
+policy: {name: skip_locked}
+online: {users: 2, think_time: 20ms, pool_size: 2}
+)",
+                                             "grown_range.yaml");
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 1u);
+  const auto& cell = cells[0];
+  EXPECT_TRUE(cell.Range());
+  EXPECT_EQ(cell.grown_from, 20);
+  EXPECT_GT(cell.items, 20);
+  EXPECT_EQ(cell.records, (cell.items * 30 + 19) / 20) << "the rows grew with the size";
+  EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items);
+  EXPECT_EQ(cell.applied_twice, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM public.batch_ledger"), cell.done);
+}
+
+// Each range cell walks from the first key: a pass the window stopped in
+// one cell is not resumed by the next (the checkpoints are emptied with
+// the rest of coexist's tables). Chunks of 10 that sleep 50 ms cannot walk
+// 2,000 rows in a window of two seconds.
+TEST_F(Simulate, ARangeCellStartsItsOwnPass) {
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  records: 2000
+  queue_items: 2000
+  warmup: 300ms
+  cooldown: 0s
+  window: 2s
+  repeat: 2
+operation:
+  chunk_sql: |
+    WITH pause AS (SELECT pg_sleep(0.05)),
+         u AS (UPDATE public.products SET settled = settled + 1 WHERE id = ANY ($1::bigint[])
+               RETURNING id)
+    INSERT INTO public.batch_ledger (record_key) SELECT id FROM u, pause
+policy: {name: skip_locked}
+batch: {job: stopped_range, chunk_size: 10, workers: 1, range: {where: "true"}}
+pacing: {adaptive: false}
+online: {users: 2, think_time: 20ms, pool_size: 2}
+)",
+                                             "stopped_range.yaml");
+  std::vector<CellResult> cells;
+  RunScenario(conninfo(), scenario, {}, cells);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const auto& cell : cells) {
+    EXPECT_FALSE(cell.batch_finished) << "the window stopped the walk";
+    EXPECT_GT(cell.done, 0);
+    EXPECT_GT(cell.queued_left, 0) << "rows not reached are left";
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, 2000);
+    EXPECT_EQ(cell.applied_twice, 0);
+  }
+  EXPECT_EQ(Count("SELECT min(record_key) FROM public.batch_ledger"), 1)
+      << "the second cell walked from the first key";
+  EXPECT_EQ(Count("SELECT count(*) FROM public.batch_ledger"), cells[1].done);
+}
+
+// A range cell on the user's own table: the rows its predicate selects
+// among the first queue_items keys, the user's applied_check, and growth
+// that stops once the range covers every row (the table's rows are what
+// scenario.data makes, they do not grow).
+TEST_F(Simulate, ARangeCellOnTheUsersTable) {
+  fs::path dir = fs::temp_directory_path() / ("coexist-sim-orders-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "orders.sql") << "CREATE SCHEMA shop;\n"
+                                       "CREATE TABLE shop.orders (id bigint PRIMARY KEY, "
+                                       "stock bigint NOT NULL DEFAULT 100, version bigint NOT NULL "
+                                       "DEFAULT 0, status text NOT NULL, applied int NOT NULL "
+                                       "DEFAULT 0);\n";
+  auto scenario = config::LoadScenarioString(R"(
+scenario:
+  schema: orders.sql
+  data:
+    - table: shop.orders
+      rows: 300
+      columns:
+        id: sequence
+        status: "CASE WHEN n % 2 = 0 THEN 'to_settle' ELSE 'open' END"
+  queue_items: 200
+  warmup: 300ms
+  cooldown: 0s
+  window: 20s
+  # Applied more than once, or applied and not settled.
+  applied_check: SELECT count(*) FROM shop.orders WHERE applied > 1 OR (applied = 1) <> (status = 'settled')
+sweep:
+  # Far above what 150 rows take, even on a loaded machine.
+  scenario.min_batch_time: [0s, 5s]
+target: {table: shop.orders}
+operation:
+  item_sql: UPDATE shop.orders SET status = 'settled', applied = applied + 1 WHERE id = $1 AND status = 'to_settle'
+policy: {name: skip_locked}
+batch: {job: orders, chunk_size: 10, range: {where: "status = 'to_settle'"}}
+online: {users: 2, think_time: 20ms, pool_size: 2}
+)",
+                                             (dir / "orders.yaml").string());
+  std::vector<CellResult> cells;
+  std::ostringstream progress;
+  RunScenario(conninfo(), scenario, {.progress = &progress}, cells);
+  ASSERT_EQ(cells.size(), 2u);
+  size_t growths = 0;
+  for (size_t at = progress.str().find("(grown from"); at != std::string::npos;
+       at = progress.str().find("(grown from", at + 1))
+    ++growths;
+  EXPECT_EQ(growths, 1u) << "no growth once the range holds every row\n" << progress.str();
+  EXPECT_EQ(cells[0].items, 100) << "the to_settle rows among ids 1..200";
+  EXPECT_EQ(cells[0].grown_from, 0);
+  EXPECT_EQ(cells[1].grown_from, 200) << "grown once, to every row";
+  EXPECT_EQ(cells[1].items, 150) << "every to_settle row; it grows no further";
+  for (const auto& cell : cells) {
+    EXPECT_TRUE(cell.Range());
+    EXPECT_EQ(cell.records, 300);
+    EXPECT_TRUE(cell.batch_finished);
+    EXPECT_EQ(cell.done + cell.deferred + cell.dead + cell.queued_left, cell.items);
+    EXPECT_EQ(cell.applied_twice, 0);
+    long long chunked = 0;
+    for (const auto& chunk : cell.chunks) chunked += chunk.items;
+    EXPECT_EQ(chunked, cell.done);
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE applied = 1"), cells[1].done);
+  EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE applied = 1 AND id % 2 = 1"), 0);
+  fs::remove_all(dir);
+}
+
 // A cell paced by an online latency objective reports what it did. Four
 // users and a second of learning: the sampler must see ten of their
 // statements even when a loaded host starves it (it failed at load 8 with
