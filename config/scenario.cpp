@@ -360,17 +360,6 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
 void ApplyBatchProcesses(Config& config, const ScenarioSettings& settings,
                          const std::optional<Mark>& runs_at) {
   if (settings.batch_processes < 2) return;
-  if (config.batch.range) {
-    // The loader refuses a range job with batch.runs: shared, which
-    // batch_processes above 1 implies after the loader has run.
-    throw ConfigError(
-        config.batch.range_at, "batch.range",
-        fmt::format("a range job's runs are exclusive so far, and scenario.batch_processes "
-                    "asks for {} shared runs",
-                    settings.batch_processes),
-        "set scenario.batch_processes: 1 for the range cells (sweep it beside batch.range "
-        "only with 1), or leave batch.range out.");
-  }
   if (config.batch.runs == RunsMode::kExclusive && runs_at) {
     throw ConfigError(
         *runs_at, "batch.runs",

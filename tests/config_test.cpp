@@ -843,16 +843,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::Values(
   BadInput{"swept_batch_processes_of_an_exclusive_job",
            "batch:\n  runs: exclusive\nsweep:\n  scenario.batch_processes: [1, 3]\n",
            "bad.yaml:2:9: batch.runs: 'exclusive' allows one run of the job at a time, and "
-           "scenario.batch_processes asks for 3", "only in shared mode"},
-  BadInput{"several_batch_processes_of_a_range_job",
-           "scenario:\n  batch_processes: 2\nbatch:\n  job: j\n  range: {where: \"id > 0\"}\n",
-           "bad.yaml:5:10: batch.range: a range job's runs are exclusive so far, and "
-           "scenario.batch_processes asks for 2 shared runs",
-           "set scenario.batch_processes: 1 for the range cells"},
-  BadInput{"swept_range_job_beside_several_batch_processes",
-           "scenario:\n  batch_processes: 2\nsweep:\n  batch.range: [null, {where: \"true\"}]\n",
-           "bad.yaml:4:23: batch.range: a range job's runs are exclusive so far, and "
-           "scenario.batch_processes asks for 2 shared runs", "or leave batch.range out"}
+           "scenario.batch_processes asks for 3", "only in shared mode"}
 ), [](const auto& test_case) { return std::string(test_case.param.name); });
 // clang-format on
 
