@@ -14,7 +14,6 @@
 
 #include "batch/enqueue.h"
 #include "capacity/batch_runs.h"
-#include "capacity/range_cells.h"
 #include "capacity/workload.h"
 #include "common/log.h"
 #include "db/backend_priority.h"
@@ -50,18 +49,17 @@ bool DemoLedger(const config::Workload& workload) {
 // A range cell's rows (docs/capacity.md, "Range jobs against queued jobs"):
 // those its predicate matches among the keys a queued cell of `items` items
 // would queue, the first `items` keys in key order (every row when `items`
-// reaches the rows). The predicate gets that bound, the checkpoints of an
-// earlier cell go, and the demo's ledger check gets the rows in
-// public.batch_range_rows. Each chunk's applied rows and its time are
-// recorded in public.simulate_range_chunks by a trigger on the checkpoints
-// (a range chunk leaves no done_chunks row): the chunks of the report and
-// of the projection model. Returns the rows.
+// reaches the rows). The predicate gets that bound (the checkpoints of an
+// earlier cell went with EmptyCoexistTables), and the demo's ledger check
+// gets the rows in public.batch_range_rows. Each chunk's applied rows and
+// its time are recorded by db::RecordRangeChunks (a range chunk leaves no
+// done_chunks row): the chunks of the report and of the projection model.
+// Returns the rows.
 long long PrepareRange(pqxx::connection_base& conn, const config::ScenarioSettings& settings,
                        config::Config& config, const std::string& key_type, long long items,
                        long long records) {
   config::BatchConfig::Range& range = *config.batch.range;
   pqxx::work tx(conn);
-  ForgetRangeCheckpoints(tx);
   std::string table =
       tx.quote_name(config.target.schema) + "." + tx.quote_name(config.target.table);
   std::string key = tx.quote_name(config.target.key_column);
@@ -96,7 +94,7 @@ long long PrepareRange(pqxx::connection_base& conn, const config::ScenarioSettin
         "the condition does not run on the cell's table: " + FirstLine(e),
         "write a boolean condition over " + config.target.Name() + "'s columns, e.g. id <= 1000.");
   }
-  RecordRangeChunks(tx);
+  db::RecordRangeChunks(tx);
   tx.commit();
   return rows;
 }
@@ -359,7 +357,7 @@ void CheckBatch(const std::string& conninfo, const config::ScenarioSettings& set
   } else if (DemoLedger(workload)) {
     // Each done item must appear exactly once in the ledger: per record,
     // the ledger rows equal the done items, and `settled` equals both.
-    cell.applied_twice = config.batch.range ? RangeLedgerMismatch(tx, job, cell.batch_finished)
+    cell.applied_twice = config.batch.range ? db::RangeLedgerMismatch(tx, job, cell.batch_finished)
                                             : db::LedgerMismatch(tx, job, "public.batch_ledger");
     cell.rows_changed_by_batch =
         tx.exec("SELECT coalesce(sum(settled), 0) FROM public.products")[0][0].as<long long>();
@@ -367,7 +365,9 @@ void CheckBatch(const std::string& conninfo, const config::ScenarioSettings& set
   // The chunks as the database saw them: the items one transaction set done
   // share its xid (xmin), and done_at says when.
   if (config.batch.range) {
-    cell.chunks = ReadRangeChunks(tx, job);
+    for (const auto& chunk : db::ReadRangeChunks(tx, job)) {
+      cell.chunks.push_back({chunk.at_seconds, chunk.items});
+    }
     return;
   }
   for (const auto& chunk : db::ReadDoneChunks(tx, job)) {

@@ -199,8 +199,10 @@ std::optional<PayloadFields> ReadPayloadFields(pqxx::transaction_base& tx, const
                                                const std::vector<std::string>& fields, int sample);
 
 // A capacity cell's fresh start: empties the queue, the runs, the events,
-// the edit locks, the windows and the takeovers, restarting their ids. In
-// `tx`; takes ACCESS EXCLUSIVE locks on them until it ends.
+// the edit locks, the windows, the takeovers and the range checkpoints (a
+// range cell starts a new pass from the first key, never an earlier
+// cell's), restarting their ids. In `tx`; takes ACCESS EXCLUSIVE locks on
+// them until it ends.
 void EmptyCoexistTables(pqxx::transaction_base& tx);
 
 // `job`'s items by state, read in `tx`.
@@ -225,6 +227,22 @@ struct DoneChunk {
   long long items = 0;
 };
 std::vector<DoneChunk> ReadDoneChunks(pqxx::transaction_base& tx, const std::string& job);
+
+// A capacity cell's range job (docs/capacity.md, "Range jobs against
+// queued jobs"). A range chunk leaves no done_chunks row: RecordRangeChunks
+// puts a trigger on coexist.range_checkpoints that records each chunk's
+// applied rows, run and time in public.simulate_range_chunks (emptied), a
+// table of the cell's throwaway database; ReadRangeChunks reads them with
+// the exceptions' done chunks, in the order they ended.
+void RecordRangeChunks(pqxx::transaction_base& tx);
+std::vector<DoneChunk> ReadRangeChunks(pqxx::transaction_base& tx, const std::string& job);
+// The demo's ledger check of a range cell: every row of the range
+// (public.batch_range_rows) applied exactly once (public.batch_ledger),
+// except those the queue still holds (an exception deferred, dead or
+// queued: not applied), and no other row applied; the sum of the
+// differences. A row never reached counts only when the pass `finished`;
+// otherwise the window stopped the walk before it.
+long long RangeLedgerMismatch(pqxx::transaction_base& tx, const std::string& job, bool finished);
 
 // Fresh planner statistics for the queue (after a large enqueue). Outside
 // a transaction block: `tx` is a nontransaction.

@@ -31,11 +31,7 @@ const fs::path kSource = COEXIST_SOURCE_DIR;
 
 // Files outside schema/ that may name the schema's tables in SQL, each with
 // the reason. Keep it empty unless a statement cannot move to schema/.
-const std::map<std::string, std::string> kExceptions = {
-    // A range cell's checkpoints, range ledger check and chunks: to move
-    // into schema/ (range_store, queue_store_ops).
-    {"capacity/range_cells.cpp", "range cells of coexist simulate"},
-};
+const std::map<std::string, std::string> kExceptions = {};
 
 std::string Read(const fs::path& path) {
   std::ifstream in(path);
