@@ -3,7 +3,6 @@
 #include "schema/queue_store_ops.h"
 
 #include <algorithm>
-
 #include <pqxx/pqxx>
 
 #include "db/array_literal.h"
