@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <pqxx/pqxx>
+#include <unordered_map>
 
 namespace coexist::db {
 
@@ -101,13 +102,14 @@ std::vector<JobRow> ListJobs(pqxx::connection_base& conn) {
     out.back().range_walked = r[16].as<long long>();
   }
   // The running runs by their pacers' states (the heartbeat's details.pacing).
+  // `out` is in the database's collation order: found by name, not bisected.
+  std::unordered_map<std::string, JobRow*> by_name;
+  for (auto& job : out) by_name[job.job] = &job;
   for (const auto& r : tx.exec(R"sql(
       SELECT job, coalesce(details->'pacing'->>'state', 'starting'), count(*)
         FROM coexist.runs WHERE outcome = 'running' GROUP BY 1, 2)sql")) {
-    for (auto& job : out) {
-      if (job.job == r[0].as<std::string>()) {
-        job.runs_by_pacing_state[r[1].as<std::string>()] = r[2].as<long long>();
-      }
+    if (auto job = by_name.find(r[0].as<std::string>()); job != by_name.end()) {
+      job->second->runs_by_pacing_state[r[1].as<std::string>()] = r[2].as<long long>();
     }
   }
   tx.commit();

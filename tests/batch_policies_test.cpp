@@ -43,16 +43,6 @@ class BatchPoliciesTest : public testing::DatabaseTest {
         "test.yaml");
   }
 
-  // An online user's session as a role that is not a superuser (the test
-  // cluster's own user is one, and batch_priority never signals those).
-  std::unique_ptr<pqxx::connection> ConnectOnline(const std::string& application_name) {
-    QueryValue(
-        "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_web') THEN "
-        "CREATE ROLE coexist_web LOGIN; END IF; END$$");
-    QueryValue("GRANT SELECT, UPDATE ON products TO coexist_web");
-    return db::Connect(conninfo() + " user=coexist_web", application_name);
-  }
-
   void EnqueueAll() {
     std::vector<EnqueueItem> items;
     for (long long k = 1; k <= 100; ++k) items.push_back({std::to_string(k), "{}", std::nullopt});

@@ -257,18 +257,7 @@ struct RangePolicy {
   const char* online_sees;
 };
 
-class RangePolicyTest : public RangeJobTest, public ::testing::WithParamInterface<RangePolicy> {
- protected:
-  // An online user as a role that is not a superuser: batch_priority
-  // signals only those.
-  std::unique_ptr<pqxx::connection> ConnectOnline() {
-    QueryValue(
-        "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_web') THEN "
-        "CREATE ROLE coexist_web LOGIN; END IF; END$$");
-    QueryValue("GRANT SELECT, UPDATE ON products TO coexist_web");
-    return db::Connect(conninfo() + " user=coexist_web", "coexist-online-web");
-  }
-};
+class RangePolicyTest : public RangeJobTest, public ::testing::WithParamInterface<RangePolicy> {};
 
 TEST_P(RangePolicyTest, HeldAndEditLockedRowsGoToThePolicyAndEachRowIsAppliedOnce) {
   const auto& policy = GetParam();
@@ -281,7 +270,7 @@ TEST_P(RangePolicyTest, HeldAndEditLockedRowsGoToThePolicyAndEachRowIsAppliedOnc
   InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
   RunOptions options;
   options.install = false;
-  auto online = ConnectOnline();
+  auto online = ConnectOnline("coexist-online-web");
   auto writer = std::make_unique<pqxx::work>(*online);
   writer->exec("UPDATE products SET stock = stock + 100 WHERE id IN (30, 90)");
   const std::string token =
@@ -295,7 +284,7 @@ TEST_P(RangePolicyTest, HeldAndEditLockedRowsGoToThePolicyAndEachRowIsAppliedOnc
   EXPECT_TRUE(testing::WaitUntil(
       [&] { return Count("SELECT count(*) FROM coexist.items WHERE job = 'settle'") >= 3; }, 30s));
   // Another user's write of a row outside the range, while the run works.
-  auto other = ConnectOnline();
+  auto other = ConnectOnline("coexist-online-web");
   EXPECT_EQ(testing::SqlStateOf(*other, "UPDATE products SET stock = stock + 1000 WHERE id = 1"),
             policy.online_sees);
   if (policy.ends_the_writer) {

@@ -28,6 +28,17 @@ std::string PolicyYaml(const std::string& policy) {
   return "{name: " + policy + "}";
 }
 
+// `count` distinct keys of the template's rows, in a random order.
+std::vector<long long> RandomKeys(Rng& rng, int count) {
+  std::vector<long long> keys;
+  for (long long k = 1; k <= Lab::kRecords; ++k) keys.push_back(k);
+  for (std::size_t i = keys.size() - 1; i > 0; --i) {
+    std::swap(keys[i], keys[static_cast<std::size_t>(rng.Int(0, static_cast<int>(i)))]);
+  }
+  keys.resize(static_cast<std::size_t>(count));
+  return keys;
+}
+
 bool IsConnectionLoss(const pqxx::sql_error& e) {
   std::string state = e.sqlstate();
   return state.starts_with("08") || state.starts_with("57P");
@@ -154,12 +165,7 @@ void Trial::WriteConfig() {
 }
 
 void Trial::Enqueue(Rng& rng) {
-  std::vector<long long> keys;
-  for (long long k = 1; k <= Lab::kRecords; ++k) keys.push_back(k);
-  for (std::size_t i = keys.size() - 1; i > 0; --i) {
-    std::swap(keys[i], keys[static_cast<std::size_t>(rng.Int(0, static_cast<int>(i)))]);
-  }
-  keys.resize(static_cast<std::size_t>(shape_.keys));
+  std::vector<long long> keys = RandomKeys(rng, shape_.keys);
   auto file = dir_ / "items.jsonl";
   std::ofstream out(file);
   long long key = keys.front();
@@ -185,12 +191,7 @@ void Trial::MarkRowsToSettle(Rng& rng) {
       "ALTER TABLE products ADD COLUMN to_settle integer NOT NULL DEFAULT 0,"
       " ADD COLUMN qty integer NOT NULL DEFAULT 0");
   std::string ids;
-  std::vector<long long> keys;
-  for (long long k = 1; k <= Lab::kRecords; ++k) keys.push_back(k);
-  for (std::size_t i = keys.size() - 1; i > 0; --i) {
-    std::swap(keys[i], keys[static_cast<std::size_t>(rng.Int(0, static_cast<int>(i)))]);
-  }
-  keys.resize(static_cast<std::size_t>(shape_.keys));
+  std::vector<long long> keys = RandomKeys(rng, shape_.keys);
   for (long long key : keys) {
     ids += (ids.empty() ? "" : ",") + std::to_string(key) + ":" + std::to_string(rng.Int(1, 9));
   }

@@ -52,6 +52,14 @@ std::unique_ptr<pqxx::connection> DatabaseTest::Connect(const std::string& appli
   return db::Connect(conninfo_, application_name);
 }
 
+std::unique_ptr<pqxx::connection> DatabaseTest::ConnectOnline(const std::string& application_name) {
+  QueryValue(
+      "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'coexist_web') THEN "
+      "CREATE ROLE coexist_web LOGIN; END IF; END$$");
+  QueryValue("GRANT SELECT, UPDATE ON products TO coexist_web");
+  return db::Connect(conninfo_ + " user=coexist_web", application_name);
+}
+
 std::string DatabaseTest::QueryValue(const std::string& sql) {
   auto conn = Connect();
   pqxx::work tx(*conn);

@@ -44,6 +44,11 @@ class DatabaseTest : public ::testing::Test {
   const std::string& conninfo() const { return conninfo_; }
   const std::string& database_name() const { return database_; }
   std::unique_ptr<pqxx::connection> Connect(const std::string& application_name = "coexist-test");
+  // An online user's session as coexist_web, a role that is not a superuser
+  // (the test cluster's own user is one, and batch_priority never signals
+  // those), with SELECT and UPDATE on products: the rights it had before
+  // coexist.
+  std::unique_ptr<pqxx::connection> ConnectOnline(const std::string& application_name);
   // Runs one statement in its own transaction and returns the first field.
   std::string QueryValue(const std::string& sql);
   // QueryValue for a count (or any integer).
