@@ -410,6 +410,13 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,
         "check that the server runs and accepts connections; coexist exits "
         "with 75 (EX_TEMPFAIL) so a scheduler retries later.");
   }
+  // libpqxx 6.4 builds its table of encodings on first use, as a
+  // function-local static: thread-safe, but inside a library that
+  // ThreadSanitizer does not instrument, so the first queries of two shard
+  // threads look to it like a race. Built once here under a once_flag,
+  // which it does see.
+  static std::once_flag encodings_built;
+  std::call_once(encodings_built, [&] { conn->esc_like(""); });
   if (g_watch && stall.count() > 0) {
     StallWatchdog::Get().Watch(effective, DescribeConninfo(conninfo), conn->sock());
   }
