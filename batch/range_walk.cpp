@@ -9,6 +9,29 @@
 #include "schema/range_store.h"
 
 namespace coexist::batch {
+namespace {
+
+// The careful way's apply: under a savepoint, so that a failed operation
+// leaves the chunk's other work (its exceptions, its checkpoint) to commit.
+void ApplyCarefully(pqxx::transaction_base& tx, const RangeChunkParts& parts,
+                    const std::vector<Item>& items, const JudgeFailureFn& judge,
+                    RangeChunkResult& result, std::vector<RecordKey>& exceptions) {
+  Savepoint applying(tx, "coexist_range_apply");
+  try {
+    parts.operation.Apply(tx, items);
+    applying.Release();
+    result.applied = static_cast<long long>(items.size());
+  } catch (const pqxx::failure& e) {
+    // Throws what stops the run; otherwise the rows go to the queue, whose
+    // path tries them again by halves and charges the failing ones.
+    result.error = judge(e, result.timed_out);
+    applying.Rollback();
+    for (const auto& item : items) exceptions.push_back(item.key);
+  }
+}
+
+}  // namespace
+
 void PreparePass(pqxx::transaction_base& tx, const config::Config& config, RecordSql& sql,
                  bool job_has_items, RangeWalk& walk) {
   const std::string& job = config.batch.job;
@@ -47,7 +70,7 @@ RangeProgress ReadProgress(pqxx::transaction_base& tx, const config::Config& con
 }
 
 RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
-                                 const RangeWalk& walk, int segment, int size,
+                                 const RangeWalk& walk, int segment, int size, RangeRead read,
                                  const JudgeFailureFn& judge) {
   RangeChunkResult result;
   const std::string& job = parts.config.batch.job;
@@ -61,7 +84,18 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
     result.walked = true;
     return result;
   }
-  auto chunk = parts.sql.ReadRangeChunk(tx, seg.last_key, seg.upper_key, size);
+  RecordSql::RangeChunk chunk;
+  if (read == RangeRead::kAllFree) {
+    auto keys = parts.sql.LockFreeRangeChunk(tx, seg.last_key, seg.upper_key, size);
+    if (!keys) {
+      result.retake = true;
+      return result;
+    }
+    chunk.locked = *keys;
+    chunk.keys = std::move(*keys);
+  } else {
+    chunk = parts.sql.ReadRangeChunk(tx, seg.last_key, seg.upper_key, size);
+  }
   if (chunk.keys.empty()) {
     db::FinishSegment(tx, job, segment, parts.run_id);
     result.walked = true;
@@ -103,17 +137,19 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
     std::vector<Item> items;
     items.reserve(apply.size());
     for (const auto& key : apply) items.push_back(Item{0, key, "", 0, 0, {key}});
-    Savepoint applying(tx, "coexist_range_apply");
-    try {
-      parts.operation.Apply(tx, items);
-      applying.Release();
+    if (read == RangeRead::kAllFree) {
+      // No savepoint on the cheap path (two round trips a chunk): a failed
+      // operation has the chunk taken again the careful way, which judges
+      // the failure and queues the rows.
+      try {
+        parts.operation.Apply(tx, items);
+      } catch (const pqxx::failure&) {
+        result.retake = true;
+        return result;
+      }
       result.applied = static_cast<long long>(apply.size());
-    } catch (const pqxx::failure& e) {
-      // Throws what stops the run; otherwise the rows go to the queue, whose
-      // path tries them again by halves and charges the failing ones.
-      result.error = judge(e, result.timed_out);
-      applying.Rollback();
-      exceptions.insert(exceptions.end(), apply.begin(), apply.end());
+    } else {
+      ApplyCarefully(tx, parts, items, judge, result, exceptions);
     }
   }
   if (!exceptions.empty()) {

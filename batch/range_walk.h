@@ -62,9 +62,19 @@ struct RangeChunkParts {
   long long run_id;
 };
 
+// How a chunk takes its rows. kAllFree: read and locked in one statement
+// (FOR UPDATE NOWAIT), the cheap way when no other transaction holds any of
+// them, as on most chunks. kWhatIsFree: read, then locked what can be (SKIP
+// LOCKED), the rows held going to the queue.
+enum class RangeRead { kAllFree, kWhatIsFree };
+
 struct RangeChunkResult {
-  bool walked = false;       // no key left in the segment: it is finished
-  bool busy = false;         // another chunk holds the segment now: nothing done
+  bool walked = false;  // no key left in the segment: it is finished
+  bool busy = false;    // another chunk holds the segment now: nothing done
+  // kAllFree could not finish (a row held, or the operation failed): the
+  // transaction is aborted, nothing done; the chunk is taken again with
+  // kWhatIsFree in a new one.
+  bool retake = false;
   int keys = 0;              // keys the chunk read
   long long applied = 0;     // rows the operation was applied to
   long long exceptions = 0;  // rows sent to coexist.queue
@@ -82,7 +92,7 @@ using JudgeFailureFn = std::function<std::string(const pqxx::failure&, bool& tim
 // checkpoint moved to the chunk's last key. A segment of a later pass (a
 // shared sibling started it once this one was walked) counts as walked.
 RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
-                                 const RangeWalk& walk, int segment, int size,
+                                 const RangeWalk& walk, int segment, int size, RangeRead read,
                                  const JudgeFailureFn& judge);
 
 }  // namespace coexist::batch

@@ -4,6 +4,7 @@
 
 #include "db/failure.h"
 #include "db/sql_values.h"
+#include "db/sqlstate.h"
 #include "db/target_table.h"
 #include "schema/edit_locks.h"
 #include "schema/events.h"
@@ -87,7 +88,9 @@ RecordSql::RecordSql(pqxx::connection_base& conn, const config::Config& config)
   // Keys travel as text and are cast to the column's type here, so the
   // key's index serves every lookup; they come back in canonical text.
   std::string keys = " = ANY ($1::text[]::" + key_type_ + "[])";
-  std::string key_text = key + "::text";
+  // Named apart from the key column: ORDER BY the column's name would
+  // otherwise sort by this text (10 before 9), and lock in that order.
+  std::string key_text = key + "::text AS coexist_k";
 
   // In the key column's order, the global lock order (SKIP LOCKED never
   // waits, but the order costs a sort of one chunk's keys and keeps the rule
@@ -203,10 +206,16 @@ void RecordSql::PrepareRange(pqxx::connection_base& conn, const std::string& tab
                      " FOR UPDATE SKIP LOCKED) "
                      "SELECT r.coexist_k::text, l.coexist_k IS NOT NULL FROM coexist_r r "
                      "LEFT JOIN coexist_l l ON l.coexist_k = r.coexist_k ORDER BY r.coexist_k");
+    // The lock under the limit: a row another transaction changed so that
+    // it no longer matches is passed by (the condition is checked again on
+    // the locked version) and the next one taken.
+    conn.prepare("lock_free_range_chunk_" + std::to_string(shape),
+                 "SELECT " + key + "::text AS coexist_k FROM " + table + " WHERE " + bounds +
+                     where + " ORDER BY " + key + " LIMIT " + limit + " FOR UPDATE NOWAIT");
   }
-  conn.prepare("find_matching_records", "SELECT " + key + "::text FROM " + table + " WHERE " + key +
-                                            " = ANY ($1::text[]::" + key_type_ + "[]) AND " +
-                                            where + " ORDER BY " + key);
+  conn.prepare("find_matching_records", "SELECT " + key + "::text AS coexist_k FROM " + table +
+                                            " WHERE " + key + " = ANY ($1::text[]::" + key_type_ +
+                                            "[]) AND " + where + " ORDER BY " + key);
   conn.prepare("range_bounds", "SELECT percentile_disc($1::float8[]) WITHIN GROUP (ORDER BY " +
                                    key + ")::text[], count(*) FROM " + table + " WHERE " + where);
 }
@@ -226,6 +235,23 @@ RecordSql::RangeChunk RecordSql::ReadRangeChunk(pqxx::transaction_base& tx,
     if (row[1].as<bool>()) chunk.locked.push_back(chunk.keys.back());
   }
   return chunk;
+}
+
+std::optional<std::vector<RecordKey>> RecordSql::LockFreeRangeChunk(
+    pqxx::transaction_base& tx, const std::optional<RecordKey>& after,
+    const std::optional<RecordKey>& upper, int limit) {
+  std::vector<std::string> params;
+  if (after) params.push_back(*after);
+  if (upper) params.push_back(*upper);
+  params.push_back(std::to_string(limit));
+  int shape = (after ? 1 : 0) | (upper ? 2 : 0);
+  try {
+    return db::TextColumn(tx.exec_prepared("lock_free_range_chunk_" + std::to_string(shape),
+                                           pqxx::prepare::make_dynamic_params(params)));
+  } catch (const pqxx::sql_error& e) {
+    if (db::SqlStateOf(e) == db::sqlstate::kLockNotAvailable) return std::nullopt;
+    throw;
+  }
 }
 
 std::vector<RecordKey> RecordSql::MatchingRecords(pqxx::transaction_base& tx,

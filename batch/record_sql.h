@@ -159,6 +159,14 @@ class RecordSql {
   };
   RangeChunk ReadRangeChunk(pqxx::transaction_base& tx, const std::optional<RecordKey>& after,
                             const std::optional<RecordKey>& upper, int limit);
+  // The walk's fast path: the same keys, read and locked in one statement
+  // (FOR UPDATE NOWAIT), when no other transaction holds any of their rows.
+  // nullopt when one does (55P03): `tx` is then aborted, and the chunk is
+  // read again with ReadRangeChunk in a new transaction.
+  std::optional<std::vector<RecordKey>> LockFreeRangeChunk(pqxx::transaction_base& tx,
+                                                           const std::optional<RecordKey>& after,
+                                                           const std::optional<RecordKey>& upper,
+                                                           int limit);
   // Those of `keys` whose rows match batch.range.where now (a plain read).
   std::vector<RecordKey> MatchingRecords(pqxx::transaction_base& tx,
                                          const std::vector<RecordKey>& keys);

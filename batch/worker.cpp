@@ -285,6 +285,8 @@ bool Worker::WalkRange() {
   size_t left = segments.size();
   size_t at = segments.empty() ? 0 : index_ % segments.size();
   size_t held_in_a_row = 0;
+  constexpr int kChunksAfterContention = 16;
+  int chunks_since_contention = kChunksAfterContention;
   while (left > 0) {
     if (walked_segment[at]) {
       at = (at + 1) % segments.size();
@@ -294,13 +296,23 @@ bool Worker::WalkRange() {
     if (!size) return false;
     ChunkAllowance allowance(budget_, *size);
     auto started = steady_clock::now();
+    // A held row costs the cheap read a wasted statement: after one, the
+    // next chunks lock what is free, then try the cheap read again.
+    RangeRead read = chunks_since_contention >= kChunksAfterContention ? RangeRead::kAllFree
+                                                                       : RangeRead::kWhatIsFree;
     RangeChunkResult chunk;
-    {
+    for (;;) {
       pqxx::work tx(*db_->conn);
       HoldRun(tx);
-      chunk = ApplyRangeChunk(tx, parts, *range_, segments[at], *size, judge);
-      tx.commit();
+      chunk = ApplyRangeChunk(tx, parts, *range_, segments[at], *size, read, judge);
+      if (!chunk.retake) {
+        tx.commit();
+        break;
+      }
+      read = RangeRead::kWhatIsFree;
+      chunks_since_contention = 0;
     }
+    ++chunks_since_contention;
     if (chunk.walked || chunk.busy) {
       if (chunk.walked) {
         walked_segment[at] = true;

@@ -237,6 +237,32 @@ TEST_F(RangeJobTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpd
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
 }
 
+// A chunk whose operation fails (a CHECK the user's table has, for one row)
+// is rolled back whole and its rows go to the queue, whose path tries them
+// again by halves: every other row is applied once, the failing one is not
+// applied at all and stays queued with its error, and the walk goes on.
+TEST_F(RangeJobTest, AChunkWhoseOperationFailsIsRolledBackAndOnlyItsFailingRowStaysQueued) {
+  Seed(600);
+  QueryValue("UPDATE products SET stock = 49 WHERE id = 300");
+  QueryValue("ALTER TABLE products ADD CONSTRAINT stock_below_50 CHECK (stock < 50)");
+  auto config = config::LoadString(SettleJob(1, 25), "settle.yaml");
+  auto summary = batch::Run(conninfo(), config);
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_EQ(summary.range->applied, 175) << "the failing chunk's 25 rows went to the queue";
+  EXPECT_EQ(summary.range->exceptions, 25);
+  EXPECT_EQ(summary.counts.done, 199);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 199);
+  EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), 199);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = '300'"), 0);
+  EXPECT_EQ(Count("SELECT stock FROM products WHERE id = 300"), 49);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle' AND record_key = '300' "
+                  "AND last_error LIKE '%stock_below_50%'"),
+            1);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle'"), 1);
+}
+
 // Every policy walks a range (docs/batch.md, "Range jobs"): the walk takes
 // what is free now, and a row an online writer holds or one with a live edit
 // lock goes to the queue, where the policy decides it as it decides a queued
