@@ -37,7 +37,7 @@
 //                            [--users 8] [--chunk 2000] [--chunk-time 5ms] [--max-load 3]
 //                            [--objective 1.25] [--latency-chunk-time 20ms] [--tolerance 500us]
 //                            [--percentile 99] [--signal sessions|probe] [--probe-interval 20ms]
-//                            [--min-chunk-time 5ms]
+//                            [--min-chunk-time 5ms] [--start slow|full]
 //                            [--step-at 3s] [--step-for 5s] [--quick yes]
 //                            [--priority-cell yes|no]
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
@@ -102,6 +102,8 @@ struct Options {
   std::string signal = "sessions";
   std::string probe_interval = "20ms";
   std::string min_chunk_time;
+  // online_latency.start of the latency cells; empty: its default (slow).
+  std::string start;
   double step_at = 3;   // seconds of batch before the online load doubles
   double step_for = 5;  // seconds the doubled load lasts
   // --sweep: instead of the rounds, cells at a fixed duty cycle for each
@@ -198,8 +200,8 @@ std::string LatencyPacing(const Options& o) {
          o.objective + ", probe_interval: " + o.probe_interval + ", window: 1s, learn_time: 2s" +
          (o.min_chunk_time.empty() ? "" : ", min_chunk_time: " + o.min_chunk_time) +
          (o.tolerance.empty() ? "" : ", tolerance: " + o.tolerance) +
-         (o.percentile.empty() ? "" : ", percentile: " + o.percentile) + ", signal: " + o.signal +
-         "}\n";
+         (o.percentile.empty() ? "" : ", percentile: " + o.percentile) +
+         (o.start.empty() ? "" : ", start: " + o.start) + ", signal: " + o.signal + "}\n";
 }
 
 // A fixed duty cycle: the objective's controller with a baseline it can
@@ -613,6 +615,9 @@ Options Parse(int argc, char** argv) {
   app.add_option("--min-chunk-time", o.min_chunk_time,
                  "the latency cells' min_chunk_time (default chunk_time / 4)")
       ->check(kDuration);
+  app.add_option("--start", o.start,
+                 "the latency cells' online_latency.start: slow or full (default slow)")
+      ->check(CLI::IsMember({"slow", "full"}));
   app.add_option("--step-at", step_at,
                  "batch time before the step cell doubles the online load (default 3s)")
       ->check(kSeconds);
