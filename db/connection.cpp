@@ -424,12 +424,17 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& conninfo,
   // locks: the job's lock) within about two minutes instead of the kernel's
   // two hours: keepalive probes after 60 s idle, every 10 s, 6 unanswered.
   // No effect on unix sockets.
+  // Read committed whatever the server's default: coexist's statements rely
+  // on it (a lock that skips or rechecks a row changed since the chunk's
+  // first statement); under a default of repeatable read such a row fails
+  // the chunk with 40001 instead.
   pqxx::nontransaction tx(*conn);
   tx.exec_params(
       "SELECT set_config('application_name', $1, false), "
       "set_config('tcp_keepalives_idle', '60', false), "
       "set_config('tcp_keepalives_interval', '10', false), "
-      "set_config('tcp_keepalives_count', '6', false)",
+      "set_config('tcp_keepalives_count', '6', false), "
+      "set_config('default_transaction_isolation', 'read committed', false)",
       application_name);
   return conn;
 }
