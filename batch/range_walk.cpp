@@ -139,11 +139,15 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
     for (const auto& key : apply) items.push_back(Item{0, key, "", 0, 0, {key}});
     if (read == RangeRead::kAllFree) {
       // No savepoint on the cheap path (two round trips a chunk): a failed
-      // operation has the chunk taken again the careful way, which judges
-      // the failure and queues the rows.
+      // operation has the chunk taken again the careful way, which queues
+      // the rows. What stops the run (a lost connection above all: a new
+      // transaction on it would reconnect without the session's settings)
+      // is thrown here as the careful way would throw it.
       try {
         parts.operation.Apply(tx, items);
-      } catch (const pqxx::failure&) {
+      } catch (const pqxx::failure& e) {
+        bool timed_out = false;
+        judge(e, timed_out);
         result.retake = true;
         return result;
       }

@@ -174,6 +174,34 @@ TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
 // for the database): the run exits 75, the checkpoints hold exactly the
 // chunks that committed, and the next run resumes from them once the
 // server is back.
+// A worker's session ended under a chunk (pg_terminate_backend, as an
+// operator or a connection pooler might) while the server stays up: the run
+// stops (75) with that chunk rolled back. It never goes on in a session
+// libpqxx would open anew without coexist's settings. The next run resumes
+// from the checkpoints and every row is applied once.
+TEST_F(RangeJobTest, AWorkersSessionEndedMidChunkStopsTheRunAndTheNextResumes) {
+  Seed(3000);
+  auto dir = std::filesystem::temp_directory_path() / ("cx-range-" + database_name());
+  std::string config = WriteStockJob(dir);
+  pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
+  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return Count(
+               "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE "
+               "'%pg_sleep(0.02)%' AND state = 'active' AND pid <> pg_backend_pid()") > 0;
+  }));
+  EXPECT_EQ(testing::WaitForExitWithin(pid, 60s), 75);
+  long long before = Count("SELECT count(*) FROM ledger");
+  ASSERT_LT(before, 2900) << "the first run finished after its worker's session ended";
+  EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
+            before);
+  pid = testing::StartBatchRun(conninfo(), config, (dir / "second.log").string());
+  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0);
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id > 100", 2900);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
 TEST_F(RangeJobTest, AnImmediateServerStopMidPassThenTheNextRunResumesFromTheCheckpoint) {
   Seed(3000);
   auto dir = std::filesystem::temp_directory_path() / ("cx-range-crash-" + database_name());
