@@ -91,8 +91,7 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
       result.retake = true;
       return result;
     }
-    chunk.locked = *keys;
-    chunk.keys = std::move(*keys);
+    chunk.keys = std::move(*keys);  // all of them locked
   } else {
     chunk = parts.sql.ReadRangeChunk(tx, seg.last_key, seg.upper_key, size);
   }
@@ -108,11 +107,12 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
   if (walk.skip_queued_keys) {
     for (auto& key : db::PendingKeys(tx, job, chunk.keys)) queued.insert(std::move(key));
   }
+  const bool all_locked = read == RangeRead::kAllFree;
   std::set<RecordKey> locked(chunk.locked.begin(), chunk.locked.end());
   std::vector<RecordKey> apply, missed;
   for (const auto& key : chunk.keys) {
     if (queued.count(key)) continue;
-    (locked.count(key) ? apply : missed).push_back(key);
+    (all_locked || locked.count(key) ? apply : missed).push_back(key);
   }
   // The walk takes only what is free now, under every policy: a row with a
   // live edit lock, or one a run owns (status_partition's takeover of a

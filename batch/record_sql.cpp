@@ -220,17 +220,33 @@ void RecordSql::PrepareRange(pqxx::connection_base& conn, const std::string& tab
                                    key + ")::text[], count(*) FROM " + table + " WHERE " + where);
 }
 
+namespace {
+
+// A range chunk statement's parameters, and which of PrepareRange's bound
+// shapes they fit (its name's suffix).
+struct RangeParams {
+  std::string shape;
+  std::vector<std::string> values;
+};
+
+RangeParams RangeChunkParams(const std::optional<RecordKey>& after,
+                             const std::optional<RecordKey>& upper, int limit) {
+  RangeParams params{std::to_string((after ? 1 : 0) | (upper ? 2 : 0)), {}};
+  if (after) params.values.push_back(*after);
+  if (upper) params.values.push_back(*upper);
+  params.values.push_back(std::to_string(limit));
+  return params;
+}
+
+}  // namespace
+
 RecordSql::RangeChunk RecordSql::ReadRangeChunk(pqxx::transaction_base& tx,
                                                 const std::optional<RecordKey>& after,
                                                 const std::optional<RecordKey>& upper, int limit) {
-  std::vector<std::string> params;
-  if (after) params.push_back(*after);
-  if (upper) params.push_back(*upper);
-  params.push_back(std::to_string(limit));
-  int shape = (after ? 1 : 0) | (upper ? 2 : 0);
+  auto params = RangeChunkParams(after, upper, limit);
   RangeChunk chunk;
-  for (const auto& row : tx.exec_prepared("read_range_chunk_" + std::to_string(shape),
-                                          pqxx::prepare::make_dynamic_params(params))) {
+  for (const auto& row : tx.exec_prepared("read_range_chunk_" + params.shape,
+                                          pqxx::prepare::make_dynamic_params(params.values))) {
     chunk.keys.push_back(row[0].as<std::string>());
     if (row[1].as<bool>()) chunk.locked.push_back(chunk.keys.back());
   }
@@ -240,14 +256,10 @@ RecordSql::RangeChunk RecordSql::ReadRangeChunk(pqxx::transaction_base& tx,
 std::optional<std::vector<RecordKey>> RecordSql::LockFreeRangeChunk(
     pqxx::transaction_base& tx, const std::optional<RecordKey>& after,
     const std::optional<RecordKey>& upper, int limit) {
-  std::vector<std::string> params;
-  if (after) params.push_back(*after);
-  if (upper) params.push_back(*upper);
-  params.push_back(std::to_string(limit));
-  int shape = (after ? 1 : 0) | (upper ? 2 : 0);
+  auto params = RangeChunkParams(after, upper, limit);
   try {
-    return db::TextColumn(tx.exec_prepared("lock_free_range_chunk_" + std::to_string(shape),
-                                           pqxx::prepare::make_dynamic_params(params)));
+    return db::TextColumn(tx.exec_prepared("lock_free_range_chunk_" + params.shape,
+                                           pqxx::prepare::make_dynamic_params(params.values)));
   } catch (const pqxx::sql_error& e) {
     if (db::SqlStateOf(e) == db::sqlstate::kLockNotAvailable) return std::nullopt;
     throw;

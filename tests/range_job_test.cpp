@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -64,6 +65,9 @@ class RangeJobTest : public testing::DatabaseTest {
                     "(SELECT 1 FROM ledger l WHERE l.key = m.k::text)"),
               0);
   }
+  // Defined below (it writes the stock job).
+  std::filesystem::path CutMidPassThenResume(
+      const std::string& name, const std::function<void(pid_t, const std::filesystem::path&)>& cut);
 };
 
 TEST_F(RangeJobTest, AppliesEveryMatchingRowOnceAndSaysThePassFinished) {
@@ -143,30 +147,62 @@ std::string WriteStockJob(const std::filesystem::path& dir) {
   return config;
 }
 
-TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
+// A stock job's first run, cut mid-pass by `cut` once 400 rows are applied
+// (it asserts how the run ended, its log in the folder given); the checkpoints then hold exactly
+// what committed, and a second run resumes the pass and applies every row once. Returns the folder
+// of the runs' logs.
+std::filesystem::path RangeJobTest::CutMidPassThenResume(
+    const std::string& name, const std::function<void(pid_t, const std::filesystem::path&)>& cut) {
   Seed(3000);
-  auto dir = std::filesystem::temp_directory_path() / ("cx-range-" + database_name());
+  auto dir = std::filesystem::temp_directory_path() / (name + "-" + database_name());
   std::string config = WriteStockJob(dir);
   pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
-  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
-  ASSERT_NO_FATAL_FAILURE(testing::KillNine(pid));
+  if (!testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; })) {
+    ADD_FAILURE() << "the first run applied fewer than 400 rows\n"
+                  << testing::Slurp(dir / "first.log");
+    return dir;
+  }
+  cut(pid, dir);
+  if (HasFatalFailure()) return dir;
   long long before = Count("SELECT count(*) FROM ledger");
-  ASSERT_LT(before, 2900) << "the first run finished before it was killed";
-  // The checkpoints hold exactly what committed.
+  EXPECT_LT(before, 2900) << "the first run finished before it was cut";
   EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
             before);
   pid = testing::StartBatchRun(conninfo(), config, (dir / "second.log").string());
-  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0);
+  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0) << testing::Slurp(dir / "second.log");
   ExpectEachAppliedOnce("SELECT id FROM products WHERE id > 100", 2900);
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
+  return dir;
+}
+
+TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
+  auto dir = CutMidPassThenResume("cx-range", [&](pid_t pid, const std::filesystem::path&) {
+    ASSERT_NO_FATAL_FAILURE(testing::KillNine(pid));
+  });
   EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id <= 100 AND stock <> 0"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE job = 'stock' AND NOT "
                   "finished"),
             0);
-  std::ifstream log(dir / "second.log");
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  std::string text = testing::Slurp(dir / "second.log");
   EXPECT_NE(text.find("range pass resumed from its checkpoint"), std::string::npos) << text;
   EXPECT_NE(text.find("range pass finished"), std::string::npos) << text;
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// A worker's session ended under a chunk (pg_terminate_backend, as an
+// operator or a connection pooler might) while the server stays up: the run
+// stops (75) with that chunk rolled back. It never goes on in a session
+// libpqxx would open anew without coexist's settings. The next run resumes
+// from the checkpoints and every row is applied once.
+TEST_F(RangeJobTest, AWorkersSessionEndedMidChunkStopsTheRunAndTheNextResumes) {
+  auto dir = CutMidPassThenResume("cx-range-ended", [&](pid_t pid, const std::filesystem::path&) {
+    ASSERT_TRUE(testing::WaitUntil([&] {
+      return Count(
+                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE "
+                 "'%pg_sleep(0.02)%' AND state = 'active' AND pid <> pg_backend_pid()") > 0;
+    }));
+    EXPECT_EQ(testing::WaitForExitWithin(pid, 60s), 75);
+  });
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 
@@ -174,53 +210,15 @@ TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
 // for the database): the run exits 75, the checkpoints hold exactly the
 // chunks that committed, and the next run resumes from them once the
 // server is back.
-// A worker's session ended under a chunk (pg_terminate_backend, as an
-// operator or a connection pooler might) while the server stays up: the run
-// stops (75) with that chunk rolled back. It never goes on in a session
-// libpqxx would open anew without coexist's settings. The next run resumes
-// from the checkpoints and every row is applied once.
-TEST_F(RangeJobTest, AWorkersSessionEndedMidChunkStopsTheRunAndTheNextResumes) {
-  Seed(3000);
-  auto dir = std::filesystem::temp_directory_path() / ("cx-range-" + database_name());
-  std::string config = WriteStockJob(dir);
-  pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
-  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
-  ASSERT_TRUE(testing::WaitUntil([&] {
-    return Count(
-               "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE "
-               "'%pg_sleep(0.02)%' AND state = 'active' AND pid <> pg_backend_pid()") > 0;
-  }));
-  EXPECT_EQ(testing::WaitForExitWithin(pid, 60s), 75);
-  long long before = Count("SELECT count(*) FROM ledger");
-  ASSERT_LT(before, 2900) << "the first run finished after its worker's session ended";
-  EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
-            before);
-  pid = testing::StartBatchRun(conninfo(), config, (dir / "second.log").string());
-  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0);
-  ExpectEachAppliedOnce("SELECT id FROM products WHERE id > 100", 2900);
-  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
-  if (!HasFailure()) std::filesystem::remove_all(dir);
-}
-
 TEST_F(RangeJobTest, AnImmediateServerStopMidPassThenTheNextRunResumesFromTheCheckpoint) {
-  Seed(3000);
-  auto dir = std::filesystem::temp_directory_path() / ("cx-range-crash-" + database_name());
-  std::string config = WriteStockJob(dir);
-  pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
-  ASSERT_TRUE(testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; }));
-  auto& cluster = testing::ClusterEnvironment::Get().cluster();
-  cluster.StopServer(db::TempCluster::StopMode::kImmediate);
-  auto status = testing::WaitForExitWithin(pid, 60s);
-  cluster.StartServer();
-  EXPECT_EQ(status, 75) << testing::Slurp(dir / "first.log");
-  long long before = Count("SELECT count(*) FROM ledger");
-  ASSERT_LT(before, 2900) << "the first run finished before the server stopped";
-  EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
-            before);
-  pid = testing::StartBatchRun(conninfo(), config, (dir / "second.log").string());
-  EXPECT_EQ(testing::WaitForExitWithin(pid, 120s), 0) << testing::Slurp(dir / "second.log");
-  ExpectEachAppliedOnce("SELECT id FROM products WHERE id > 100", 2900);
-  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id > 100 AND stock <> 1"), 0);
+  auto dir =
+      CutMidPassThenResume("cx-range-crash", [&](pid_t pid, const std::filesystem::path& logs) {
+        auto& cluster = testing::ClusterEnvironment::Get().cluster();
+        cluster.StopServer(db::TempCluster::StopMode::kImmediate);
+        auto status = testing::WaitForExitWithin(pid, 60s);
+        cluster.StartServer();
+        EXPECT_EQ(status, 75) << testing::Slurp(logs / "first.log");
+      });
   EXPECT_EQ(Count("SELECT count(DISTINCT pass) FROM coexist.range_checkpoints"), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.range_checkpoints WHERE NOT finished"), 0);
   if (!HasFailure()) std::filesystem::remove_all(dir);
