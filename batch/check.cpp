@@ -135,12 +135,14 @@ class Checker {
 
   void OperationSql(pqxx::connection_base& conn, CheckScope::Operation scope) {
     const auto& op = config_.operation;
-    bool configured = !op.item_sql.empty() || !op.chunk_sql.empty();
+    bool configured = op.Configured();
     if (scope == CheckScope::Operation::kSkip) return;
     if (!configured) {
       if (scope == CheckScope::Operation::kRequired) {
-        Problem({}, "operation", "no operation is configured",
-                "set operation.chunk_sql (over arrays) or operation.item_sql.");
+        Problem(
+            {}, "operation", "no operation is configured",
+            "set operation.chunk_sql (over arrays), operation.item_sql, or operation.set (the SET "
+            "list of an UPDATE coexist writes).");
       }
       return;
     }

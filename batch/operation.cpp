@@ -99,11 +99,23 @@ std::string KeysHint(const config::OperationConfig& op, const std::string& key_t
 
 }  // namespace
 
-Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig& config,
+std::string SetStatement(pqxx::connection_base& conn, const config::Config& config,
+                         const std::string& key_type) {
+  const auto& t = config.target;
+  // The line breaks end a `--` comment the list or the predicate may end with.
+  std::string sql = "UPDATE " + conn.quote_name(t.schema) + "." + conn.quote_name(t.table) +
+                    " SET " + config.operation.set + "\n WHERE " + conn.quote_name(t.key_column) +
+                    " = ANY ($1::text[]::" + key_type + "[])";
+  if (config.batch.range) sql += " AND (" + config.batch.range->where + "\n)";
+  return sql;
+}
+
+Operation::Operation(pqxx::connection_base& conn, const config::Config& whole,
                      const std::string& key_type)
-    : config_(config),
-      per_item_(!config.item_sql.empty()),
-      many_keys_(config.keys == config::ItemKeys::kMany) {
+    : config_(whole.operation),
+      per_item_(!whole.operation.item_sql.empty()),
+      many_keys_(whole.operation.keys == config::ItemKeys::kMany) {
+  const auto& config = config_;
   // With keys: many, item_sql's $1 is the item's keys as an array.
   const std::string key_param = many_keys_ ? key_type + "[]" : key_type;
   if (!per_item_) {
@@ -111,7 +123,8 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
     // lazily: the database parses and checks it without running any of it,
     // and refuses a string of two statements ("...; DROP TABLE x"), which a
     // simple-protocol "PREPARE ... AS <sql>" would have run the tail of.
-    conn.prepare("apply_chunk", config.chunk_sql);
+    conn.prepare("apply_chunk",
+                 config.set.empty() ? config.chunk_sql : SetStatement(conn, whole, key_type));
     conn.prepare_now("apply_chunk");
     return;
   }
@@ -158,8 +171,10 @@ Operation::Operation(pqxx::connection_base& conn, const config::OperationConfig&
 void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
   const auto& op = config.operation;
   bool per_item = !op.item_sql.empty();
-  std::string key = per_item ? "operation.item_sql" : "operation.chunk_sql";
-  config::Mark at = per_item ? op.item_sql_at : op.chunk_sql_at;
+  std::string key = per_item          ? "operation.item_sql"
+                    : !op.set.empty() ? "operation.set"
+                                      : "operation.chunk_sql";
+  config::Mark at = per_item ? op.item_sql_at : !op.set.empty() ? op.set_at : op.chunk_sql_at;
   if (at.file.empty()) at = {config.source, 0, 0};
   std::string key_type;
   {
@@ -167,8 +182,13 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
     key_type = db::KeyTypeOf(tx, config.target);
   }
   try {
-    Operation check(conn, op, key_type);
+    Operation check(conn, config, key_type);
   } catch (const pqxx::sql_error& e) {
+    if (!op.set.empty()) {
+      throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
+                                "write the SET list of an UPDATE of " + config.target.Name() +
+                                    " (status = 'settled', n = n + 1): coexist writes the rest.");
+    }
     int statements = CountStatements(per_item ? op.item_sql : op.chunk_sql);
     if (statements > 1 && e.sqlstate() == "42601") {
       throw config::ConfigError(

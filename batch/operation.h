@@ -27,8 +27,9 @@ class Operation {
   // (`$1::bigint[]`, `$1::uuid[]`). With `keys: many` item_sql's $1 is an
   // array of that type (the item's keys, in lock order) and each element of
   // chunk_sql's $1 is one item's keys as an array literal (`k::uuid[]`).
-  Operation(pqxx::connection_base& conn, const config::OperationConfig& config,
-            const std::string& key_type);
+  // operation.set becomes chunk SQL coexist writes: `UPDATE <target> SET
+  // <set> WHERE <key> = ANY (<the keys>)`, and a range job's predicate.
+  Operation(pqxx::connection_base& conn, const config::Config& config, const std::string& key_type);
 
   // Applies the operation to `items` in one statement. Throws what the SQL
   // throws; the caller scans the chunk (halves, then single items).
@@ -39,6 +40,10 @@ class Operation {
   bool per_item_ = false;
   bool many_keys_ = false;
 };
+
+// The chunk SQL operation.set stands for (Operation's apply_chunk).
+std::string SetStatement(pqxx::connection_base& conn, const config::Config& config,
+                         const std::string& key_type);
 
 // The start-up check of the operation (batch/runner.cpp): builds it on
 // `conn` without running any of its SQL. Throws config::ConfigError at the

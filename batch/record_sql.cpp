@@ -186,7 +186,8 @@ std::vector<RecordKey> RecordSql::LockRecords(pqxx::transaction_base& tx,
 
 void RecordSql::PrepareRange(pqxx::connection_base& conn, const std::string& table,
                              const std::string& key) {
-  const std::string where = "(" + config_.batch.range->where + ")";
+  // The line break ends a `--` comment the predicate may end with.
+  const std::string where = "(" + config_.batch.range->where + "\n)";
   // One statement per bound shape, so each plan uses the key's index for
   // the bounds it has. The plain read picks the keys; the lock takes what it
   // can of them and checks the condition again on the row it locked.

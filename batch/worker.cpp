@@ -197,7 +197,7 @@ void Worker::Run() {
   SetUpWorkerSession(*conn_, config_, index_);
   db_->sql = std::make_unique<RecordSql>(*conn_, config_);
   db_->queue = std::make_unique<db::QueueStore>(*conn_, QueueJobOf(config_, db_->sql->target()));
-  db_->operation = std::make_unique<Operation>(*conn_, config_.operation, db_->sql->key_type());
+  db_->operation = std::make_unique<Operation>(*conn_, config_, db_->sql->key_type());
   if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
     LowerBackendPriority(*db_->aux, config_, index_);

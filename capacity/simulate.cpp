@@ -227,7 +227,7 @@ void CloseWindows(const std::string& conninfo) {
 }
 
 config::Config CellConfig(const config::ScenarioSettings& settings, config::Config config) {
-  if (config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
+  if (!config.operation.Configured()) {
     config.operation.item_sql = kDefaultItemSql;
   }
   if (config.online.records == 0 && !settings.workload.UserTables())

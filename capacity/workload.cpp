@@ -317,16 +317,18 @@ std::vector<std::pair<std::string, std::string>> DescribeWorkload(
                                  ? fmt::format("{} users, think time {} ms; mix: {}",
                                                c.online.users, c.online.think_time.count(), mix)
                                  : fmt::format("{:g} transactions/s; mix: {}", c.online.rate, mix));
-  std::string operation =
-      fmt::format("{}, keys: {}", c.operation.chunk_sql.empty() ? "item_sql" : "chunk_sql",
-                  c.operation.keys == config::ItemKeys::kMany ? "many" : "one");
+  std::string operation = fmt::format("{}, keys: {}",
+                                      !c.operation.set.empty()        ? "set"
+                                      : c.operation.chunk_sql.empty() ? "item_sql"
+                                                                      : "chunk_sql",
+                                      c.operation.keys == config::ItemKeys::kMany ? "many" : "one");
   std::string queued = c.batch.range ? "a range job over the rows where " + c.batch.range->where
                        : c.enqueue.select.empty() ? "items spread over the target's keys"
                                                   : "items from its enqueue.select";
   if (!w.job_file.empty()) {
     out.emplace_back("batch", fmt::format("job {} from {}: {}; {}", c.batch.job,
                                           FileName(w.job_file), operation, queued));
-  } else if (c.operation.item_sql.empty() && c.operation.chunk_sql.empty()) {
+  } else if (!c.operation.Configured()) {
     out.emplace_back("batch", std::string("the demo's operation (settled + 1 and a ledger row per "
                                           "item)") +
                                   (c.batch.range ? "; " + queued : ""));
@@ -338,8 +340,7 @@ std::vector<std::pair<std::string, std::string>> DescribeWorkload(
   if (!w.applied_check.empty()) checks = "scenario.applied_check";
   if (!w.invariant.empty())
     checks += (checks.empty() ? "" : ", ") + std::string("scenario.invariant");
-  if (checks.empty() && !w.UserTables() && w.job_file.empty() && c.operation.item_sql.empty() &&
-      c.operation.chunk_sql.empty())
+  if (checks.empty() && !w.UserTables() && w.job_file.empty() && !c.operation.Configured())
     checks = "the demo's ledger (public.batch_ledger)";
   out.emplace_back("checks", checks.empty() ? "none (no scenario.applied_check)" : checks);
   return out;

@@ -1,5 +1,7 @@
 #include "common/sql_text.h"
 
+#include <strings.h>
+
 #include <cctype>
 
 namespace coexist::sql_text {
@@ -74,6 +76,35 @@ NotCode Skip(const std::string& sql, size_t i, size_t& end) {
   }
   end = i;
   return NotCode::kNone;
+}
+
+std::string TopLevelClause(const std::string& sql, std::initializer_list<const char*> words) {
+  int depth = 0;
+  for (size_t i = 0; i < sql.size();) {
+    size_t end = i;
+    if (Skip(sql, i, end) != NotCode::kNone) {
+      i = end;
+      continue;
+    }
+    char c = sql[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (depth == 0 && c == ';') return ";";
+    if (!IsNameStart(c)) {
+      ++i;
+      continue;
+    }
+    size_t word_end = i;
+    while (word_end < sql.size() && IsNameChar(sql[word_end])) ++word_end;
+    if (depth == 0 && (i == 0 || !IsNameChar(sql[i - 1]))) {
+      std::string word = sql.substr(i, word_end - i);
+      for (const char* w : words) {
+        if (strcasecmp(word.c_str(), w) == 0) return word;
+      }
+    }
+    i = word_end;
+  }
+  return "";
 }
 
 }  // namespace coexist::sql_text

@@ -8,6 +8,7 @@
 // Thread safety: pure functions.
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 
 namespace coexist::sql_text {
@@ -23,6 +24,12 @@ enum class NotCode {
 // comment starts at `i`; if so, `end` is just past it (the end of the text
 // when it is not closed). `$1` is a parameter, not a dollar quote.
 NotCode Skip(const std::string& sql, size_t i, size_t& end);
+
+// The first of `words` (whole words, any case) or `;` that stands at the
+// top level of `sql`: outside quotes, comments and parentheses; empty when
+// none does. For a fragment spliced into a statement coexist writes
+// (operation.set): `x = 1 WHERE false` would change the statement's shape.
+std::string TopLevelClause(const std::string& sql, std::initializer_list<const char*> words);
 
 // Letters, digits and _, not starting with a digit: identifiers, dollar
 // quote tags, placeholder names.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/sql_text.h"
 #include "config/custom_kinds.h"
 #include "config/shards.h"
 #include "config_core/duration.h"
@@ -426,6 +427,25 @@ void ReadPolicy(Section& s, const policies::ReadContext& context, PolicyConfig& 
   s.Finish();
 }
 
+// operation.set is spliced into the UPDATE coexist writes, so it must be
+// the SET list alone: a WHERE, FROM or RETURNING of its own, or a second
+// statement, would change which rows the UPDATE touches.
+void ReadSetList(Section& s, const YAML::Node& node, const OperationConfig& out) {
+  if (!out.item_sql.empty() || !out.chunk_sql.empty()) {
+    s.Fail(node["set"], "set",
+           std::string("set and ") + (out.item_sql.empty() ? "chunk_sql" : "item_sql") +
+               " are both set",
+           "keep one: set (coexist writes the UPDATE of the chunk's rows) or your own SQL.");
+  }
+  std::string clause = sql_text::TopLevelClause(out.set, {"where", "from", "returning"});
+  if (!clause.empty()) {
+    s.Fail(node["set"], "set", "the SET list holds '" + clause + "' of its own",
+           "write only the assignments (status = 'settled', settled_at = now()): coexist adds "
+           "the WHERE (the chunk's keys, and a range job's predicate). For more, write "
+           "chunk_sql.");
+  }
+}
+
 void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
   s.String("item_sql", out.item_sql);
   s.String("chunk_sql", out.chunk_sql);
@@ -435,6 +455,9 @@ void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
     s.Fail(node["chunk_sql"], "chunk_sql", "item_sql and chunk_sql are both set",
            "keep one: chunk_sql (over arrays, the fastest) or item_sql (per record).");
   }
+  s.String("set", out.set);
+  if (node["set"].IsDefined()) out.set_at = s.MarkOf(node["set"]);
+  if (!out.set.empty()) ReadSetList(s, node, out);
   s.Enum("keys", out.keys, {{"one", ItemKeys::kOne}, {"many", ItemKeys::kMany}});
   if (auto list = s.Sequence("params")) {
     for (const auto& item : *list) {
@@ -443,6 +466,14 @@ void ReadOperation(Section& s, const YAML::Node& node, OperationConfig& out) {
       out.params.push_back(field);
       out.params_at.push_back(s.MarkOf(item));
     }
+  }
+  if (!out.set.empty() && !out.params.empty()) {
+    s.Fail(node["params"], "params", "operation.set binds no payload fields",
+           "read the row's columns in the SET list, or write chunk_sql over arrays of params.");
+  }
+  if (!out.set.empty() && out.keys == ItemKeys::kMany) {
+    s.Fail(node["keys"], "keys", "operation.set updates one row per item: keys: many does not fit",
+           "leave keys out (one), or write chunk_sql over the items' arrays of keys.");
   }
   s.Finish();
 }

@@ -305,8 +305,8 @@ enum class ItemKeys {
   kMany,  // items of several keys (an order's products); $1 carries arrays
 };
 
-// `operation:` — what the batch does per item. Exactly one of item_sql and
-// chunk_sql. Parameters are bound, never spliced.
+// `operation:` — what the batch does per item. Exactly one of item_sql,
+// chunk_sql and set. Parameters are bound, never spliced.
 struct OperationConfig {
   // Per-item SQL: $1 is the record key (of the key column's type; with
   // keys: many an array of them), $2.. the payload fields named in `params`
@@ -318,6 +318,10 @@ struct OperationConfig {
   // arrays of the payload fields in `params` (text literals; cast them,
   // e.g. $2::integer[]).
   std::string chunk_sql;
+  // The SET list of an UPDATE of the target's rows (`status = 'settled'`):
+  // coexist writes the UPDATE of the chunk's keys (a range job's repeats
+  // its predicate: docs/batch.md, "Range jobs"). No params, keys: one.
+  std::string set;
   ItemKeys keys = ItemKeys::kOne;
   // Payload fields bound as $2, $3, ...; a missing field binds NULL.
   std::vector<std::string> params;
@@ -326,6 +330,9 @@ struct OperationConfig {
   // the database can make (batch/runner.cpp); no line when not written.
   Mark item_sql_at;
   Mark chunk_sql_at;
+  Mark set_at;
+
+  bool Configured() const { return !item_sql.empty() || !chunk_sql.empty() || !set.empty(); }
 };
 
 // Health thresholds of `pacing.max_load` / `pacing.critical_load`. Each

@@ -521,6 +521,7 @@ void CheckWorkloadFits(Config& config, const Workload& w, const Config* job, con
     config.targets_at = job->targets_at;
     config.operation.item_sql_at = job->operation.item_sql_at;
     config.operation.chunk_sql_at = job->operation.chunk_sql_at;
+    config.operation.set_at = job->operation.set_at;
     config.enqueue.select_at = job->enqueue.select_at;
   }
   std::string job_name = FileName(w.job_file);
@@ -553,10 +554,10 @@ void CheckWorkloadFits(Config& config, const Workload& w, const Config* job, con
               ") and fill it with scenario.data or scenario.sample.");
     }
   }
-  if (w.UserTables() && config.operation.item_sql.empty() && config.operation.chunk_sql.empty()) {
+  if (w.UserTables() && !config.operation.Configured()) {
     throw ConfigError(w.schema_at, "scenario.schema", "the batch has no operation on your tables",
                       "give scenario.job (your job's configuration file), or operation: with "
-                      "item_sql or chunk_sql.");
+                      "item_sql, chunk_sql or set.");
   }
   if (config.operation.keys == ItemKeys::kMany && config.enqueue.select.empty()) {
     throw ConfigError(job != nullptr ? w.job_at : top.MarkOf(top.node()["operation"]),

@@ -224,6 +224,22 @@ INSTANTIATE_TEST_SUITE_P(Cases, BadConfig, ::testing::Values(
   BadInput{"not_a_number", "batch:\n  chunk_size: many\n",
            "bad.yaml:2:15: batch.chunk_size: 'many' is not a whole number",
            "allowed range is 1 to 100000 inclusive."},
+  BadInput{"set_beside_chunk_sql",
+           "operation:\n  chunk_sql: SELECT 1\n  set: stock = 0\n",
+           "bad.yaml:3:8: operation.set: set and chunk_sql are both set",
+           "keep one: set (coexist writes the UPDATE of the chunk's rows) or your own SQL."},
+  BadInput{"set_with_a_where_of_its_own",
+           "operation:\n  set: \"status = 'settled' WHERE id > 5\"\n",
+           "bad.yaml:2:8: operation.set: the SET list holds 'WHERE' of its own",
+           "coexist adds the WHERE (the chunk's keys, and a range job's predicate)"},
+  BadInput{"set_with_a_second_statement",
+           "operation:\n  set: \"stock = 0; DELETE FROM products\"\n",
+           "bad.yaml:2:8: operation.set: the SET list holds ';' of its own",
+           "write only the assignments"},
+  BadInput{"set_with_params",
+           "operation:\n  set: stock = 0\n  params: [qty]\n",
+           "bad.yaml:3:11: operation.params: operation.set binds no payload fields",
+           "write chunk_sql over arrays of params."},
   BadInput{"out_of_range_low", "batch:\n  chunk_size: 0\n",
            "bad.yaml:2:15: batch.chunk_size: '0' is out of range",
            "allowed range is 1 to 100000 inclusive."},
@@ -454,6 +470,19 @@ TEST(Config, TheBatchsCpuPriorityAndSynchronousCommit) {
   EXPECT_EQ(error("pacing:\n  synchronous_commit: remote_apply\n"),
             "p.yaml:2:23: pacing.synchronous_commit: unknown value 'remote_apply' | use one of: "
             "off, local, on.");
+}
+
+// The SET list's own words inside a subquery, a string or a quoted name are
+// not clauses of the UPDATE coexist writes.
+TEST(Config, TheSetListMayHoldWordsOfClausesInsideParenthesesAndQuotes) {
+  Config config = LoadString(
+      "operation:\n"
+      "  set: >-\n"
+      "    note = 'where from', \"from\" = 1,\n"
+      "    total = (SELECT sum(qty) FROM lines WHERE lines.order_id = orders.id)\n",
+      "set.yaml");
+  EXPECT_TRUE(config.operation.Configured());
+  EXPECT_NE(config.operation.set.find("sum(qty)"), std::string::npos);
 }
 
 TEST(Config, ARangeJobNamesItsRowsByAPredicate) {
@@ -1032,8 +1061,8 @@ TEST(ScenarioWorkload, ErrorsSayWhereAndHowToFit) {
             "that names files by its path, not by a built-in name).");
   EXPECT_EQ(files.Error("scenario: {schema: shop.sql}\ntarget: {table: shop.items}\n"),
             "s.yaml:1:20: scenario.schema: the batch has no operation on your tables | give "
-            "scenario.job (your job's configuration file), or operation: with item_sql or "
-            "chunk_sql.");
+            "scenario.job (your job's configuration file), or operation: with item_sql, "
+            "chunk_sql or set.");
   EXPECT_EQ(files.Error("scenario: {schema: shop.sql}\ntarget: {table: shop.orders}\noperation: "
                         "{item_sql: SELECT 1}\n"),
             "s.yaml:2:17: target.table: the target shop.orders is not a table that scenario.schema "

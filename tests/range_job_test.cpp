@@ -13,6 +13,7 @@
 #include <functional>
 #include <pqxx/pqxx>
 #include <thread>
+#include <tuple>
 
 #include "batch/guard.h"
 #include "batch/runner.h"
@@ -32,7 +33,7 @@ class RangeJobTest : public testing::DatabaseTest {
  protected:
   void SetUp() override {
     DatabaseTest::SetUp();
-    QueryValue("CREATE TABLE ledger (key text NOT NULL)");
+    QueryValue("CREATE TABLE ledger (key text NOT NULL, query text)");
     QueryValue("ALTER TABLE products ADD COLUMN status text NOT NULL DEFAULT 'new'");
   }
 
@@ -57,6 +58,41 @@ class RangeJobTest : public testing::DatabaseTest {
            "    INSERT INTO ledger (key) SELECT unnest($1::text[])\n";
   }
 
+  // The same job with operation.set: coexist writes the UPDATE of the
+  // chunk's keys, with the predicate repeated. The ledger is then written
+  // by a trigger of the user's table (LedgerByTrigger).
+  static std::string SettleJobWithSet(int workers, int chunk) {
+    return "batch: {job: settle, workers: " + std::to_string(workers) +
+           ", chunk_size: " + std::to_string(chunk) +
+           ", range: {where: \"status = 'to_settle'\"}}\n"
+           "pacing: {adaptive: false}\n"
+           "operation: {set: \"stock = stock + 1, status = 'settled'\"}\n";
+  }
+  // A ledger row per product settled, written by the application's own
+  // trigger with the statement that settled it (current_query()): which of
+  // the walk's ways applied each row.
+  void LedgerByTrigger(const std::string& when =
+                           "OLD.status = 'to_settle' AND NEW.status = "
+                           "'settled'") {
+    QueryValue(
+        "CREATE FUNCTION ledger_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO ledger (key, query) VALUES (NEW.id::text, current_query()); "
+        "RETURN NEW; END $$");
+    QueryValue("CREATE TRIGGER ledger_row AFTER UPDATE ON products FOR EACH ROW WHEN (" + when +
+               ") EXECUTE FUNCTION ledger_row()");
+  }
+  // The settle job in either form, the ledger's trigger installed for set.
+  std::string PrepareSettleJob(int workers, int chunk, bool with_set) {
+    if (!with_set) return SettleJob(workers, chunk);
+    LedgerByTrigger();
+    return SettleJobWithSet(workers, chunk);
+  }
+  // Ledger rows written by the UPDATE coexist writes for operation.set.
+  long long AppliedBySetStatement() {
+    return Count(
+        "SELECT count(*) FROM ledger WHERE query LIKE 'UPDATE \"public\".\"products\" SET%'");
+  }
+
   void ExpectEachAppliedOnce(const std::string& matching_sql, long long rows) {
     EXPECT_EQ(Count("SELECT count(*) FROM ledger"), rows);
     EXPECT_EQ(Count("SELECT count(DISTINCT key) FROM ledger"), rows);
@@ -67,7 +103,8 @@ class RangeJobTest : public testing::DatabaseTest {
   }
   // Defined below (it writes the stock job).
   std::filesystem::path CutMidPassThenResume(
-      const std::string& name, const std::function<void(pid_t, const std::filesystem::path&)>& cut);
+      const std::string& name, const std::function<void(pid_t, const std::filesystem::path&)>& cut,
+      bool with_set = false);
 };
 
 TEST_F(RangeJobTest, AppliesEveryMatchingRowOnceAndSaysThePassFinished) {
@@ -101,6 +138,24 @@ TEST_F(RangeJobTest, AppliesEveryMatchingRowOnceAndSaysThePassFinished) {
   EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 333);
 }
 
+// operation.set: coexist writes the UPDATE of each chunk's locked rows
+// (with the predicate repeated), each row settled exactly once, the
+// application's own trigger firing once per row.
+TEST_F(RangeJobTest, WithOperationSetCoexistWritesTheUpdateAndEachRowIsSettledOnce) {
+  Seed(1000);
+  LedgerByTrigger();
+  auto summary = batch::Run(conninfo(), config::LoadString(SettleJobWithSet(2, 7), "set.yaml"));
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_EQ(summary.range->applied, 333);
+  EXPECT_EQ(summary.outcome, "succeeded");
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 333);
+  EXPECT_EQ(AppliedBySetStatement(), 333);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE stock <> (id % 3 = 0)::int"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE status = 'to_settle'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.items WHERE job = 'settle'"), 0);
+}
+
 TEST_F(RangeJobTest, WalksTextKeysOfATableInAnotherSchemaWithItemSql) {
   QueryValue("CREATE SCHEMA shop");
   QueryValue(
@@ -132,18 +187,23 @@ TEST_F(RangeJobTest, WalksTextKeysOfATableInAnotherSchemaWithItemSql) {
 // chunk's apply, keeps a resumed pass from applying a row twice.
 // The job of the two tests below, in `dir`: stock + 1 and a ledger row for
 // every product above 100, 20 ms a chunk.
-std::string WriteStockJob(const std::filesystem::path& dir) {
+// With `with_set`, the same as operation.set (the sleep an InitPlan, once a
+// statement), the ledger then written by a trigger (LedgerByTrigger).
+std::string WriteStockJob(const std::filesystem::path& dir, bool with_set = false) {
   std::filesystem::create_directories(dir);
   std::string config = (dir / "job.yaml").string();
   std::ofstream(config) << "batch: {job: stock, workers: 2, chunk_size: 20, range: {where: "
                            "\"id > 100\"}}\n"
                            "pacing: {adaptive: false}\n"
                            "operation:\n"
-                           "  chunk_sql: |\n"
-                           "    WITH s AS (SELECT pg_sleep(0.02)),\n"
-                           "    u AS (UPDATE products SET stock = stock + 1\n"
-                           "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM s))\n"
-                           "    INSERT INTO ledger (key) SELECT unnest($1::text[])\n";
+                        << (with_set
+                                ? "  set: stock = stock + 1 + (SELECT 0 FROM pg_sleep(0.02))\n"
+                                : "  chunk_sql: |\n"
+                                  "    WITH s AS (SELECT pg_sleep(0.02)),\n"
+                                  "    u AS (UPDATE products SET stock = stock + 1\n"
+                                  "          WHERE id = ANY ($1::bigint[]) AND (SELECT true FROM "
+                                  "s))\n"
+                                  "    INSERT INTO ledger (key) SELECT unnest($1::text[])\n");
   return config;
 }
 
@@ -152,10 +212,12 @@ std::string WriteStockJob(const std::filesystem::path& dir) {
 // what committed, and a second run resumes the pass and applies every row once. Returns the folder
 // of the runs' logs.
 std::filesystem::path RangeJobTest::CutMidPassThenResume(
-    const std::string& name, const std::function<void(pid_t, const std::filesystem::path&)>& cut) {
+    const std::string& name, const std::function<void(pid_t, const std::filesystem::path&)>& cut,
+    bool with_set) {
   Seed(3000);
+  if (with_set) LedgerByTrigger("NEW.stock = OLD.stock + 1");
   auto dir = std::filesystem::temp_directory_path() / (name + "-" + database_name());
-  std::string config = WriteStockJob(dir);
+  std::string config = WriteStockJob(dir, with_set);
   pid_t pid = testing::StartBatchRun(conninfo(), config, (dir / "first.log").string());
   if (!testing::WaitUntil([&] { return Count("SELECT count(*) FROM ledger") >= 400; })) {
     ADD_FAILURE() << "the first run applied fewer than 400 rows\n"
@@ -186,6 +248,20 @@ TEST_F(RangeJobTest, KillNineMidPassThenTheNextRunResumesFromTheCheckpoint) {
   std::string text = testing::Slurp(dir / "second.log");
   EXPECT_NE(text.find("range pass resumed from its checkpoint"), std::string::npos) << text;
   EXPECT_NE(text.find("range pass finished"), std::string::npos) << text;
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// The same with operation.set: a chunk's UPDATE and checkpoint commit
+// together, so a kill -9 leaves exactly the committed chunks applied.
+TEST_F(RangeJobTest, WithOperationSetKillNineMidPassThenTheNextRunResumesEachRowOnce) {
+  auto dir = CutMidPassThenResume(
+      "cx-range-set",
+      [&](pid_t pid, const std::filesystem::path&) {
+        ASSERT_NO_FATAL_FAILURE(testing::KillNine(pid));
+      },
+      true);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE id <= 100 AND stock <> 0"), 0);
+  EXPECT_EQ(AppliedBySetStatement(), 2900);
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 
@@ -224,9 +300,13 @@ TEST_F(RangeJobTest, AnImmediateServerStopMidPassThenTheNextRunResumesFromTheChe
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }
 
-TEST_F(RangeJobTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpdate) {
+// The tests below run in both operation forms: chunk_sql, and operation.set
+// (the UPDATE coexist writes, with the predicate repeated).
+class RangeFormTest : public RangeJobTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RangeFormTest, RowsOnlineWritersHoldBecomeExceptionsDoneLaterWithNoLostUpdate) {
   Seed(600);
-  auto config = config::LoadString(SettleJob(1, 25), "settle.yaml");
+  auto config = config::LoadString(PrepareSettleJob(1, 25, GetParam()), "settle.yaml");
   // Installed first: the guard's DDL would wait for the writer below.
   auto conn = Connect();
   InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
@@ -310,11 +390,11 @@ TEST_F(RangeJobTest, OnAServerWhoseDefaultIsRepeatableReadOnlineWritesBesideTheW
 // is rolled back whole and its rows go to the queue, whose path tries them
 // again by halves: every other row is applied once, the failing one is not
 // applied at all and stays queued with its error, and the walk goes on.
-TEST_F(RangeJobTest, AChunkWhoseOperationFailsIsRolledBackAndOnlyItsFailingRowStaysQueued) {
+TEST_P(RangeFormTest, AChunkWhoseOperationFailsIsRolledBackAndOnlyItsFailingRowStaysQueued) {
   Seed(600);
   QueryValue("UPDATE products SET stock = 49 WHERE id = 300");
   QueryValue("ALTER TABLE products ADD CONSTRAINT stock_below_50 CHECK (stock < 50)");
-  auto config = config::LoadString(SettleJob(1, 25), "settle.yaml");
+  auto config = config::LoadString(PrepareSettleJob(1, 25, GetParam()), "settle.yaml");
   auto summary = batch::Run(conninfo(), config);
   ASSERT_TRUE(summary.range.has_value());
   EXPECT_TRUE(summary.range->finished);
@@ -331,6 +411,62 @@ TEST_F(RangeJobTest, AChunkWhoseOperationFailsIsRolledBackAndOnlyItsFailingRowSt
             1);
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle'"), 1);
 }
+
+// A row with a live edit lock and no row lock (an editor between reading
+// and saving): no chunk applies it while the lock lives. The row goes to
+// the queue, skip_locked defers it, and once the editor is gone a later run
+// applies it.
+TEST_P(RangeFormTest, AnEditLockedRowIsNotAppliedWhileTheLockLives) {
+  Seed(600);
+  auto config = config::LoadString(
+      PrepareSettleJob(1, 25, GetParam()) + "policy: {name: skip_locked}\n", "settle.yaml");
+  const std::string token =
+      QueryValue("SELECT coexist.acquire_edit_lock('products', 300, 'alice', '1 hour')");
+  auto first = batch::Run(conninfo(), config);
+  ASSERT_TRUE(first.range.has_value());
+  EXPECT_TRUE(first.range->finished);
+  EXPECT_EQ(first.range->applied, 199);
+  EXPECT_EQ(first.range->exceptions, 1);
+  EXPECT_EQ(QueryValue("SELECT status || ' ' || stock FROM products WHERE id = 300"),
+            "to_settle 0");
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = '300'"), 0);
+  QueryValue("SELECT coexist.release_edit_lock('products', 300, '" + token + "')");
+  QueryValue("UPDATE coexist.queue SET not_before = '-infinity' WHERE job = 'settle'");
+  auto second = batch::Run(conninfo(), config);
+  EXPECT_EQ(second.counts.done, 1);
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM products WHERE stock <> (id % 3 = 0)::int"), 0);
+}
+
+// operation.set repeats the predicate: an exception retried from the queue
+// after its row stopped matching (the editor cancelled the order) is left
+// as the editor saved it.
+TEST_F(RangeJobTest, WithOperationSetAQueuedRowThatNoLongerMatchesIsLeftAlone) {
+  Seed(600);
+  LedgerByTrigger();
+  auto config =
+      config::LoadString(SettleJobWithSet(1, 25) + "policy: {name: skip_locked}\n", "settle.yaml");
+  const std::string token =
+      QueryValue("SELECT coexist.acquire_edit_lock('products', 300, 'alice', '1 hour')");
+  auto first = batch::Run(conninfo(), config);
+  ASSERT_TRUE(first.range.has_value());
+  EXPECT_EQ(first.range->exceptions, 1);
+  QueryValue("SELECT coexist.release_edit_lock('products', 300, '" + token + "')");
+  QueryValue("UPDATE products SET status = 'cancelled' WHERE id = 300");
+  QueryValue("UPDATE coexist.queue SET not_before = '-infinity' WHERE job = 'settle'");
+  batch::Run(conninfo(), config);
+  EXPECT_EQ(QueryValue("SELECT status || ' ' || stock FROM products WHERE id = 300"),
+            "cancelled 0");
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger"), 199);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = '300'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.queue WHERE job = 'settle' AND state IN "
+                  "('queued', 'deferred')"),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothForms, RangeFormTest, ::testing::Bool(), [](const auto& test_case) {
+  return std::string(test_case.param ? "Set" : "ChunkSql");
+});
 
 // Every policy walks a range (docs/batch.md, "Range jobs"): the walk takes
 // what is free now, and a row an online writer holds or one with a live edit
@@ -352,14 +488,17 @@ struct RangePolicy {
   const char* online_sees;
 };
 
-class RangePolicyTest : public RangeJobTest, public ::testing::WithParamInterface<RangePolicy> {};
+// In both operation forms.
+class RangePolicyTest : public RangeJobTest,
+                        public ::testing::WithParamInterface<std::tuple<RangePolicy, bool>> {};
 
 TEST_P(RangePolicyTest, HeldAndEditLockedRowsGoToThePolicyAndEachRowIsAppliedOnce) {
-  const auto& policy = GetParam();
+  const auto& [policy, with_set] = GetParam();
   Seed(600);
-  auto config = config::LoadString(
-      "target: {owner_column: owner}\n" + SettleJob(2, 25) + "policy:\n" + policy.yaml,
-      "settle.yaml");
+  auto config =
+      config::LoadString("target: {owner_column: owner}\n" + PrepareSettleJob(2, 25, with_set) +
+                             "policy:\n" + policy.yaml,
+                         "settle.yaml");
   // Installed first: the guard's DDL would wait for the writer below.
   auto conn = Connect();
   InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
@@ -440,20 +579,25 @@ TEST_P(RangePolicyTest, HeldAndEditLockedRowsGoToThePolicyAndEachRowIsAppliedOnc
 
 INSTANTIATE_TEST_SUITE_P(
     EveryPolicy, RangePolicyTest,
-    ::testing::Values(
-        RangePolicy{"skip_locked", "  name: skip_locked\n", false, false, ""},
-        RangePolicy{"status_partition", "  name: status_partition\n", false, false, ""},
-        RangePolicy{"online_priority", "  name: online_priority\n  max_wait: 20s\n", true, false,
-                    ""},
-        RangePolicy{"batch_priority",
-                    "  name: batch_priority\n  cancel_after: 300ms\n  terminate_after: 1s\n", true,
-                    true, ""},
-        RangePolicy{"time_window",
-                    "  name: time_window\n  mode: read_only\n  drain_margin: 0s\n"
-                    "  max_wait: 20s\n  windows:\n"
-                    "    - {time_zone: UTC, start: \"00:00\", end: \"00:00\"}\n",
-                    false, false, "CX003"}),
-    [](const auto& test_case) { return std::string(test_case.param.name); });
+    ::testing::Combine(
+        ::testing::Values(
+            RangePolicy{"skip_locked", "  name: skip_locked\n", false, false, ""},
+            RangePolicy{"status_partition", "  name: status_partition\n", false, false, ""},
+            RangePolicy{"online_priority", "  name: online_priority\n  max_wait: 20s\n", true,
+                        false, ""},
+            RangePolicy{"batch_priority",
+                        "  name: batch_priority\n  cancel_after: 300ms\n  terminate_after: 1s\n",
+                        true, true, ""},
+            RangePolicy{"time_window",
+                        "  name: time_window\n  mode: read_only\n  drain_margin: 0s\n"
+                        "  max_wait: 20s\n  windows:\n"
+                        "    - {time_zone: UTC, start: \"00:00\", end: \"00:00\"}\n",
+                        false, false, "CX003"}),
+        ::testing::Bool()),
+    [](const auto& test_case) {
+      return std::string(std::get<0>(test_case.param).name) +
+             (std::get<1>(test_case.param) ? "_Set" : "_ChunkSql");
+    });
 
 TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
   Seed(10);
@@ -493,6 +637,31 @@ TEST_F(RangeJobTest, APredicateTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
             std::string::npos)
       << none.output;
   if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// operation.set is checked before the run as chunk_sql is: a SET list the
+// database rejects is a configuration error at its place, and nothing ran.
+TEST_F(RangeJobTest, ASetListTheDatabaseRejectsIsAConfigErrorAtItsPlace) {
+  Seed(10);
+  auto config = config::LoadString(
+      "batch:\n  job: bad\n  range: {where: \"true\"}\noperation: {set: \"stauts = 'x'\"}\n",
+      "bad.yaml");
+  try {
+    batch::Run(conninfo(), config);
+    FAIL() << "ran";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "bad.yaml:4:18: operation.set: the database rejects it: ERROR:  column "
+                  "\"stauts\" of relation \"products\" does not exist",
+                  0),
+              0u)
+        << e.what();
+    EXPECT_NE(e.hint().find("write the SET list of an UPDATE of public.products"),
+              std::string::npos)
+        << e.hint();
+    EXPECT_EQ(e.code(), ExitCode::kConfig);
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM coexist.runs"), 0) << "refused before the run began";
 }
 
 }  // namespace
