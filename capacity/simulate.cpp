@@ -523,9 +523,9 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
     // by when its predicate skips some: the same share of the keys grows.
     wanted *= static_cast<double>(size.items) / static_cast<double>(cell.items);
   }
-  // Two close timings of small batches make a wild rate: at most 20 times
-  // the queue per step.
-  wanted = std::min(wanted, 20.0 * static_cast<double>(size.items));
+  // Two close timings of small batches make a wild rate: at most 5 times
+  // the queue per step (125 times over three).
+  wanted = std::min(wanted, 5.0 * static_cast<double>(size.items));
   CellSize grown = size;
   grown.items =
       std::min(std::max(size.items + 1, static_cast<long long>(std::ceil(wanted))), kMaxItems);
@@ -538,7 +538,8 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
   return grown;
 }
 
-// A projection check cell: scenario.projection_check items, over rows in
+// A projection check cell: scenario.projection_check items (or, written as
+// `5x`, that many times the measured cell's), over rows in
 // proportion, so that each row has as many items as in the measured cell
 // (more items per row run slower: docs/capacity.md, "The projection model");
 // at most 100,000,000 rows. The window is the measured cell's, scaled with
@@ -547,8 +548,11 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
 // scenario.sample make, and the check says so when that changes the items
 // per row.
 CellSize CheckSize(const config::ScenarioSettings& s, const CellResult& measured) {
-  CellSize check{.items = s.projection_check, .check_of = measured.index};
   long long base_items = std::max(measured.items, 1LL);
+  long long items = s.projection_check_times > 0
+                        ? std::llround(s.projection_check_times * static_cast<double>(base_items))
+                        : s.projection_check;
+  CellSize check{.items = items, .check_of = measured.index};
   if (!s.workload.UserTables() && measured.records > 0) {
     check.records = std::clamp(config::RowsInProportion(check.items, base_items, measured.records),
                                1LL, config::kMaxSeededRecords);
@@ -593,7 +597,7 @@ class CellRunner {
              const SimulateOptions& options, std::vector<CellResult>& results)
       : conninfo_(conninfo), options_(options), results_(results) {
     for (const auto& spec : scenario.cells) {
-      total_ += static_cast<size_t>(spec.settings.repeat) + (spec.settings.projection_check > 0);
+      total_ += static_cast<size_t>(spec.settings.repeat) + spec.settings.ChecksProjections();
     }
   }
 
@@ -705,7 +709,7 @@ void RunScenario(const std::string& conninfo, const config::Scenario& scenario,
       size.repeat = repeat;
       measured = repeat == 1 ? runner.RunGrown(spec, size) : runner.Run(spec, size);
     }
-    if (settings.projection_check == 0 || runner.Stopped()) continue;
+    if (!settings.ChecksProjections() || runner.Stopped()) continue;
     runner.Run(spec, CheckSize(settings, results[static_cast<size_t>(measured) - 1]));
   }
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -290,6 +291,27 @@ void ReadWorkload(Section& s, Workload& w) {
   if (s.node()["invariant"]) w.invariant_at = s.MarkOf(s.node()["invariant"]);
 }
 
+// `projection_check: 5x`: a check cell of that many times the checked
+// cell's items; more than 1 (a check of a larger queue) and at most 100.
+double ReadCheckTimes(Section& s, const std::string& text) {
+  const YAML::Node value = s.node()["projection_check"];
+  std::string number = text.substr(0, text.size() - 1);
+  char* end = nullptr;
+  double times = number.empty() ? NAN : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(times)) {
+    s.Fail(value, "projection_check", "'" + text + "' is neither a count of items nor a multiple",
+           "write how many items the check cell queues (150000), or how many times the checked "
+           "cell's (5x).");
+  }
+  if (times <= 1.0 || times > 100.0) {
+    s.Fail(value, "projection_check",
+           "a check of " + text + " the measured queue checks no projection",
+           "more than 1x and at most 100x, e.g. 5x: the model is checked on a larger queue than "
+           "it was made from.");
+  }
+  return times;
+}
+
 void ReadSettings(Section& s, ScenarioSettings& out) {
   s.String("name", out.name);
   s.String("description", out.description);
@@ -300,7 +322,13 @@ void ReadSettings(Section& s, ScenarioSettings& out) {
   s.Duration("window", out.window, milliseconds(100), hours(24));
   s.Int64("production_queue_items", out.production_queue_items, 0, 1'000'000'000'000LL);
   s.Duration("production_window", out.production_window, milliseconds(0), hours(24 * 7));
-  s.Int64("projection_check", out.projection_check, 0, 100'000'000);
+  std::string check_text;
+  s.String("projection_check", check_text);
+  if (!check_text.empty() && (check_text.back() == 'x' || check_text.back() == 'X')) {
+    out.projection_check_times = ReadCheckTimes(s, check_text);
+  } else {
+    s.Int64("projection_check", out.projection_check, 0, 100'000'000);
+  }
   if (out.projection_check > 0 && out.projection_check < out.queue_items) {
     s.Fail(s.node()["projection_check"], "projection_check",
            fmt::format("{} items is fewer than the {} queued in the measured cells",

@@ -144,6 +144,12 @@ struct ScenarioSettings {
   // cell's window is the window scaled by projection_check / queue_items,
   // twice over (at most 24 h), so that it runs to its end.
   long long projection_check = 0;
+  // `projection_check: 5x`: each check cell queues this many times the items
+  // of the cell it checks (as that cell was measured, grown or not), so a
+  // cell that scenario.min_batch_time grew is still checked at a larger
+  // queue. 0: projection_check is a count (or 0).
+  double projection_check_times = 0;
+  bool ChecksProjections() const { return projection_check > 0 || projection_check_times > 0; }
   // Each cell's batch runs at least this long, so that its figures are
   // steady: a cell whose batch finished sooner is measured again with its
   // queue grown (queue_items x min_batch_time / the measured time x 1.2, at

@@ -720,6 +720,37 @@ TEST(Scenario, ReadsTheCellLengthAndRepeats) {
   EXPECT_EQ(defaults.repeat, 1);
 }
 
+// projection_check as a multiple of each measured cell's queue (5x), or a
+// count; a multiple that checks nothing is refused at its place.
+TEST(Scenario, AProjectionCheckIsACountOrAMultipleOfTheMeasuredQueue) {
+  auto times = LoadScenarioString("scenario:\n  projection_check: 5x\n", "t.yaml").settings;
+  EXPECT_DOUBLE_EQ(times.projection_check_times, 5);
+  EXPECT_EQ(times.projection_check, 0);
+  EXPECT_TRUE(times.ChecksProjections());
+  auto count =
+      LoadScenarioString("scenario:\n  queue_items: 100\n  records: 100\n  projection_check: 500\n",
+                         "c.yaml")
+          .settings;
+  EXPECT_EQ(count.projection_check, 500);
+  EXPECT_DOUBLE_EQ(count.projection_check_times, 0);
+  EXPECT_FALSE(LoadScenarioString("{}", "d.yaml").settings.ChecksProjections());
+  auto error = [](const std::string& yaml) {
+    try {
+      LoadScenarioString(yaml, "bad.yaml");
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.code(), ExitCode::kConfig);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error("scenario:\n  projection_check: 1x\n"),
+            "bad.yaml:2:21: scenario.projection_check: a check of 1x the measured queue checks no "
+            "projection");
+  EXPECT_EQ(error("scenario:\n  projection_check: fivex\n"),
+            "bad.yaml:2:21: scenario.projection_check: 'fivex' is neither a count of items nor a "
+            "multiple");
+}
+
 TEST(Scenario, SeveralBatchProcessesRunShared) {
   auto scenario = LoadScenarioString(R"(
 sweep:
