@@ -249,16 +249,13 @@ void ReadThresholds(Section& s, LoadThresholds& out) {
 // "1.25x" or 1.25: how much slower online may get while the batch runs.
 double ReadObjective(Section& s, const YAML::Node& value) {
   std::string text = s.ScalarText(value, "objective");
-  std::string number = !text.empty() && (text.back() == 'x' || text.back() == 'X')
-                           ? text.substr(0, text.size() - 1)
-                           : text;
-  char* end = nullptr;
-  double ratio = number.empty() ? NAN : std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(ratio)) {
+  auto parsed = ParseTimes(text);
+  if (!parsed) {
     s.Fail(value, "objective", "'" + text + "' is not a ratio",
            "write how much slower online may get while the batch runs, e.g. 1.25x (25 % "
            "slower).");
   }
+  double ratio = *parsed;
   if (ratio <= 1.0) {
     s.Fail(value, "objective", "an objective of " + text + " cannot be met",
            "the batch always costs online something; allow some slowdown, e.g. 1.25x.");

@@ -295,14 +295,13 @@ void ReadWorkload(Section& s, Workload& w) {
 // cell's items; more than 1 (a check of a larger queue) and at most 100.
 double ReadCheckTimes(Section& s, const std::string& text) {
   const YAML::Node value = s.node()["projection_check"];
-  std::string number = text.substr(0, text.size() - 1);
-  char* end = nullptr;
-  double times = number.empty() ? NAN : std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(times)) {
+  auto parsed = ParseTimes(text);
+  if (!parsed) {
     s.Fail(value, "projection_check", "'" + text + "' is neither a count of items nor a multiple",
            "write how many items the check cell queues (150000), or how many times the checked "
            "cell's (5x).");
   }
+  double times = *parsed;
   if (times <= 1.0 || times > 100.0) {
     s.Fail(value, "projection_check",
            "a check of " + text + " the measured queue checks no projection",

@@ -430,4 +430,14 @@ void Section::Finish() const {
   }
 }
 
+std::optional<double> ParseTimes(std::string_view text) {
+  std::string number(text);
+  if (!number.empty() && (number.back() == 'x' || number.back() == 'X')) number.pop_back();
+  if (number.empty()) return std::nullopt;
+  char* end = nullptr;
+  double times = std::strtod(number.c_str(), &end);
+  if (end != number.c_str() + number.size() || !std::isfinite(times)) return std::nullopt;
+  return times;
+}
+
 }  // namespace coexist::config

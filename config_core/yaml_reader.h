@@ -114,4 +114,9 @@ YAML::Node ParseYaml(const std::string& text, const std::string& file);
 // Throws ConfigError at `mark` for a missing variable or an unclosed "${".
 std::string SubstituteVariables(const std::string& text, const Mark& mark, const std::string& key);
 
+// "1.25x", "1.25X" or "1.25": a multiple, for keys written as "so many
+// times" (pacing.online_latency.objective, scenario.projection_check).
+// nullopt when it is not a finite number.
+std::optional<double> ParseTimes(std::string_view text);
+
 }  // namespace coexist::config
