@@ -549,9 +549,11 @@ CellSize Grown(const CellSize& size, const config::ScenarioSettings& s, const Ce
 // per row.
 CellSize CheckSize(const config::ScenarioSettings& s, const CellResult& measured) {
   long long base_items = std::max(measured.items, 1LL);
-  long long items = s.projection_check_times > 0
-                        ? std::llround(s.projection_check_times * static_cast<double>(base_items))
-                        : s.projection_check;
+  long long items =
+      s.projection_check_times > 0
+          ? std::min(std::llround(s.projection_check_times * static_cast<double>(base_items)),
+                     kMaxItems)
+          : s.projection_check;
   CellSize check{.items = items, .check_of = measured.index};
   if (!s.workload.UserTables() && measured.records > 0) {
     check.records = std::clamp(config::RowsInProportion(check.items, base_items, measured.records),
