@@ -171,10 +171,8 @@ Operation::Operation(pqxx::connection_base& conn, const config::Config& whole,
 void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
   const auto& op = config.operation;
   bool per_item = !op.item_sql.empty();
-  std::string key = per_item          ? "operation.item_sql"
-                    : !op.set.empty() ? "operation.set"
-                                      : "operation.chunk_sql";
-  config::Mark at = per_item ? op.item_sql_at : !op.set.empty() ? op.set_at : op.chunk_sql_at;
+  std::string key = std::string("operation.") + op.Form();
+  config::Mark at = op.FormAt();
   if (at.file.empty()) at = {config.source, 0, 0};
   std::string key_type;
   {
@@ -184,11 +182,6 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
   try {
     Operation check(conn, config, key_type);
   } catch (const pqxx::sql_error& e) {
-    if (!op.set.empty()) {
-      throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
-                                "write the SET list of an UPDATE of " + config.target.Name() +
-                                    " (status = 'settled', n = n + 1): coexist writes the rest.");
-    }
     int statements = CountStatements(per_item ? op.item_sql : op.chunk_sql);
     if (statements > 1 && e.sqlstate() == "42601") {
       throw config::ConfigError(
@@ -199,7 +192,11 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
           "INSERT ...), or call a function that does them.");
     }
     throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
-                              KeysHint(op, key_type));
+                              op.set.empty()
+                                  ? KeysHint(op, key_type)
+                                  : "write the SET list of an UPDATE of " + config.target.Name() +
+                                        " (status = 'settled', n = n + 1): coexist "
+                                        "writes the rest.");
   }
 }
 

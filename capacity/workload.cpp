@@ -317,11 +317,9 @@ std::vector<std::pair<std::string, std::string>> DescribeWorkload(
                                  ? fmt::format("{} users, think time {} ms; mix: {}",
                                                c.online.users, c.online.think_time.count(), mix)
                                  : fmt::format("{:g} transactions/s; mix: {}", c.online.rate, mix));
-  std::string operation = fmt::format("{}, keys: {}",
-                                      !c.operation.set.empty()        ? "set"
-                                      : c.operation.chunk_sql.empty() ? "item_sql"
-                                                                      : "chunk_sql",
-                                      c.operation.keys == config::ItemKeys::kMany ? "many" : "one");
+  std::string operation =
+      fmt::format("{}, keys: {}", c.operation.Configured() ? c.operation.Form() : "item_sql",
+                  c.operation.keys == config::ItemKeys::kMany ? "many" : "one");
   std::string queued = c.batch.range ? "a range job over the rows where " + c.batch.range->where
                        : c.enqueue.select.empty() ? "items spread over the target's keys"
                                                   : "items from its enqueue.select";

@@ -333,6 +333,14 @@ struct OperationConfig {
   Mark set_at;
 
   bool Configured() const { return !item_sql.empty() || !chunk_sql.empty() || !set.empty(); }
+  // The form written (the loader allows one): "item_sql", "set" or
+  // "chunk_sql", and where it is written.
+  const char* Form() const {
+    return !item_sql.empty() ? "item_sql" : !set.empty() ? "set" : "chunk_sql";
+  }
+  const Mark& FormAt() const {
+    return !item_sql.empty() ? item_sql_at : !set.empty() ? set_at : chunk_sql_at;
+  }
 };
 
 // Health thresholds of `pacing.max_load` / `pacing.critical_load`. Each
