@@ -7,20 +7,14 @@
 #include "common/sql_text.h"
 #include "config_core/config_error.h"
 #include "db/connection.h"
+#include "db/failure.h"
+#include "db/sqlstate.h"
 #include "db/target_table.h"
 
 namespace coexist::batch {
 namespace {
 
 // A dollar-quote tag that cannot occur in the user's SQL.
-std::string QuoteTag(const std::string& sql) {
-  std::string tag = "$coexist_op$";
-  for (int i = 0; sql.find(tag) != std::string::npos; ++i) {
-    tag = "$coexist_op" + std::to_string(i) + "$";
-  }
-  return tag;
-}
-
 std::string WithoutTrailingSemicolons(std::string sql) {
   while (!sql.empty() &&
          (sql.back() == ';' || std::isspace(static_cast<unsigned char>(sql.back())))) {
@@ -99,15 +93,21 @@ std::string KeysHint(const config::OperationConfig& op, const std::string& key_t
 
 }  // namespace
 
-std::string SetStatement(pqxx::connection_base& conn, const config::Config& config,
-                         const std::string& key_type) {
+std::string SetUpdate(pqxx::connection_base& conn, const config::Config& config,
+                      const std::string& rows) {
   const auto& t = config.target;
   // The line breaks end a `--` comment the list or the predicate may end with.
   std::string sql = "UPDATE " + conn.quote_name(t.schema) + "." + conn.quote_name(t.table) +
-                    " SET " + config.operation.set + "\n WHERE " + conn.quote_name(t.key_column) +
-                    " = ANY ($1::text[]::" + key_type + "[])";
+                    " SET " + config.operation.set + "\n WHERE " + rows;
   if (config.batch.range) sql += " AND (" + config.batch.range->where + "\n)";
   return sql;
+}
+
+std::string SetStatement(pqxx::connection_base& conn, const config::Config& config,
+                         const std::string& key_type) {
+  return SetUpdate(
+      conn, config,
+      conn.quote_name(config.target.key_column) + " = ANY ($1::text[]::" + key_type + "[])");
 }
 
 Operation::Operation(pqxx::connection_base& conn, const config::Config& whole,
@@ -143,7 +143,7 @@ Operation::Operation(pqxx::connection_base& conn, const config::Config& whole,
   std::string columns = "k";
   for (size_t i = 0; i < config.params.size(); ++i) columns += ", p" + std::to_string(i + 2);
   std::string body = WithoutTrailingSemicolons(config.item_sql);
-  std::string tag = QuoteTag(body);
+  std::string tag = sql_text::DollarQuoteTag(body, "coexist_op");
   // A SQL function's body may hold several statements, so item_sql is first
   // prepared alone, with its parameter types, as ONE command of the
   // extended protocol (exec_params): a second statement is refused there and
@@ -166,6 +166,7 @@ Operation::Operation(pqxx::connection_base& conn, const config::Config& whole,
                  ") RETURNS integer LANGUAGE sql VOLATILE AS " + tag + body + ";\nSELECT 1" + tag);
   conn.prepare("apply_items", "SELECT sum(pg_temp.coexist_item(" + call_args + ")) FROM " + unnest +
                                   ") AS u(" + columns + ")");
+  conn.prepare_now("apply_items");
 }
 
 void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
@@ -191,6 +192,13 @@ void CheckOperation(pqxx::connection_base& conn, const config::Config& config) {
           "none of it was run. Join the steps into one statement (WITH u AS (UPDATE ...) "
           "INSERT ...), or call a function that does them.");
     }
+    if (per_item && db::SqlStateOf(e) == db::sqlstate::kInsufficientPrivilege &&
+        std::string(e.what()).find("temporary") != std::string::npos) {
+      throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
+                                "item_sql runs as a session-local function: GRANT TEMP ON "
+                                "DATABASE to the batch role (docs/operations.md, \"Database "
+                                "roles\"), or write it as chunk_sql.");
+    }
     throw config::ConfigError(at, key, std::string("the database rejects it: ") + e.what(),
                               op.set.empty()
                                   ? KeysHint(op, key_type)
@@ -209,8 +217,7 @@ void Operation::Apply(pqxx::transaction_base& tx, const std::vector<Item>& items
   if (!config_.params.empty()) {
     for (auto& array : FieldArrays(items, config_.params)) params.push_back(std::move(array));
   }
-  tx.exec_prepared(per_item_ ? "apply_items" : "apply_chunk",
-                   pqxx::prepare::make_dynamic_params(params));
+  tx.exec_prepared(statement(), pqxx::prepare::make_dynamic_params(params));
 }
 
 }  // namespace coexist::batch

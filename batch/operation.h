@@ -35,15 +35,28 @@ class Operation {
   // throws; the caller scans the chunk (halves, then single items).
   void Apply(pqxx::transaction_base& tx, const std::vector<Item>& items) const;
 
+  // The name of the statement Apply runs, prepared on the server (not
+  // lazily), with the items' keys as its only parameter when the operation
+  // has no params: the range walk's one call runs it by name
+  // (batch/range_chunk_call.h).
+  const char* statement() const { return per_item_ ? "apply_items" : "apply_chunk"; }
+
  private:
   const config::OperationConfig& config_;
   bool per_item_ = false;
   bool many_keys_ = false;
 };
 
-// The chunk SQL operation.set stands for (Operation's apply_chunk).
+// The chunk SQL operation.set stands for (Operation's apply_chunk): the
+// UPDATE of the keys in $1.
 std::string SetStatement(pqxx::connection_base& conn, const config::Config& config,
                          const std::string& key_type);
+
+// The UPDATE operation.set stands for, of the target's rows that `rows` (a
+// condition on them) selects and, for a range job, its predicate selects
+// too (the range walk's one call: batch/range_chunk_call.h).
+std::string SetUpdate(pqxx::connection_base& conn, const config::Config& config,
+                      const std::string& rows);
 
 // The start-up check of the operation (batch/runner.cpp): builds it on
 // `conn` without running any of its SQL. Throws config::ConfigError at the

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "batch/operation.h"
+#include "batch/range_chunk_call.h"
 #include "batch/record_sql.h"
 #include "schema/queue_store.h"
 #include "schema/range_store.h"
@@ -169,6 +170,43 @@ RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkPar
   }
   db::AdvanceSegment(tx, job, segment, chunk.keys.back(), result.applied, result.exceptions,
                      parts.run_id);
+  return result;
+}
+
+RangeChunkResult ApplyRangeChunkInOneCall(pqxx::connection_base& conn, const RangeChunkParts& parts,
+                                          const RangeWalk& walk, int segment, int size,
+                                          const JudgeFailureFn& judge) {
+  RangeChunkResult result;
+  RangeCallResult call;
+  try {
+    call = CallRangeChunk(conn, parts.run_id, parts.config.batch.job, segment, walk.pass, size,
+                          walk.skip_queued_keys);
+  } catch (const pqxx::failure& e) {
+    // A held row (55P03) or the operation's error: judged as the statements'
+    // cheap way judges its apply, and taken again the careful way.
+    bool timed_out = false;
+    judge(e, timed_out);
+    result.retake = true;
+    return result;
+  }
+  switch (call.state) {
+    case RangeCallState::kFenced:
+      result.fenced = true;
+      break;
+    case RangeCallState::kBusy:
+      result.busy = true;
+      break;
+    case RangeCallState::kWalked:
+      result.walked = true;
+      break;
+    case RangeCallState::kRetake:
+      result.retake = true;
+      break;
+    case RangeCallState::kApplied:
+      result.keys = call.keys;
+      result.applied = call.applied;
+      break;
+  }
   return result;
 }
 

@@ -80,6 +80,7 @@ struct RangeChunkResult {
   long long exceptions = 0;  // rows sent to coexist.queue
   bool timed_out = false;    // the operation hit statement_timeout or lock_timeout
   std::string error;         // why the operation failed, when it did
+  bool fenced = false;       // the run is no longer running: nothing done
 };
 
 // Judges the operation's failure (the worker's JudgeFailure): throws what
@@ -94,5 +95,16 @@ using JudgeFailureFn = std::function<std::string(const pqxx::failure&, bool& tim
 RangeChunkResult ApplyRangeChunk(pqxx::transaction_base& tx, const RangeChunkParts& parts,
                                  const RangeWalk& walk, int segment, int size, RangeRead read,
                                  const JudgeFailureFn& judge);
+
+// The cheap way (RangeRead::kAllFree) of the same chunk as one server call
+// on `conn`, which has no transaction open and the call created on it
+// (batch/range_chunk_call.h): the run's fence, the chunk and its checkpoint
+// commit together or not at all. `retake` when a row is held, edit-locked or
+// owned by a run, or the operation failed: nothing was done, and the chunk
+// is taken the careful way. What stops the run is thrown as
+// ApplyRangeChunk's judge throws it.
+RangeChunkResult ApplyRangeChunkInOneCall(pqxx::connection_base& conn, const RangeChunkParts& parts,
+                                          const RangeWalk& walk, int segment, int size,
+                                          const JudgeFailureFn& judge);
 
 }  // namespace coexist::batch

@@ -13,6 +13,7 @@
 
 #include "batch/budget.h"
 #include "batch/operation.h"
+#include "batch/range_chunk_call.h"
 #include "batch/range_walk.h"
 #include "batch/record_sql.h"
 #include "batch/runner.h"
@@ -171,6 +172,8 @@ struct Worker::Db {
   std::unique_ptr<RecordSql> aux_sql;
   std::unique_ptr<Operation> operation;
   std::unique_ptr<Listener> listener;
+  // A range job's cheap way is one server call (batch/range_chunk_call.h).
+  bool range_call = false;
 };
 
 Worker::Worker(int index, std::string conninfo, const config::Config& config,
@@ -198,6 +201,9 @@ void Worker::Run() {
   db_->sql = std::make_unique<RecordSql>(*conn_, config_);
   db_->queue = std::make_unique<db::QueueStore>(*conn_, QueueJobOf(config_, db_->sql->target()));
   db_->operation = std::make_unique<Operation>(*conn_, config_, db_->sql->key_type());
+  if (range_ != nullptr) {
+    db_->range_call = CreateRangeChunkCall(*conn_, config_, *db_->sql, *db_->operation);
+  }
   if (policy_.WantsBlockers() || policy_.WaitsForEditLocks()) {
     db_->aux = db::Connect(conninfo_, config_.database.application_name);
     LowerBackendPriority(*db_->aux, config_, index_);
@@ -302,13 +308,16 @@ bool Worker::WalkRange() {
                                                                        : RangeRead::kWhatIsFree;
     RangeChunkResult chunk;
     for (;;) {
-      pqxx::work tx(*db_->conn);
-      HoldRun(tx);
-      chunk = ApplyRangeChunk(tx, parts, *range_, segments[at], *size, read, judge);
-      if (!chunk.retake) {
-        tx.commit();
-        break;
+      if (read == RangeRead::kAllFree && db_->range_call) {
+        chunk = ApplyRangeChunkInOneCall(*db_->conn, parts, *range_, segments[at], *size, judge);
+        if (chunk.fenced) ThrowFenced();
+      } else {
+        pqxx::work tx(*db_->conn);
+        HoldRun(tx);
+        chunk = ApplyRangeChunk(tx, parts, *range_, segments[at], *size, read, judge);
+        if (!chunk.retake) tx.commit();
       }
+      if (!chunk.retake) break;
       read = RangeRead::kWhatIsFree;
       chunks_since_contention = 0;
     }
@@ -507,11 +516,13 @@ bool Worker::TooManyFailuresInARow() {
 }
 
 void Worker::HoldRun(pqxx::dbtransaction& tx) {
-  if (!db_->queue->HoldRun(tx, run_id_)) {
-    throw RunFencedError("run " + std::to_string(run_id_) +
-                         " was marked abandoned while it worked (its control connection was "
-                         "lost); its workers stop and the chunk in flight rolls back");
-  }
+  if (!db_->queue->HoldRun(tx, run_id_)) ThrowFenced();
+}
+
+void Worker::ThrowFenced() const {
+  throw RunFencedError("run " + std::to_string(run_id_) +
+                       " was marked abandoned while it worked (its control connection was "
+                       "lost); its workers stop and the chunk in flight rolls back");
 }
 
 // A chunk's items are decided in two halves: first by the edit locks on

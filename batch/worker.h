@@ -173,6 +173,7 @@ class Worker {
   // Every chunk transaction starts here: throws RunFencedError when the run
   // is no longer 'running' (0008_run_fencing.sql).
   void HoldRun(pqxx::dbtransaction& tx);
+  [[noreturn]] void ThrowFenced() const;
   // What to do with each of a chunk's items: Outcome::apply, deferrals,
   // or waiting_ for a later chunk.
   void Decide(pqxx::dbtransaction& tx, const std::vector<Item>& items, Outcome& out);

@@ -107,4 +107,12 @@ std::string TopLevelClause(const std::string& sql, std::initializer_list<const c
   return "";
 }
 
+std::string DollarQuoteTag(const std::string& sql, const std::string& name) {
+  std::string tag = "$" + name + "$";
+  for (int i = 0; sql.find(tag) != std::string::npos; ++i) {
+    tag = "$" + name + std::to_string(i) + "$";
+  }
+  return tag;
+}
+
 }  // namespace coexist::sql_text

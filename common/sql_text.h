@@ -31,6 +31,10 @@ NotCode Skip(const std::string& sql, size_t i, size_t& end);
 // (operation.set): `x = 1 WHERE false` would change the statement's shape.
 std::string TopLevelClause(const std::string& sql, std::initializer_list<const char*> words);
 
+// A dollar-quote tag ($name$, $name0$, ...) that does not occur in `sql`:
+// the body of a function coexist creates around it.
+std::string DollarQuoteTag(const std::string& sql, const std::string& name);
+
 // Letters, digits and _, not starting with a digit: identifiers, dollar
 // quote tags, placeholder names.
 bool IsNameStart(char c);

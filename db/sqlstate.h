@@ -19,6 +19,7 @@ inline constexpr const char* kEditLockedRefused =
 inline constexpr const char* kLockNotAvailable = "55P03";  // NOWAIT, lock_timeout
 inline constexpr const char* kQueryCanceled = "57014";     // statement_timeout, pg_cancel_backend
 inline constexpr const char* kAdminShutdown = "57P01";     // pg_terminate_backend
+inline constexpr const char* kInsufficientPrivilege = "42501";
 inline constexpr const char* kDeadlockDetected = "40P01";
 inline constexpr const char* kSerializationFailure = "40001";
 inline constexpr const char* kUniqueViolation = "23505";

@@ -87,10 +87,13 @@ class RangeJobTest : public testing::DatabaseTest {
     LedgerByTrigger();
     return SettleJobWithSet(workers, chunk);
   }
-  // Ledger rows written by the UPDATE coexist writes for operation.set.
+  // Ledger rows written by the UPDATE coexist writes for operation.set: its
+  // own statement (the careful way), or the walk's one call that runs it
+  // (batch/range_chunk_call.h), whose text is then the client's query.
   long long AppliedBySetStatement() {
     return Count(
-        "SELECT count(*) FROM ledger WHERE query LIKE 'UPDATE \"public\".\"products\" SET%'");
+        "SELECT count(*) FROM ledger WHERE query LIKE 'UPDATE \"public\".\"products\" SET%' "
+        "OR query LIKE '%pg_temp.coexist_range_chunk(%'");
   }
 
   void ExpectEachAppliedOnce(const std::string& matching_sql, long long rows) {
@@ -182,6 +185,100 @@ TEST_F(RangeJobTest, WalksTextKeysOfATableInAnotherSchemaWithItemSql) {
   EXPECT_EQ(Count("SELECT count(*) FROM shop.orders WHERE status = 'to_settle'"), 0);
 }
 
+// A batch role that may not create temporary objects (a database that
+// revoked TEMP from PUBLIC) gets no one-call chunk: the walk takes every
+// chunk by statements, each applied by the UPDATE coexist writes (its text
+// the trigger's current_query()), and every row once.
+TEST_F(RangeJobTest, ABatchRoleWithoutTempWalksByStatements) {
+  Seed(1000);
+  LedgerByTrigger();
+  std::string role = "cx_notemp_" + database_name();
+  QueryValue("CREATE ROLE " + role + " LOGIN; REVOKE TEMP ON DATABASE " + database_name() +
+             " FROM PUBLIC; GRANT USAGE ON SCHEMA coexist TO " + role +
+             "; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA coexist TO " + role +
+             "; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA coexist TO " + role +
+             "; GRANT SELECT, UPDATE ON products TO " + role + "; GRANT INSERT ON ledger TO " +
+             role +
+             // The fixture's tables are where its own role's search_path put
+             // them ("$user" first: its role is named coexist).
+             "; ALTER ROLE " + role + " SET search_path = coexist, public; SELECT 1");
+  auto config = config::LoadString(SettleJobWithSet(2, 7), "s.yaml");
+  {
+    // Installed by its owner, as `db install` would (docs/operations.md).
+    auto conn = Connect();
+    InstallGuard(*conn, CheckConfig(*conn, config, kInstallCheck));
+  }
+  auto summary = batch::Run(conninfo() + " user=" + role, config);
+  // item_sql needs TEMP itself (its function is session-local): refused at
+  // its place before anything runs (docs/operations.md, "Database roles").
+  std::string item_error, item_hint;
+  try {
+    batch::Run(conninfo() + " user=" + role,
+               config::LoadString("batch: {job: items, range: {where: \"true\"}}\n"
+                                  "operation: {item_sql: 'UPDATE products SET stock = 0 WHERE "
+                                  "id = $1'}\n",
+                                  "i.yaml"));
+  } catch (const config::ConfigError& e) {
+    item_error = e.what();
+    item_hint = e.hint();
+  }
+  QueryValue("DROP OWNED BY " + role + "; DROP ROLE " + role + "; SELECT 1");
+  EXPECT_EQ(item_error.rfind("i.yaml:2:23: operation.item_sql: the database rejects it: ERROR:  "
+                             "permission denied to create temporary tables",
+                             0),
+            0u)
+      << item_error;
+  EXPECT_EQ(item_hint,
+            "item_sql runs as a session-local function: GRANT TEMP ON DATABASE to the batch role "
+            "(docs/operations.md, \"Database roles\"), or write it as chunk_sql.");
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_EQ(summary.range->applied, 333);
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 333);
+  EXPECT_EQ(
+      Count("SELECT count(*) FROM ledger WHERE query LIKE 'UPDATE \"public\".\"products\" SET%'"),
+      333);
+}
+
+// The one call's operation.set way on keys that have no max() (uuid), of a
+// partitioned table in another schema, with the application's own trigger
+// on it: every matching row once, none of the others.
+TEST_F(RangeJobTest, WalksUuidKeysOfAPartitionedTableWithOperationSet) {
+  QueryValue("CREATE SCHEMA shop");
+  QueryValue(
+      "CREATE TABLE shop.invoices (id uuid PRIMARY KEY, status text NOT NULL, "
+      "version bigint NOT NULL DEFAULT 0) PARTITION BY HASH (id)");
+  for (int i = 0; i < 3; ++i) {
+    QueryValue("CREATE TABLE shop.invoices_" + std::to_string(i) +
+               " PARTITION OF shop.invoices FOR VALUES WITH (MODULUS 3, REMAINDER " +
+               std::to_string(i) + ")");
+  }
+  QueryValue(
+      "INSERT INTO shop.invoices (id, status) SELECT md5(g::text)::uuid, CASE WHEN g % 2 = 0 "
+      "THEN 'to_settle' ELSE 'open' END FROM generate_series(1, 801) g");
+  QueryValue(
+      "CREATE FUNCTION invoice_ledger() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "INSERT INTO ledger (key) VALUES (NEW.id::text); RETURN NEW; END $$");
+  QueryValue(
+      "CREATE TRIGGER invoice_ledger AFTER UPDATE ON shop.invoices FOR EACH ROW WHEN "
+      "(NEW.status = 'settled') EXECUTE FUNCTION invoice_ledger()");
+  std::string yaml =
+      "target: {table: shop.invoices, known_triggers: [invoice_ledger]}\n"
+      "batch: {job: invoices, workers: 2, chunk_size: 23, range: {where: \"status = "
+      "'to_settle'\"}}\n"
+      "pacing: {adaptive: false}\n"
+      "operation: {set: \"status = 'settled'\"}\n";
+  auto summary = batch::Run(conninfo(), config::LoadString(yaml, "invoices.yaml"));
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_EQ(summary.range->applied, 400);
+  EXPECT_EQ(summary.range->exceptions, 0);
+  ExpectEachAppliedOnce("SELECT md5(g::text)::uuid FROM generate_series(1, 801) g WHERE g % 2 = 0",
+                        400);
+  EXPECT_EQ(Count("SELECT count(*) FROM shop.invoices WHERE status = 'to_settle'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM shop.invoices WHERE status = 'open'"), 401);
+}
+
 // An operation that leaves the predicate true (stock + 1 of every product)
 // is not idempotent by itself: only the checkpoint, committed with each
 // chunk's apply, keeps a resumed pass from applying a row twice.
@@ -226,6 +323,14 @@ std::filesystem::path RangeJobTest::CutMidPassThenResume(
   }
   cut(pid, dir);
   if (HasFatalFailure()) return dir;
+  // A chunk is one server call: the one in flight when the process died
+  // commits or rolls back on the server, after the kill. Counted once the
+  // run's backends are gone.
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    return Count(
+               "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE "
+               "'coexist-batch%' AND datname = current_database()") == 0;
+  }));
   long long before = Count("SELECT count(*) FROM ledger");
   EXPECT_LT(before, 2900) << "the first run finished before it was cut";
   EXPECT_EQ(Count("SELECT sum(applied) FROM coexist.range_checkpoints WHERE job = 'stock'"),
@@ -274,8 +379,9 @@ TEST_F(RangeJobTest, AWorkersSessionEndedMidChunkStopsTheRunAndTheNextResumes) {
   auto dir = CutMidPassThenResume("cx-range-ended", [&](pid_t pid, const std::filesystem::path&) {
     ASSERT_TRUE(testing::WaitUntil([&] {
       return Count(
-                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE "
-                 "'%pg_sleep(0.02)%' AND state = 'active' AND pid <> pg_backend_pid()") > 0;
+                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE (query "
+                 "LIKE '%pg_sleep(0.02)%' OR query LIKE '%pg_temp.coexist_range_chunk(%') AND "
+                 "state = 'active' AND pid <> pg_backend_pid()") > 0;
     }));
     EXPECT_EQ(testing::WaitForExitWithin(pid, 60s), 75);
   });

@@ -71,6 +71,7 @@ JobShape RandomRangeShape(Rng& rng, const std::string& policy, int workers) {
   shape.policy = policy;
   shape.workers = workers;
   shape.range = true;
+  shape.set_form = rng.Chance(0.5);
   shape.chunk_size = rng.Pick(std::vector<int>{5, 10, 20});
   shape.keys = rng.Int(120, static_cast<int>(Lab::kRecords));
   shape.items = shape.keys;
@@ -84,9 +85,9 @@ JobShape RandomRangeShape(Rng& rng, const std::string& policy, int workers) {
 
 std::string Describe(const JobShape& shape) {
   char text[160];
-  std::snprintf(text, sizeof(text), "%s%s w%d c%d %d/%d %.0fms", shape.range ? "range " : "",
-                shape.policy.c_str(), shape.workers, shape.chunk_size, shape.items, shape.keys,
-                shape.chunk_sleep * 1000);
+  std::snprintf(text, sizeof(text), "%s%s w%d c%d %d/%d %.0fms",
+                shape.range ? (shape.set_form ? "range set " : "range ") : "", shape.policy.c_str(),
+                shape.workers, shape.chunk_size, shape.items, shape.keys, shape.chunk_sleep * 1000);
   return text;
 }
 
@@ -125,7 +126,8 @@ void Trial::WriteConfig() {
   std::snprintf(sleep, sizeof(sleep), "%.3f", shape_.chunk_sleep);
   std::ofstream(config_)
       << "database: {statement_timeout: 30s}\n"
-      << "target: {owner_column: owner}\n"
+      << "target: {owner_column: owner"
+      << (shape_.range && shape_.set_form ? ", known_triggers: [settle_ledger]" : "") << "}\n"
       << "batch: {job: chaos, chunk_size: " << shape_.chunk_size << ", workers: " << shape_.workers
       << ", max_attempts: " << shape_.max_attempts
       << (shape_.range ? ", range: {where: \"to_settle = 1\"}" : "") << "}\n"
@@ -137,10 +139,18 @@ void Trial::WriteConfig() {
       << "online: {users: 16, pool_size: 6, think_time: 20ms, value_column: stock,\n"
          "         application_name: coexist-online-sim, offline_hold: 200ms, offline_ttl: 2s,\n"
          "         offline_abandon: 0, lock_timeout: 500ms}\n"
-      << "operation:\n"
-         "  chunk_sql: |\n"
-         "    WITH pause AS (SELECT pg_sleep("
-      << sleep << ")),\n";
+      << "operation:\n";
+  if (shape_.range && shape_.set_form) {
+    // The same settlement as the chunk_sql below, as a SET list: the pause
+    // an InitPlan, once a statement (a chunk); the ledger row the trigger's
+    // (MarkRowsToSettle).
+    std::ofstream(config_, std::ios::app)
+        << "  set: settled = settled + qty + (SELECT 0 FROM pg_sleep(" << sleep << "))\n";
+    return;
+  }
+  std::ofstream(config_, std::ios::app) << "  chunk_sql: |\n"
+                                           "    WITH pause AS (SELECT pg_sleep("
+                                        << sleep << ")),\n";
   if (shape_.range) {
     // Settles each row of the chunk by its qty and leaves its mark: the
     // predicate stays true, so only the walk (its checkpoints committed with
@@ -199,6 +209,17 @@ void Trial::MarkRowsToSettle(Rng& rng) {
       "UPDATE products p SET to_settle = 1, qty = split_part(m, ':', 2)::integer"
       " FROM unnest(string_to_array('" +
       ids + "', ',')) AS m WHERE p.id = split_part(m, ':', 1)::bigint");
+  if (shape_.set_form) {
+    // The application's own trigger writes the ledger: one row each time a
+    // row is settled, by whichever statement settles it.
+    Query(
+        "CREATE FUNCTION settle_ledger() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO chaos_ledger (uid, item_key, qty) VALUES (NEW.id, NEW.id, NEW.qty); "
+        "RETURN NEW; END $$");
+    Query(
+        "CREATE TRIGGER settle_ledger AFTER UPDATE ON products FOR EACH ROW WHEN "
+        "(NEW.settled IS DISTINCT FROM OLD.settled) EXECUTE FUNCTION settle_ledger()");
+  }
   Query("ANALYZE products");
 }
 

@@ -38,6 +38,10 @@ struct JobShape {
   // operation leaves the mark, so only the checkpoints keep a row from
   // being settled twice. `items` is then `keys` (a ledger row per row).
   bool range = false;
+  // The range job's operation as operation.set (coexist writes the UPDATE,
+  // and the walk's one call takes no lock before it), its ledger row then
+  // written by a trigger of the table; otherwise chunk_sql.
+  bool set_form = false;
 };
 
 // A random range job under `policy` with 1 or 2 workers.
