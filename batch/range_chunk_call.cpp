@@ -27,7 +27,8 @@ bool CreateRangeChunkCall(pqxx::connection_base& conn, const config::Config& con
     spec.key = conn.quote_name(config.target.key_column);
     spec.key_type = sql.key_type();
     spec.where = config.batch.range->where;
-    if (config.target.owner_column) spec.owner_column = conn.quote_name(*config.target.owner_column);
+    if (config.target.owner_column)
+      spec.owner_column = conn.quote_name(*config.target.owner_column);
     if (!config.operation.set.empty()) {
       spec.set_update = [&](const std::string& rows) { return SetUpdate(conn, config, rows); };
     }
@@ -46,8 +47,8 @@ RangeCallResult CallRangeChunk(pqxx::connection_base& conn, long long run_id,
                                const std::string& job, int segment, long long pass, int size,
                                bool skip_queued_keys) {
   pqxx::nontransaction tx(conn);
-  auto row = tx.exec_prepared1("call_range_chunk", run_id, job, segment, pass, size,
-                               skip_queued_keys);
+  auto row =
+      tx.exec_prepared1("call_range_chunk", run_id, job, segment, pass, size, skip_queued_keys);
   RangeCallResult result;
   result.state = StateOf(row[0].as<std::string>());
   result.keys = row[1].as<int>();

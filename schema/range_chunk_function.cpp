@@ -27,9 +27,8 @@ std::string Bounds(const std::string& key, const std::string& key_type, bool aft
 // the first and last segments), `read` writing one of them.
 std::string ForEachShape(const std::function<std::string(bool after, bool upper)>& read) {
   return "  IF cx_last IS NULL AND cx_upper IS NULL THEN\n" + read(false, false) +
-         "  ELSIF cx_upper IS NULL THEN\n" + read(true, false) +
-         "  ELSIF cx_last IS NULL THEN\n" + read(false, true) + "  ELSE\n" + read(true, true) +
-         "  END IF;\n";
+         "  ELSIF cx_upper IS NULL THEN\n" + read(true, false) + "  ELSIF cx_last IS NULL THEN\n" +
+         read(false, true) + "  ELSE\n" + read(true, true) + "  END IF;\n";
 }
 
 }  // namespace
@@ -41,26 +40,27 @@ std::string RangeChunkFunctionSql(const RangeChunkSpec& spec) {
   // The line break ends a `--` comment the predicate may end with.
   const std::string where = "(" + spec.where + "\n)";
   // Keys an earlier pass left in the queue are the queue's (step 4).
-  const std::string queued = "EXISTS (SELECT 1 FROM coexist.queue q WHERE q.job = cx_job\n"
-                             "        AND q.record_key = %s AND q.state IN ('queued', 'deferred'))";
+  const std::string queued =
+      "EXISTS (SELECT 1 FROM coexist.queue q WHERE q.job = cx_job\n"
+      "        AND q.record_key = %s AND q.state IN ('queued', 'deferred'))";
   auto queued_key = [&](const std::string& k) {
     std::string text = queued;
     return text.replace(text.find("%s"), 2, k);
   };
   // Step 5. Most chunks meet no live edit lock of the target at all: that
   // is asked first, by the expiry's index, before the chunk's keys are.
-  std::string taken = "(EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " +
-                      Literal(table) +
-                      "::regclass\n"
-                      "         AND e.expires_at > clock_timestamp())\n"
-                      "     AND EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " +
-                      Literal(table) +
-                      "::regclass\n"
-                      "         AND e.record_key = ANY (cx_apply) AND e.expires_at > "
-                      "clock_timestamp()))";
+  std::string taken =
+      "(EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " + Literal(table) +
+      "::regclass\n"
+      "         AND e.expires_at > clock_timestamp())\n"
+      "     AND EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " +
+      Literal(table) +
+      "::regclass\n"
+      "         AND e.record_key = ANY (cx_apply) AND e.expires_at > "
+      "clock_timestamp()))";
   if (spec.owner_column) {
-    taken += "\n      OR EXISTS (SELECT 1 FROM " + table + " WHERE " + key + " = ANY (cx_apply::" +
-             key_type + "[]) AND " + *spec.owner_column + " = 'batch')";
+    taken += "\n      OR EXISTS (SELECT 1 FROM " + table + " WHERE " + key +
+             " = ANY (cx_apply::" + key_type + "[]) AND " + *spec.owner_column + " = 'batch')";
   }
   const std::string finish =
       "    UPDATE coexist.range_checkpoints c SET finished = true, run_id = cx_run,\n"
@@ -73,69 +73,91 @@ std::string RangeChunkFunctionSql(const RangeChunkSpec& spec) {
     // lock's recheck); the statement runs by name on the keys locked. Named
     // apart from the key column: ORDER BY the column's name would otherwise
     // sort by this text (10 before 9).
-    steps =
-        ForEachShape([&](bool after, bool upper) {
-          return "    cx_keys_read := ARRAY(SELECT " + key + "::text AS cx_k FROM " + table +
-                 " WHERE " + Bounds(key, key_type, after, upper) + where + " ORDER BY " + key +
-                 " LIMIT cx_size FOR UPDATE NOWAIT);\n";
-        }) +
-        "  IF cardinality(cx_keys_read) = 0 THEN\n" + finish +
-        "  END IF;\n"
-        "  cx_keys := cardinality(cx_keys_read);\n"
-        "  cx_upto := cx_keys_read[cx_keys];\n"
-        "  cx_apply := cx_keys_read;\n"
-        "  IF cx_skip_queued THEN\n"
-        "    cx_apply := ARRAY(SELECT u.k FROM unnest(cx_keys_read) WITH ORDINALITY u(k, n)\n"
-        "      WHERE NOT " +
-        queued_key("u.k") +
-        " ORDER BY u.n);\n"
-        "  END IF;\n"
-        "  IF " +
-        taken +
-        " THEN\n"
-        "    cx_state := 'retake'; RETURN;\n"
-        "  END IF;\n"
-        "  IF cardinality(cx_apply) > 0 THEN\n"
-        "    EXECUTE 'EXECUTE " +
-        spec.statement +
-        " (' || quote_literal(cx_apply::text) || ')';\n"
-        "    cx_applied := cardinality(cx_apply);\n"
-        "  END IF;\n";
+    steps = ForEachShape([&](bool after, bool upper) {
+              return "    cx_keys_read := ARRAY(SELECT " + key + "::text AS cx_k FROM " + table +
+                     " WHERE " + Bounds(key, key_type, after, upper) + where + " ORDER BY " + key +
+                     " LIMIT cx_size FOR UPDATE NOWAIT);\n";
+            }) +
+            "  IF cardinality(cx_keys_read) = 0 THEN\n" + finish +
+            "  END IF;\n"
+            "  cx_keys := cardinality(cx_keys_read);\n"
+            "  cx_upto := cx_keys_read[cx_keys];\n"
+            "  cx_apply := cx_keys_read;\n"
+            "  IF cx_skip_queued THEN\n"
+            "    cx_apply := ARRAY(SELECT u.k FROM unnest(cx_keys_read) WITH ORDINALITY u(k, n)\n"
+            "      WHERE NOT " +
+            queued_key("u.k") +
+            " ORDER BY u.n);\n"
+            "  END IF;\n"
+            "  IF " +
+            taken +
+            " THEN\n"
+            "    cx_state := 'retake'; RETURN;\n"
+            "  END IF;\n"
+            "  IF cardinality(cx_apply) > 0 THEN\n"
+            "    EXECUTE 'EXECUTE " +
+            spec.statement +
+            " (' || quote_literal(cx_apply::text) || ')';\n"
+            "    cx_applied := cardinality(cx_apply);\n"
+            "  END IF;\n";
   } else {
     // operation.set: coexist writes the UPDATE and it repeats the predicate,
     // so step 3 reads only where the chunk ends (no lock: a lock first
     // writes every row twice), and the UPDATE of the rows up to there takes
     // their locks, under a 1 ms lock_timeout, and checks the predicate
-    // again on the versions it changes; then step 5 on the rows it changed
-    // rolls the whole call back when one is taken (the header).
-    auto update = [&](bool after) {
-      return "    WITH cx_u AS (" +
-             spec.set_update(Bounds(key, key_type, after, false) + key + " <= cx_upto::" + key_type +
-                             "\n AND NOT (cx_skip_queued AND " + queued_key(key + "::text") + ")") +
-             "\n RETURNING " + key + "::text AS cx_k)\n"
-             "    SELECT array_agg(cx_k), count(*) INTO cx_apply, cx_applied FROM cx_u;\n";
+    // again on the versions it changes; then step 5 over the chunk's range
+    // rolls the whole call back when a row of it is taken (the header).
+    // Step 5 asks about every row of the range, changed or not (the
+    // predicate may no longer select the changed ones): a row it did not
+    // change sends the chunk the careful way for nothing, which costs time,
+    // never a row.
+    const std::string live_lock =
+        "EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " + Literal(table) +
+        "::regclass\n"
+        "         AND e.expires_at > clock_timestamp()";
+    auto update_and_check = [&](bool after) {
+      std::string range = Bounds(key, key_type, after, false) + key + " <= cx_upto::" + key_type;
+      std::string check =
+          "    IF cx_applied > 0 AND " + live_lock +
+          ") THEN\n"
+          "      cx_apply := ARRAY(SELECT " +
+          key + "::text FROM " + table + " WHERE " + range +
+          ");\n"
+          "      IF " +
+          live_lock +
+          "\n         AND e.record_key = ANY (cx_apply)) THEN\n"
+          "        RAISE EXCEPTION 'coexist: a row of the range chunk is edit-locked'\n"
+          "          USING ERRCODE = 'lock_not_available';\n"
+          "      END IF;\n"
+          "    END IF;\n";
+      if (spec.owner_column) {
+        check += "    IF cx_applied > 0 AND EXISTS (SELECT 1 FROM " + table + " WHERE " + range +
+                 " AND " + *spec.owner_column +
+                 " = 'batch') THEN\n"
+                 "      RAISE EXCEPTION 'coexist: a row of the range chunk is owned by a run'\n"
+                 "        USING ERRCODE = 'lock_not_available';\n"
+                 "    END IF;\n";
+      }
+      return "    " +
+             spec.set_update(range + "\n AND NOT (cx_skip_queued AND " +
+                             queued_key(key + "::text") + ")") +
+             ";\n"
+             "    GET DIAGNOSTICS cx_applied = ROW_COUNT;\n" +
+             check;
     };
     steps = ForEachShape([&](bool after, bool upper) {
               // The last of the chunk's keys and their number (max() would
               // not do: uuid has none).
               return "    SELECT r.cx_k::text, r.cx_n INTO cx_upto, cx_keys FROM (SELECT " + key +
                      " AS cx_k, row_number() OVER (ORDER BY " + key + ") AS cx_n FROM " + table +
-                     " WHERE " + Bounds(key, key_type, after, upper) + where + " ORDER BY " +
-                     key + " LIMIT cx_size) r ORDER BY r.cx_n DESC LIMIT 1;\n";
+                     " WHERE " + Bounds(key, key_type, after, upper) + where + " ORDER BY " + key +
+                     " LIMIT cx_size) r ORDER BY r.cx_n DESC LIMIT 1;\n";
             }) +
             "  IF cx_keys IS NULL THEN\n" + finish +
             "  END IF;\n"
             "  PERFORM set_config('lock_timeout', '1ms', true);\n"
             "  IF cx_last IS NULL THEN\n" +
-            update(false) + "  ELSE\n" + update(true) +
-            "  END IF;\n"
-            "  IF cx_applied > 0 AND (" +
-            taken +
-            ") THEN\n"
-            "    RAISE EXCEPTION 'coexist: a row of the range chunk is edit-locked or owned by a "
-            "run'\n"
-            "      USING ERRCODE = 'lock_not_available';\n"
-            "  END IF;\n";
+            update_and_check(false) + "  ELSE\n" + update_and_check(true) + "  END IF;\n";
   }
   // The variables are cx_-named and columns win a clash (use_column): the
   // predicate names the target's columns, whatever they are called.

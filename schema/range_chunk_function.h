@@ -53,10 +53,10 @@ namespace coexist::db {
 // What the function is built around: the target's names, already quoted
 // (quote_name), the job's predicate and the operation.
 struct RangeChunkSpec {
-  std::string table;     // "schema"."table"
-  std::string key;       // "key column"
-  std::string key_type;  // its type, as format_type gives it
-  std::string where;     // batch.range.where, as written
+  std::string table;                        // "schema"."table"
+  std::string key;                          // "key column"
+  std::string key_type;                     // its type, as format_type gives it
+  std::string where;                        // batch.range.where, as written
   std::optional<std::string> owner_column;  // target.owner_column, quoted
   // operation.set: the UPDATE it stands for of the rows a condition on them
   // selects (batch::SetUpdate). Unset for chunk_sql and item_sql, whose

@@ -240,6 +240,27 @@ TEST_F(RangeJobTest, ABatchRoleWithoutTempWalksByStatements) {
       333);
 }
 
+// A row a run owns (target.owner_column says batch, as a queued item's
+// takeover leaves it) is the queue path's: the one call sends its chunk the
+// careful way, which queues the row, and the queue path decides it. Each
+// row once; the owned one never by the one call.
+TEST_F(RangeJobTest, WithOperationSetARowARunOwnsIsLeftToTheQueuePath) {
+  Seed(300);
+  LedgerByTrigger();
+  QueryValue("UPDATE products SET owner = 'batch' WHERE id = 150");
+  auto config =
+      config::LoadString("target: {owner_column: owner}\n" + SettleJobWithSet(1, 25), "s.yaml");
+  auto summary = batch::Run(conninfo(), config);
+  ASSERT_TRUE(summary.range.has_value());
+  EXPECT_TRUE(summary.range->finished);
+  EXPECT_EQ(summary.range->exceptions, 1);
+  EXPECT_EQ(summary.outcome, "succeeded");
+  ExpectEachAppliedOnce("SELECT id FROM products WHERE id % 3 = 0", 100);
+  EXPECT_EQ(Count("SELECT count(*) FROM ledger WHERE key = '150' AND query NOT LIKE "
+                  "'%coexist_range_chunk%'"),
+            1);
+}
+
 // The one call's operation.set way on keys that have no max() (uuid), of a
 // partitioned table in another schema, with the application's own trigger
 // on it: every matching row once, none of the others.
