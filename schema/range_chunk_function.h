@@ -36,9 +36,10 @@
 // out), under a 1 ms lock_timeout (a held row raises 55P03: the careful
 // way), takes the rows' locks itself and checks the predicate again on the
 // version it changes (a row changed since the read so that it no longer
-// matches is left alone); then a live edit lock or an owned row among the
-// rows it changed raises 55P03 too, which rolls the whole call back,
-// UPDATE included. Under the UPDATE's row locks no edit lock can appear
+// matches is left alone); then a live edit lock or an owned row anywhere
+// in the chunk's key range (changed or not: a false alarm only costs the
+// careful way) raises 55P03 too, which rolls the whole call back, UPDATE
+// included. Under the UPDATE's row locks no edit lock can appear
 // (acquire_edit_lock waits for them), so what step 5 reads after it is what
 // holds. docs/batch.md, "Range jobs".
 //
