@@ -356,6 +356,20 @@ std::string RowsText(long long measured_records, long long check_records) {
   return fmt::format(" over {} -> {} rows", measured_records, check_records);
 }
 
+// A model's fixed seconds as a projection line gives them: a rounding's
+// "-0.0" is 0.0.
+std::string FixedCost(double seconds) {
+  return fmt::format("{:.1f} s fixed", seconds > -0.05 ? std::max(seconds, 0.0) : seconds);
+}
+
+// Why a fixed cost is below zero, when it is: said at the end of the
+// model's parentheses.
+std::string BelowZero(double seconds) {
+  return seconds > -0.05 ? ""
+                         : "; fixed below zero: the first chunks and the tail ran faster than "
+                           "the steady rate";
+}
+
 }  // namespace
 
 void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
@@ -365,15 +379,16 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
                        p.job == "range" ? ", range job" : "");
     if (p.model.trusted) {
       out << fmt::format(
-          "{} items in {:.0f} s{} ({:.1f} s fixed + {:.0f} items/s{}){}\n",
-          scenario.production_queue_items, p.projected_seconds,
+          "{} items in {:.0f} s{} ({} + {:.0f} items/s{}{}){}\n", scenario.production_queue_items,
+          p.projected_seconds,
           p.repeats > 1 ? fmt::format(" ({:.0f}-{:.0f} s over {} measurements)", p.low_seconds,
                                       p.high_seconds, p.repeats)
                         : "",
-          p.model.fixed_seconds, p.model.steady_rate,
+          FixedCost(p.model.fixed_seconds), p.model.steady_rate,
           p.model.items_per_row > 0
               ? fmt::format(", at {:.2f} items per row as measured", p.model.items_per_row)
               : "",
+          BelowZero(p.model.fixed_seconds),
           scenario.production_window_seconds <= 0 ? ""
           : p.fits_window                         ? ", fits the window"
                                                   : ", does not fit the window");

@@ -445,6 +445,24 @@ TEST(ProjectionCheck, StdoutGivesBothCellsRows) {
             "projection: worst error +1.5% over 1 check\n");
 }
 
+// A cell whose first chunks and tail ran faster than its steady rate has a
+// fixed cost below zero: the line says why, and a rounding's -0.0 is 0.0.
+TEST(ProjectionCheck, AFixedCostBelowZeroIsSaidSo) {
+  auto line = [](double earlier_by) {
+    CellResult c = Measured();
+    for (auto& chunk : c.chunks) chunk.at_seconds -= earlier_by;
+    c.batch_seconds -= earlier_by;
+    std::ostringstream out;
+    PrintProjections(out, Scenario(), {c});
+    return out.str();
+  };
+  EXPECT_NE(line(3.02).find("(0.0 s fixed + 200 items/s)"), std::string::npos) << line(3.02);
+  EXPECT_NE(line(3.3).find("(-0.3 s fixed + 200 items/s; fixed below zero: the first chunks and "
+                           "the tail ran faster than the steady rate)"),
+            std::string::npos)
+      << line(3.3);
+}
+
 TEST(Report, WritesJsonCsvAndHtmlThatAgree) {
   auto dir =
       std::filesystem::temp_directory_path() / ("coexist-report-" + std::to_string(getpid()));
