@@ -49,15 +49,13 @@ std::string RangeChunkFunctionSql(const RangeChunkSpec& spec) {
   };
   // Step 5. Most chunks meet no live edit lock of the target at all: that
   // is asked first, by the expiry's index, before the chunk's keys are.
-  std::string taken =
-      "(EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " + Literal(table) +
+  // `live_lock` is left open: a condition on the lock may follow, then ")".
+  const std::string live_lock =
+      "EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " + Literal(table) +
       "::regclass\n"
-      "         AND e.expires_at > clock_timestamp())\n"
-      "     AND EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " +
-      Literal(table) +
-      "::regclass\n"
-      "         AND e.record_key = ANY (cx_apply) AND e.expires_at > "
-      "clock_timestamp()))";
+      "         AND e.expires_at > clock_timestamp()";
+  std::string taken = "(" + live_lock + ")\n     AND " + live_lock +
+                      "\n         AND e.record_key = ANY (cx_apply)))";
   if (spec.owner_column) {
     taken += "\n      OR EXISTS (SELECT 1 FROM " + table + " WHERE " + key +
              " = ANY (cx_apply::" + key_type + "[]) AND " + *spec.owner_column + " = 'batch')";
@@ -111,10 +109,6 @@ std::string RangeChunkFunctionSql(const RangeChunkSpec& spec) {
     // predicate may no longer select the changed ones): a row it did not
     // change sends the chunk the careful way for nothing, which costs time,
     // never a row.
-    const std::string live_lock =
-        "EXISTS (SELECT 1 FROM coexist.edit_locks e WHERE e.target = " + Literal(table) +
-        "::regclass\n"
-        "         AND e.expires_at > clock_timestamp()";
     auto update_and_check = [&](bool after) {
       std::string range = Bounds(key, key_type, after, false) + key + " <= cx_upto::" + key_type;
       std::string check =
