@@ -444,9 +444,8 @@ class AsynchronousCommitCrashTest : public BatchCrashTest {
   void SetUp() override {
     BatchCrashTest::SetUp();
     QueryValue("ALTER TABLE ledger ADD COLUMN tag text");
-    // The test cluster runs with synchronous_commit off; on here, so that
-    // only the batch's own SET makes its commits asynchronous.
-    QueryValue("ALTER DATABASE " + database_name() + " SET synchronous_commit = on");
+    // Only the batch's own SET makes its commits asynchronous.
+    MakeCommitsDurable();
     WriteConfig(
         "{name: skip_locked}", 4, "{adaptive: false, synchronous_commit: off}",
         testing::LedgerOperation("0.03", "' || current_setting('synchronous_commit') || '"));

@@ -35,9 +35,8 @@ class BatchPriorityTest : public testing::DatabaseTest {
   void SetUp() override {
     DatabaseTest::SetUp();
     QueryValue("CREATE TABLE ledger (key bigint NOT NULL, tag text)");
-    // The test cluster runs with synchronous_commit off; on here, so that
-    // only the batch's own SET can make it anything else.
-    QueryValue("ALTER DATABASE " + database_name() + " SET synchronous_commit = on");
+    // Only the batch's own SET can make it anything else.
+    MakeCommitsDurable();
     QueryValue("DELETE FROM products");
     QueryValue("INSERT INTO products (id, stock) SELECT g, 0 FROM generate_series(1, " +
                std::to_string(kItems) + ") g");
