@@ -2,15 +2,19 @@
 
 #include <CivetServer.h>
 
+#include <condition_variable>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <sstream>
+#include <stop_token>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/embedded_file.h"
 #include "common/error.h"
+#include "dashboard/history.h"
 #include "dashboard/state.h"
 #include "db/connection.h"
 #include "schema/job_pauses.h"
@@ -92,15 +96,58 @@ class MetricsHandler : public CivetHandler {
   std::function<std::string()> metrics_;
 };
 
+// Every kSampleEvery, each job's online latency and rate into the
+// history, on a connection of its own (opened again after a failure: a
+// sample that cannot be read is skipped, the chart shows the gap).
+class HistorySampler {
+ public:
+  static constexpr std::chrono::seconds kSampleEvery{2};
+
+  HistorySampler(std::string conninfo, History& history)
+      : thread_([this, conninfo = std::move(conninfo), &history](std::stop_token stop) {
+          Loop(stop, conninfo, history);
+        }) {}
+
+ private:
+  void Loop(std::stop_token stop, const std::string& conninfo, History& history) {
+    std::unique_ptr<pqxx::connection> conn;
+    while (!stop.stop_requested()) {
+      try {
+        if (!conn) {
+          conn = db::Connect(conninfo, "coexist-dashboard-history");
+          // A stop waits for the sample in flight: bound it.
+          pqxx::nontransaction(*conn).exec("SET statement_timeout = '5s'");
+        }
+        std::vector<History::Sample> samples;
+        for (const auto& job : db::ListJobs(*conn)) {
+          samples.push_back({job.job, job.online_latency_ratio, job.Rate()});
+        }
+        history.Add(History::Clock::now(), samples);
+      } catch (const std::exception&) {
+        conn.reset();  // /api/state reports the database's error to the page
+      }
+      std::unique_lock lock(mutex_);
+      wake_.wait_for(lock, stop, kSampleEvery, [] { return false; });
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable_any wake_;
+  // Last: its destructor asks the loop to stop (the wait wakes at once) and
+  // joins it before the rest goes.
+  std::jthread thread_;
+};
+
 class StateHandler : public CivetHandler {
  public:
-  StateHandler(std::string conninfo, bool controls)
-      : conninfo_(std::move(conninfo)), controls_(controls) {}
+  StateHandler(std::string conninfo, bool controls, const History& history)
+      : conninfo_(std::move(conninfo)), controls_(controls), history_(history) {}
   bool handleGet(CivetServer*, mg_connection* conn) override {
     try {
       auto db = db::Connect(conninfo_, "coexist-dashboard");
       auto state = DashboardState(*db);
       state["controls"] = controls_;
+      state["history"] = history_.Json(History::Clock::now());
       ReplyJson(conn, 200, state);
     } catch (const std::exception& e) {
       // libpq's messages name the server, never the password.
@@ -112,6 +159,7 @@ class StateHandler : public CivetHandler {
  private:
   std::string conninfo_;
   bool controls_;
+  const History& history_;
 };
 
 class PauseHandler : public CivetHandler {
@@ -165,17 +213,20 @@ class PauseHandler : public CivetHandler {
 }  // namespace
 
 struct DashboardServer::Impl {
+  History history;
   PageHandler page;
   StateHandler state;
   PauseHandler pause, resume;
   MetricsHandler metrics;
-  std::unique_ptr<CivetServer> server;
+  HistorySampler sampler;
+  std::unique_ptr<CivetServer> server;  // last: closed before the handlers go
 
   explicit Impl(const DashboardOptions& o)
-      : state(o.conninfo, o.control_token.has_value()),
+      : state(o.conninfo, o.control_token.has_value(), history),
         pause(o.conninfo, o.control_token, true),
         resume(o.conninfo, o.control_token, false),
-        metrics(o.metrics) {}
+        metrics(o.metrics),
+        sampler(o.conninfo, history) {}
 };
 
 std::string ReadControlToken(const std::string& path) {

@@ -6,8 +6,10 @@
 //
 //   GET  /            the page (page.html, compiled in)
 //   GET  /metrics     DashboardOptions::metrics' text, when it is set
-//   GET  /api/state   dashboard::DashboardState as JSON; 503 {"error"} when
-//                     the database cannot be read
+//   GET  /api/state   dashboard::DashboardState as JSON, and "history": the
+//                     last ten minutes of each job's online latency and
+//                     rate (dashboard/history.h); 503 {"error"} when the
+//                     database cannot be read
 //   POST /api/pause   {"job", "reason"}  only with a control token: the
 //   POST /api/resume  {"job"}            request's X-Coexist-Token header
 //                     must equal it (403 otherwise, nothing changed); the
@@ -19,7 +21,9 @@
 // another origin cannot pause a job with an operator's browser. The token is
 // never logged or echoed.
 //
-// Each request opens its own connection (a few a minute per open page).
+// Each request opens its own connection (a few a minute per open page);
+// a thread of the server samples the history every 2 s on one connection
+// of its own, open or not a page, for as long as the server runs.
 // Thread safety: CivetWeb serves requests on its own threads; the object
 // itself is used by one thread.
 

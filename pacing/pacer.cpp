@@ -222,7 +222,10 @@ struct Pacer::Impl {
         SessionSamplerOptions{
             .conninfo = options.conninfo,
             .application_name = options.application_name + "-latency-sessions",
-            .exclude_prefixes = {options.application_name, options.batch_application_name},
+            // The dashboard's reads (a daemon serving it samples its
+            // history every 2 s) are coexist's own too.
+            .exclude_prefixes = {options.application_name, options.batch_application_name,
+                                 "coexist-dashboard"},
             .interval = c.probe_interval},
         [this](const std::vector<SessionSample>& samples) { OnSessions(samples); },
         [this](const ProbeUnavailable& why) {

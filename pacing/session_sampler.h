@@ -15,8 +15,8 @@ struct SessionSamplerOptions {
   std::string conninfo;  // never logged
   std::string application_name = "coexist-pacing-latency-sessions";
   // Sessions whose application_name starts with one of these are coexist's
-  // own (the batch's workers, the pacing monitor, the probe, the sampler)
-  // and are never sampled.
+  // own (the batch's workers, the pacing monitor, the probe, the sampler,
+  // the dashboard) and are never sampled.
   std::vector<std::string> exclude_prefixes;
   std::chrono::milliseconds interval{50};
 };

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "dashboard/history.h"
 #include "tests/support/batch_process.h"
 #include "tests/support/chromium.h"
 #include "tests/support/database_test.h"
@@ -127,6 +128,23 @@ TEST_F(DashboardTest, ThePageShowsTheDatabasesFiguresAndAScreenshotIsKept) {
   EXPECT_EQ(json["jobs"][0]["done"], 8);
   EXPECT_EQ(json["runs"][0]["host"], "db-host-a");
 
+  // The server samples the history every 2 s, whether a page is open or
+  // not: a page opened now gets the seconds before it.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto r = Curl({url + "api/state"});
+        json = nlohmann::json::parse(r.output.substr(0, r.output.rfind('\n')));
+        return json["history"]["nightly"].size() >= 2;
+      },
+      20s))
+      << json.dump();
+  const auto& series = json["history"]["nightly"];
+  EXPECT_GT(series[0][0].get<double>(), series[1][0].get<double>()) << "oldest first, as ages";
+  EXPECT_GE(series[0][0].get<double>(), 1.5) << series.dump();
+  EXPECT_EQ(series[0][1], 1.31) << "the latency ratio its run measured";
+  EXPECT_GT(series[0][2].get<double>(), 1.0) << "its rate (60 items in 30 s)";
+  EXPECT_LT(series[0][2].get<double>(), 2.5) << series.dump();
+
   auto page = DumpDom(url);
   // The jobs row as the database has it: 8 done of 50, 2 dead, a rate of
   // about 2 items/s (60 in 30 s), an ETA, online latency 1.31x.
@@ -150,7 +168,16 @@ TEST_F(DashboardTest, ThePageShowsTheDatabasesFiguresAndAScreenshotIsKept) {
                       "latency over, duty 0.40, chunks x0.50</td>"),
             std::string::npos)
       << "the run's pacer, as its heartbeat wrote it";
-  EXPECT_NE(page.find("polyline"), std::string::npos) << "the latency chart";
+  // Both charts draw the job's line from the server's history.
+  for (const char* chart : {"latency", "rate"}) {
+    std::smatch svg;
+    ASSERT_TRUE(std::regex_search(
+        page, svg, std::regex(std::string("<svg id=\"") + chart + "\"[^>]*>(.*?)</svg>")))
+        << chart;
+    EXPECT_NE(svg[1].str().find("<polyline fill=\"none\" stroke=\"#37a\" data-job=\"nightly\""),
+              std::string::npos)
+        << chart << ": " << svg[1];
+  }
   EXPECT_NE(page.find("stroke=\"#c33\""), std::string::npos) << "its objective line";
 
   // The screenshot, kept for a person to look at.
@@ -212,6 +239,25 @@ TEST_F(DashboardTest, PauseAndResumeNeedTheTokenAndAreAudited) {
       Curl({"-X", "POST", "-H", header, "-d", R"({"job": "nightly"})", url + "api/resume"});
   EXPECT_EQ(StatusOf(resumed), 200) << resumed.output;
   EXPECT_EQ(Count("SELECT count(*) FROM coexist.job_pauses"), 0);
+}
+
+// The history itself (dashboard/history.h), its clock given.
+TEST(DashboardHistory, KeepsTheLastSpanOfEachJobAndAnswersAges) {
+  using Clock = dashboard::History::Clock;
+  dashboard::History history(10s);
+  const Clock::time_point t0{};
+  history.Add(t0, {{"a", 1.2, 50.0}, {"idle", std::nullopt, std::nullopt}});
+  history.Add(t0 + 4s, {{"a", std::nullopt, 40.0}, {"b", 1.5, std::nullopt}});
+  EXPECT_EQ(history.Json(t0 + 5s).dump(),
+            R"({"a":[[5.0,1.2,50.0],[1.0,null,40.0]],"b":[[1.0,1.5,null]]})")
+      << "a job with neither figure is not kept";
+  // 11 s after t0 the first sample is older than the span; 15 s after t0+4s
+  // a and b's last points are, and the jobs go with them.
+  history.Add(t0 + 11s, {{"b", 1.1, 3.0}});
+  EXPECT_EQ(history.Json(t0 + 11s).dump(),
+            R"({"a":[[7.0,null,40.0]],"b":[[7.0,1.5,null],[0.0,1.1,3.0]]})");
+  history.Add(t0 + 22s, {});
+  EXPECT_EQ(history.Json(t0 + 22s).dump(), "{}");
 }
 
 }  // namespace
