@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 namespace coexist::capacity {
 namespace {
@@ -126,6 +128,19 @@ DurationModel CheckModel(const std::vector<CellResult>& cells, const CellResult&
   return median;
 }
 
+// The lowest and highest of the repeats' own projections to `items`, and
+// `projected` (the median model's): the range stated around it. Every
+// model in `each` is trusted (CheckModel returned a trusted one).
+std::pair<double, double> RangeOf(const std::vector<DurationModel>& each, long long items,
+                                  double projected) {
+  double low = projected, high = projected;
+  for (const auto& m : each) {
+    low = std::min(low, m.SecondsFor(items));
+    high = std::max(high, m.SecondsFor(items));
+  }
+  return {low, high};
+}
+
 }  // namespace
 
 std::vector<Projection> Project(const std::vector<CellResult>& cells,
@@ -153,11 +168,7 @@ std::vector<Projection> Project(const std::vector<CellResult>& cells,
         cell.load_level.empty() ? "" : ", " + cell.load_level);
     if (p.model.trusted) {
       p.projected_seconds = p.model.SecondsFor(items);
-      p.low_seconds = p.high_seconds = p.projected_seconds;
-      for (const auto& m : each) {  // all trusted: CheckModel returned a trusted one
-        p.low_seconds = std::min(p.low_seconds, m.SecondsFor(items));
-        p.high_seconds = std::max(p.high_seconds, m.SecondsFor(items));
-      }
+      std::tie(p.low_seconds, p.high_seconds) = RangeOf(each, items, p.projected_seconds);
       p.fits_window = scenario.production_window_seconds > 0 &&
                       p.projected_seconds <= scenario.production_window_seconds;
     }
@@ -183,7 +194,8 @@ std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cel
                       .check_records = check.records,
                       .measured_seconds = check.batch_seconds};
     int model_cell = base->index;
-    c.model = CheckModel(cells, *base, model_cell, c.repeats);
+    std::vector<DurationModel> each;
+    c.model = CheckModel(cells, *base, model_cell, c.repeats, &each);
     double measured_per_row = ItemsPerRow(*base), check_per_row = ItemsPerRow(check);
     if (!c.model.trusted) {
       c.untrusted_reason = "the model of cell " + std::to_string(model_cell) +
@@ -200,6 +212,7 @@ std::vector<ProjectionCheck> CheckProjections(const std::vector<CellResult>& cel
     } else {
       c.trusted = true;
       c.projected_seconds = c.model.SecondsFor(check.items);
+      std::tie(c.low_seconds, c.high_seconds) = RangeOf(each, check.items, c.projected_seconds);
       c.error_percent =
           c.measured_seconds > 0
               ? 100.0 * (c.projected_seconds - c.measured_seconds) / c.measured_seconds

@@ -96,8 +96,16 @@ struct ProjectionCheck {
   bool trusted = false;          // the model was trusted and the check cell finished
   std::string untrusted_reason;  // why there is no error figure
   double projected_seconds = 0;
+  // The lowest and highest of the repeats' own projections to the check's
+  // items (= projected_seconds for one measurement): the range the report
+  // states around a projection, tried against a measurement.
+  double low_seconds = 0;
+  double high_seconds = 0;
   double measured_seconds = 0;
   double error_percent = 0;  // (projected - measured) / measured
+  bool WithinRange() const {
+    return trusted && measured_seconds >= low_seconds && measured_seconds <= high_seconds;
+  }
 };
 
 // Items per row may differ this much (relatively) between the measured and

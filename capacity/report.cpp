@@ -397,11 +397,15 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
     }
   }
   double worst = 0;
-  int checked = 0, unchecked = 0;
+  int checked = 0, unchecked = 0, ranged = 0, within = 0;
   for (const auto& c : CheckProjections(cells)) {
     if (c.trusted) {
       ++checked;
       if (std::abs(c.error_percent) > std::abs(worst)) worst = c.error_percent;
+      if (c.repeats > 1) {
+        ++ranged;
+        if (c.WithinRange()) ++within;
+      }
     } else {
       ++unchecked;
     }
@@ -411,12 +415,22 @@ void PrintProjections(std::ostream& out, const ScenarioSummary& scenario,
         RowsText(c.measured_records, c.check_records),
         c.repeats > 1 ? fmt::format(", model the median of {} measurements", c.repeats) : "");
     if (c.trusted) {
-      out << fmt::format("projected {:.1f} s, measured {:.1f} s, error {:+.1f}%\n",
-                         c.projected_seconds, c.measured_seconds, c.error_percent);
+      out << fmt::format(
+          "projected {:.1f} s{}, measured {:.1f} s, error {:+.1f}%{}\n", c.projected_seconds,
+          c.repeats > 1 ? fmt::format(" (range {:.1f}-{:.1f} s)", c.low_seconds, c.high_seconds)
+                        : "",
+          c.measured_seconds, c.error_percent,
+          c.repeats > 1 && !c.WithinRange() ? ", outside the range" : "");
     } else {
       out << fmt::format("measured {:.1f} s, no projection: {}\n", c.measured_seconds,
                          c.untrusted_reason);
     }
+  }
+  // Whether the range the report states around a projection (the repeats'
+  // own models) held the measurement.
+  if (ranged > 0) {
+    out << fmt::format("projection range: {} of {} checks measured within their repeats' range\n",
+                       within, ranged);
   }
   // The line bench/projection_mixes.yaml is read by: how far the model
   // missed at worst, over the checks that gave an error figure.

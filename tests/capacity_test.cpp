@@ -397,6 +397,29 @@ TEST(ProjectionCheck, ProjectsThroughTheMedianOfTheRepeats) {
   EXPECT_DOUBLE_EQ(checks[0].model.steady_rate, 200);
   EXPECT_DOUBLE_EQ(checks[0].model.fixed_seconds, 3);
   EXPECT_DOUBLE_EQ(checks[0].projected_seconds, 203);
+  // The range the repeats' own models give (fixed 1.5 s at 400/s, 6 s at
+  // 100/s) holds the measured 200 s.
+  EXPECT_DOUBLE_EQ(checks[0].low_seconds, 1.5 + 40'000 / 400.0);
+  EXPECT_DOUBLE_EQ(checks[0].high_seconds, 6 + 40'000 / 100.0);
+  EXPECT_TRUE(checks[0].WithinRange());
+  std::ostringstream out;
+  PrintProjections(out, Scenario(), cells);
+  EXPECT_NE(out.str().find("model the median of 3 measurements: projected 203.0 s (range "
+                           "101.5-406.0 s), measured 200.0 s, error +1.5%\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("projection range: 1 of 1 checks measured within their repeats' "
+                           "range\nprojection: worst error +1.5% over 1 check\n"),
+            std::string::npos)
+      << out.str();
+  // Measured outside it, the line says so.
+  cells.back().batch_seconds = 90;
+  out.str("");
+  PrintProjections(out, Scenario(), cells);
+  EXPECT_NE(out.str().find("measured 90.0 s, error +125.6%, outside the range\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("projection range: 0 of 1 checks measured within"), std::string::npos);
 
   // An untrusted repeat leaves no figure, and names its cell.
   cells[0].chunks.resize(8);
