@@ -13,7 +13,11 @@
 //   latency, priority low: the same with pacing.cpu_priority: low (the
 //            batch's threads and, through the prioritize extension, its
 //            backends at nice 19) and pacing.synchronous_commit: off
-//            (--priority-cell no leaves it out).
+//            (--priority-cell no leaves it out);
+//   latency, priority low, commits on: the same at nice 19 with the
+//            batch's commits synchronous, as the server has them: which of
+//            the two settings moves the online p99 (--commit-cell no leaves
+//            it out).
 // Each cell measures the online p99 alone (warmup) and during its batch, so
 // every ratio compares figures taken minutes apart on the same machine.
 // Prints them all, the batch rates, and the ratios pacing is held to:
@@ -39,7 +43,8 @@
 //                            [--percentile 99] [--signal sessions|probe] [--probe-interval 20ms]
 //                            [--min-chunk-time 5ms] [--start slow|full]
 //                            [--step-at 3s] [--step-for 5s] [--quick yes]
-//                            [--priority-cell yes|no]
+//                            [--priority-cell yes|no] [--commit-cell yes|no]
+//                            [--durable yes|no]
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
 //                            [--sweep-for 6s] [--items 200000]
 //
@@ -116,6 +121,14 @@ struct Options {
   // The latency cell again at the lowest CPU priority with
   // synchronous_commit off, beside the one at the server's priority.
   bool priority_cell = true;
+  // And at the lowest CPU priority with synchronous_commit as the server
+  // has it: the two settings apart.
+  bool commit_cell = true;
+  // The throwaway cluster as a production server runs: fsync,
+  // synchronous_commit and full_page_writes on, so that an online commit
+  // waits for its WAL flush (behind the batch's WAL) and the commit cells
+  // mean something. --durable no: the tests' fast, unsafe cluster.
+  bool durable = true;
 };
 
 // The shared part: data, online load, the batch's job; `pacing` differs.
@@ -575,7 +588,7 @@ Options Parse(int argc, char** argv) {
       "(docs/pacing.md). Any --sweep-* option measures fixed duty cycles instead."};
   // yes or 1 turns a switch on, no or 0 off.
   auto yes_no = CLI::IsMember({"yes", "no", "1", "0"});
-  std::string sweep, quick, priority_cell;
+  std::string sweep, quick, priority_cell, commit_cell, durable;
   std::string sweep_duties, sweep_chunk_times;
   std::string step_at = "3s", step_for = "5s";
   app.add_option("--rounds", o.rounds, "rounds of the cells (default 3)")
@@ -628,6 +641,14 @@ Options Parse(int argc, char** argv) {
   app.add_option("--priority-cell", priority_cell,
                  "no: leave out the latency cell at cpu_priority low (default yes)")
       ->check(yes_no);
+  app.add_option("--commit-cell", commit_cell,
+                 "no: leave out the latency cell at cpu_priority low with the server's "
+                 "synchronous_commit (default yes, with the priority cell)")
+      ->check(yes_no);
+  app.add_option("--durable", durable,
+                 "no: a cluster without fsync and with synchronous_commit off, as the tests "
+                 "run (default yes: as a production server runs)")
+      ->check(yes_no);
   auto* duty = app.add_option("--sweep-duty", sweep_duties,
                               "sweep: comma-separated duty cycles (default 1,0.5,0.2,0.1)")
                    ->check(ListOf(kDuty, "DUTY,..."));
@@ -647,6 +668,8 @@ Options Parse(int argc, char** argv) {
   if (sweep_switch->count() > 0) o.sweep = sweep == "yes" || sweep == "1";
   if (!quick.empty()) o.quick = quick == "yes" || quick == "1";
   if (!priority_cell.empty()) o.priority_cell = priority_cell == "yes" || priority_cell == "1";
+  if (!commit_cell.empty()) o.commit_cell = commit_cell == "yes" || commit_cell == "1";
+  if (!durable.empty()) o.durable = durable == "yes" || durable == "1";
   // The summary line prints the objective with its own "x".
   if (o.objective.back() == 'x' || o.objective.back() == 'X') o.objective.pop_back();
   o.step_at = *StepSeconds(step_at);
@@ -685,12 +708,15 @@ void Sweep(const std::string& conninfo, const Options& o) {
 int main(int argc, char** argv) {
   auto o = Parse(argc, argv);
   spdlog::set_level(spdlog::level::warn);
-  auto cluster = db::TempCluster::Start();
+  auto cluster = db::TempCluster::Start({.fast_unsafe = !o.durable});
   std::string conninfo = cluster->ConnectionString();
   if (o.sweep) {
     Sweep(conninfo, o);
     return 0;
   }
+  std::printf("cluster: %s\n", o.durable ? "durable (fsync, synchronous_commit and "
+                                           "full_page_writes on, as a production server)"
+                                         : "fast and unsafe (fsync and synchronous_commit off)");
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
       "chunk_time %s, max_load lock_waiters %d; latency: signal %s, chunk_time %s, objective "
@@ -708,6 +734,8 @@ int main(int argc, char** argv) {
   std::vector<double> latency_rate_ratios;
   std::vector<double> low_p99_ratios;
   std::vector<double> low_rate_ratios;
+  std::vector<double> commit_p99_ratios;
+  std::vector<double> commit_rate_ratios;
   std::vector<double> slow_reactions;
   std::vector<double> fast_reactions;
   std::vector<double> duty_cuts;
@@ -740,10 +768,28 @@ int main(int argc, char** argv) {
       PrintCell("latency, priority low", *low);
       PrintTrace(trace.Points(), *low);
     }
+    std::optional<capacity::CellResult> commits_on;
+    if (o.priority_cell && o.commit_cell) {
+      DutyTrace trace;
+      commits_on = RunCell(
+          conninfo, ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o) + "  cpu_priority: low\n"),
+          "latency, priority low, commits on");
+      PrintCell("latency, priority low, commits on", *commits_on);
+      PrintTrace(trace.Points(), *commits_on);
+    }
     // "Without the batch": the online load alone, in every cell of the round.
-    double alone = (unpaced.before.p99_ms + paced.before.p99_ms + latency.before.p99_ms +
-                    (low ? low->before.p99_ms : 0)) /
-                   (low ? 4 : 3);
+    double alone_sum = unpaced.before.p99_ms + paced.before.p99_ms + latency.before.p99_ms;
+    int alone_cells = 3;
+    for (const auto* cell : {&low, &commits_on}) {
+      if (*cell) alone_sum += (*cell)->before.p99_ms, ++alone_cells;
+    }
+    double alone = alone_sum / alone_cells;
+    if (commits_on) {
+      commit_p99_ratios.push_back(commits_on->during.p99_ms / alone);
+      commit_rate_ratios.push_back(commits_on->items_per_second / unpaced.items_per_second);
+      std::printf("  latency, priority low, commits on: online p99 %.2fx, rate %.2fx unpaced\n",
+                  commit_p99_ratios.back(), commit_rate_ratios.back());
+    }
     if (low) {
       low_p99_ratios.push_back(low->during.p99_ms / alone);
       low_rate_ratios.push_back(low->items_per_second / unpaced.items_per_second);
@@ -825,6 +871,12 @@ int main(int argc, char** argv) {
         "latency objective, server's priority: online p99 %.2fx without batch, batch rate %.2fx "
         "unpaced\n",
         median(latency_p99_ratios), median(latency_rate_ratios));
+    if (!commit_p99_ratios.empty()) {
+      std::printf(
+          "latency objective, priority low, commits on: online p99 %.2fx without batch, batch "
+          "rate %.2fx unpaced\n",
+          median(commit_p99_ratios), median(commit_rate_ratios));
+    }
     std::printf("latency objective: online p99 %.2fx without batch, batch rate %.2fx unpaced\n",
                 median(low_p99_ratios), median(low_rate_ratios));
     return 0;
