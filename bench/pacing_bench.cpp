@@ -750,32 +750,23 @@ int main(int argc, char** argv) {
         o.quick ? unpaced
                 : RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, PacedPacing(o)), "paced");
     if (!o.quick) PrintCell("paced", paced);
-    capacity::CellResult latency;
-    {
+    // A latency-paced cell, its duty cycle traced second by second.
+    auto traced = [&](const char* name, const std::string& pacing) {
       DutyTrace trace;
-      latency = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o)), "latency");
-      PrintCell("latency", latency);
-      PrintTrace(trace.Points(), latency);
-    }
-    std::optional<capacity::CellResult> low;
+      auto cell = RunCell(conninfo, ScenarioYaml(o, kPacedFirstChunk, pacing), name);
+      PrintCell(name, cell);
+      PrintTrace(trace.Points(), cell);
+      return cell;
+    };
+    capacity::CellResult latency = traced("latency", LatencyPacing(o));
+    std::optional<capacity::CellResult> low, commits_on;
     if (o.priority_cell) {
-      DutyTrace trace;
-      low = RunCell(
-          conninfo,
-          ScenarioYaml(o, kPacedFirstChunk,
-                       LatencyPacing(o) + "  cpu_priority: low\n  synchronous_commit: \"off\"\n"),
-          "latency, priority low");
-      PrintCell("latency, priority low", *low);
-      PrintTrace(trace.Points(), *low);
+      low = traced("latency, priority low",
+                   LatencyPacing(o) + "  cpu_priority: low\n  synchronous_commit: \"off\"\n");
     }
-    std::optional<capacity::CellResult> commits_on;
     if (o.priority_cell && o.commit_cell) {
-      DutyTrace trace;
-      commits_on = RunCell(
-          conninfo, ScenarioYaml(o, kPacedFirstChunk, LatencyPacing(o) + "  cpu_priority: low\n"),
-          "latency, priority low, commits on");
-      PrintCell("latency, priority low, commits on", *commits_on);
-      PrintTrace(trace.Points(), *commits_on);
+      commits_on =
+          traced("latency, priority low, commits on", LatencyPacing(o) + "  cpu_priority: low\n");
     }
     // "Without the batch": the online load alone, in every cell of the round.
     double alone_sum = unpaced.before.p99_ms + paced.before.p99_ms + latency.before.p99_ms;
@@ -784,18 +775,15 @@ int main(int argc, char** argv) {
       if (*cell) alone_sum += (*cell)->before.p99_ms, ++alone_cells;
     }
     double alone = alone_sum / alone_cells;
-    if (commits_on) {
-      commit_p99_ratios.push_back(commits_on->during.p99_ms / alone);
-      commit_rate_ratios.push_back(commits_on->items_per_second / unpaced.items_per_second);
-      std::printf("  latency, priority low, commits on: online p99 %.2fx, rate %.2fx unpaced\n",
-                  commit_p99_ratios.back(), commit_rate_ratios.back());
-    }
-    if (low) {
-      low_p99_ratios.push_back(low->during.p99_ms / alone);
-      low_rate_ratios.push_back(low->items_per_second / unpaced.items_per_second);
-      std::printf("  latency, priority low: online p99 %.2fx, rate %.2fx unpaced\n",
-                  low_p99_ratios.back(), low_rate_ratios.back());
-    }
+    auto record = [&](const std::optional<capacity::CellResult>& cell, const char* name,
+                      std::vector<double>& p99s, std::vector<double>& rates) {
+      if (!cell) return;
+      p99s.push_back(cell->during.p99_ms / alone);
+      rates.push_back(cell->items_per_second / unpaced.items_per_second);
+      std::printf("  %s: online p99 %.2fx, rate %.2fx unpaced\n", name, p99s.back(), rates.back());
+    };
+    record(commits_on, "latency, priority low, commits on", commit_p99_ratios, commit_rate_ratios);
+    record(low, "latency, priority low", low_p99_ratios, low_rate_ratios);
     p99_ratios.push_back(paced.during.p99_ms / alone);
     rate_ratios.push_back(paced.items_per_second / unpaced.items_per_second);
     latency_p99_ratios.push_back(latency.during.p99_ms / alone);
