@@ -44,7 +44,7 @@
 //                            [--min-chunk-time 5ms] [--start slow|full]
 //                            [--step-at 3s] [--step-for 5s] [--quick yes]
 //                            [--priority-cell yes|no] [--commit-cell yes|no]
-//                            [--durable yes|no]
+//                            [--durable yes|no] [--cluster-root DIR]
 //   build/bench/pacing_bench --sweep-duty 1,0.5,0.2,0.1 --sweep-chunk-time 20ms,5ms,2ms
 //                            [--sweep-for 6s] [--items 200000]
 //
@@ -129,6 +129,10 @@ struct Options {
   // waits for its WAL flush (behind the batch's WAL) and the commit cells
   // mean something. --durable no: the tests' fast, unsafe cluster.
   bool durable = true;
+  // Where the throwaway cluster's folder goes (default $TMPDIR or /tmp):
+  // /dev/shm puts its WAL on memory, where a flush costs nothing, so the
+  // WAL device's share of the online p99 can be told from the CPU's.
+  std::string cluster_root;
 };
 
 // The shared part: data, online load, the batch's job; `pacing` differs.
@@ -649,6 +653,10 @@ Options Parse(int argc, char** argv) {
                  "no: a cluster without fsync and with synchronous_commit off, as the tests "
                  "run (default yes: as a production server runs)")
       ->check(yes_no);
+  app.add_option("--cluster-root", o.cluster_root,
+                 "folder for the throwaway cluster (default $TMPDIR or /tmp); /dev/shm: its WAL "
+                 "on memory, where a flush costs nothing")
+      ->check(CLI::ExistingDirectory);
   auto* duty = app.add_option("--sweep-duty", sweep_duties,
                               "sweep: comma-separated duty cycles (default 1,0.5,0.2,0.1)")
                    ->check(ListOf(kDuty, "DUTY,..."));
@@ -708,15 +716,17 @@ void Sweep(const std::string& conninfo, const Options& o) {
 int main(int argc, char** argv) {
   auto o = Parse(argc, argv);
   spdlog::set_level(spdlog::level::warn);
-  auto cluster = db::TempCluster::Start({.fast_unsafe = !o.durable});
+  auto cluster = db::TempCluster::Start({.temp_root = o.cluster_root, .fast_unsafe = !o.durable});
   std::string conninfo = cluster->ConnectionString();
   if (o.sweep) {
     Sweep(conninfo, o);
     return 0;
   }
-  std::printf("cluster: %s\n", o.durable ? "durable (fsync, synchronous_commit and "
-                                           "full_page_writes on, as a production server)"
-                                         : "fast and unsafe (fsync and synchronous_commit off)");
+  std::printf("cluster: %s, in %s\n",
+              o.durable ? "durable (fsync, synchronous_commit and full_page_writes on, as a "
+                          "production server)"
+                        : "fast and unsafe (fsync and synchronous_commit off)",
+              cluster->dir().parent_path().c_str());
   std::printf(
       "%lld records, %lld items, %d online users; unpaced: fixed chunks of %d; paced: "
       "chunk_time %s, max_load lock_waiters %d; latency: signal %s, chunk_time %s, objective "
