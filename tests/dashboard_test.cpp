@@ -177,7 +177,15 @@ TEST_F(DashboardTest, ThePageShowsTheDatabasesFiguresAndAScreenshotIsKept) {
     EXPECT_NE(svg[1].str().find("<polyline fill=\"none\" stroke=\"#37a\" data-job=\"nightly\""),
               std::string::npos)
         << chart << ": " << svg[1];
+    // Its scale and span are labelled: the top value in the chart's unit.
+    EXPECT_TRUE(std::regex_search(
+        svg[1].str(), std::regex(std::string("<text class=\"axis\"[^>]*>[0-9.]+") +
+                                 (chart == std::string("latency") ? "x" : "/s") + "</text>")))
+        << chart << ": " << svg[1];
+    EXPECT_NE(svg[1].str().find(">10 min ago</text>"), std::string::npos) << chart;
+    EXPECT_NE(svg[1].str().find(">now</text>"), std::string::npos) << chart;
   }
+  EXPECT_NE(page.find(">objective 1.50x</text>"), std::string::npos) << "the objective, labelled";
   EXPECT_NE(page.find("stroke=\"#c33\""), std::string::npos) << "its objective line";
 
   // The screenshot, kept for a person to look at.
