@@ -169,18 +169,18 @@ TEST_F(DashboardTest, ThePageShowsTheDatabasesFiguresAndAScreenshotIsKept) {
             std::string::npos)
       << "the run's pacer, as its heartbeat wrote it";
   // Both charts draw the job's line from the server's history.
-  for (const char* chart : {"latency", "rate"}) {
+  // Each with its unit, in which its scale's top value is labelled.
+  const std::pair<std::string, std::string> charts[] = {{"latency", "x"}, {"rate", "/s"}};
+  for (const auto& [chart, unit] : charts) {
     std::smatch svg;
-    ASSERT_TRUE(std::regex_search(
-        page, svg, std::regex(std::string("<svg id=\"") + chart + "\"[^>]*>(.*?)</svg>")))
+    ASSERT_TRUE(
+        std::regex_search(page, svg, std::regex("<svg id=\"" + chart + "\"[^>]*>(.*?)</svg>")))
         << chart;
     EXPECT_NE(svg[1].str().find("<polyline fill=\"none\" stroke=\"#37a\" data-job=\"nightly\""),
               std::string::npos)
         << chart << ": " << svg[1];
-    // Its scale and span are labelled: the top value in the chart's unit.
     EXPECT_TRUE(std::regex_search(
-        svg[1].str(), std::regex(std::string("<text class=\"axis\"[^>]*>[0-9.]+") +
-                                 (chart == std::string("latency") ? "x" : "/s") + "</text>")))
+        svg[1].str(), std::regex("<text class=\"axis\"[^>]*>[0-9.]+" + unit + "</text>")))
         << chart << ": " << svg[1];
     EXPECT_NE(svg[1].str().find(">10 min ago</text>"), std::string::npos) << chart;
     EXPECT_NE(svg[1].str().find(">now</text>"), std::string::npos) << chart;
